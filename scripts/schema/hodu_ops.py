@@ -1,0 +1,44 @@
+# hodu's own fused ops (domain "hodu"), produced by the fusion passes.
+# Read by scripts/gen_schema_table.py (see newer.py for the API).
+H = "hodu"
+FLOAT = ["tensor(bfloat16)", "tensor(float16)", "tensor(float)", "tensor(double)"]
+ACT = [attr("activation", "string", False, ""),        # "", Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, Gelu, Silu
+       attr("activation_params", "floats", False, [])]  # alpha/beta or min/max of the activation
+
+api.op("FusedConv", 1,
+       [param("X", "T"), param("W", "T"), param("B", "T", "o"), param("Z", "T", "o")],
+       [param("Y", "T")],
+       [attr("auto_pad", "string", False, "NOTSET"), attr("dilations", "ints"),
+        attr("group", "int", False, 1), attr("kernel_shape", "ints"), attr("pads", "ints"),
+        attr("strides", "ints")] + ACT,
+       [("T", FLOAT)], domain=H)
+api.op("FusedMatMul", 1, [param("A", "T"), param("B", "T"), param("bias", "T", "o")],
+       [param("Y", "T")],
+       [attr("alpha", "float", False, 1.0), attr("transA", "int", False, 0),
+        attr("transB", "int", False, 0)] + ACT,
+       [("T", FLOAT)], domain=H)
+api.op("FusedGemm", 1, [param("A", "T"), param("B", "T"), param("C", "T", "o")],
+       [param("Y", "T")],
+       [attr("alpha", "float", False, 1.0), attr("beta", "float", False, 1.0),
+        attr("transA", "int", False, 0), attr("transB", "int", False, 0)] + ACT,
+       [("T", FLOAT)], domain=H)
+api.op("Attention", 1,
+       [param("Q", "T"), param("K", "T"), param("V", "T"), param("mask", "M", "o"),
+        param("bias", "T", "o")],
+       [param("Y", "T")],
+       [attr("is_causal", "int", False, 0), attr("num_heads", "int", False, 0),
+        attr("kv_num_heads", "int", False, 0), attr("scale", "float")],
+       [("T", FLOAT), ("M", ["tensor(bool)"] + FLOAT)], domain=H)
+api.op("LayerNorm", 1, [param("X", "T"), param("scale", "T"), param("bias", "T", "o")],
+       [param("Y", "T")],
+       [attr("axis", "int", False, -1), attr("epsilon", "float", False, 1e-05),
+        attr("rms", "int", False, 0)],
+       [("T", FLOAT)], domain=H)
+api.op("Gelu", 1, [param("X", "T"), param("bias", "T", "o")], [param("Y", "T")],
+       [attr("approximate", "string", False, "none")], [("T", FLOAT)], domain=H)
+api.op("FusedElementwise", 1, [param("inputs", "T", "v", False, 1)],
+       [param("outputs", "T", "v", False, 1)],
+       [attr("body", "graph", True)],
+       [("T", ["tensor(bool)", "tensor(int8)", "tensor(uint8)", "tensor(int16)", "tensor(uint16)",
+               "tensor(int32)", "tensor(uint32)", "tensor(int64)", "tensor(uint64)"] + FLOAT)],
+       domain=H)

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Installs every Debian package hodu needs to build and test. Nothing else is
+# downloaded. Safe to run again. Needs root (or sudo).
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build ccache pkg-config git
+  libprotobuf-dev protobuf-compiler libonnx-dev
+  libdnnl-dev libdlpack-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  pybind11-dev python3-dev python3-numpy python3-pytest python3-onnx
+  graphviz valgrind nodejs npm
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "setup: all ${#packages[@]} Debian packages are installed"
+else
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+# ONNX Runtime 1.30 (CPU), the oracle and speed peer of the tests and benchmarks, from npm.
+cd "$(dirname "$0")/../tests/ort"
+if [ ! -d node_modules/onnxruntime-node ]; then
+  echo "setup: installing onnxruntime-node 1.30.0 from npm"
+  npm install --ignore-scripts --no-audit --no-fund --loglevel=error
+fi

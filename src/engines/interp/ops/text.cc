@@ -1,0 +1,7 @@
+#include "engines/interp/ops/op_utils.h"
+
+namespace hodu::interp {
+
+void register_text_ops(OpTable& t) { (void)t; }
+
+}  // namespace hodu::interp

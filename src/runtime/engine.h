@@ -1,0 +1,57 @@
+// Engines turn a Model into something that runs: Engine::prepare(model) gives an
+// Executable, prepared once and run many times. The EngineRegistry knows every
+// engine by name (interp, cpu, native, cuda, plugins).
+#pragma once
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device.h"
+#include "core/runtime_value.h"
+#include "ir/graph.h"
+
+namespace hodu {
+
+struct EngineOptions {
+  Device device;
+  int threads = 1;
+  uint64_t seed = 0;
+};
+
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  // Inputs by name (already checked by the Session); outputs in graph order.
+  virtual std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs) = 0;
+};
+
+class Engine {
+ public:
+  virtual ~Engine() = default;
+  virtual std::string name() const = 0;
+  virtual std::string description() const = 0;
+  virtual bool supports(const Device& device) const = 0;
+  // The model outlives the executable (the Session owns both).
+  virtual std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions& options) = 0;
+};
+
+class EngineRegistry {
+ public:
+  // The process-wide registry, with the built-in engines registered.
+  static EngineRegistry& instance();
+  void add(std::shared_ptr<Engine> engine);
+  std::shared_ptr<Engine> find(const std::string& name) const;
+  // Best engine for a device: the first registered that supports it (registration order is preference).
+  std::shared_ptr<Engine> pick(const Device& device) const;
+  std::vector<std::shared_ptr<Engine>> all() const { return engines_; }
+
+ private:
+  std::vector<std::shared_ptr<Engine>> engines_;
+};
+
+// Defined in src/engines: registers interp (and the other built-in engines).
+void register_builtin_engines(EngineRegistry& registry);
+
+}  // namespace hodu

@@ -1,0 +1,128 @@
+#include "runtime/session.h"
+
+#include <fstream>
+#include <set>
+#include <thread>
+
+#include "core/error.h"
+
+namespace hodu {
+
+int physical_core_count() {
+  // Count distinct (physical id, core id) pairs; hyperthreads share a core.
+  std::ifstream f("/proc/cpuinfo");
+  std::set<std::pair<int, int>> cores;
+  std::string line;
+  int phys = 0, core = -1;
+  while (std::getline(f, line)) {
+    if (line.rfind("physical id", 0) == 0) phys = std::atoi(line.substr(line.find(':') + 1).c_str());
+    else if (line.rfind("core id", 0) == 0) core = std::atoi(line.substr(line.find(':') + 1).c_str());
+    else if (line.empty() && core >= 0) { cores.insert({phys, core}); core = -1; }
+  }
+  if (core >= 0) cores.insert({phys, core});
+  int n = static_cast<int>(cores.size());
+  if (n <= 0) n = static_cast<int>(std::thread::hardware_concurrency());
+  return std::max(n, 1);
+}
+
+std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& options) {
+  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(load_model(path)), options));
+}
+
+std::unique_ptr<Session> Session::from_bytes(std::string_view bytes, const SessionOptions& options) {
+  auto model = std::make_unique<Model>(load_model_from_bytes(bytes, model_format_from_bytes(bytes)));
+  return std::unique_ptr<Session>(new Session(std::move(model), options));
+}
+
+std::unique_ptr<Session> Session::from_model(Model model, const SessionOptions& options) {
+  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(std::move(model)), options));
+}
+
+Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : model_(std::move(model)) {
+  for (const auto& in : model_->graph.inputs)
+    if (!model_->graph.initializer(in.name)) inputs_.push_back(in);
+  threads_ = options.threads > 0 ? options.threads : physical_core_count();
+  auto& registry = EngineRegistry::instance();
+  std::shared_ptr<Engine> engine;
+  if (options.engine.empty() || options.engine == "auto") {
+    engine = registry.pick(options.device);
+  } else {
+    engine = registry.find(options.engine);
+    if (!engine) {
+      std::string names;
+      for (const auto& e : registry.all()) names += (names.empty() ? "" : ", ") + e->name();
+      fail(ErrorCode::InvalidArgument, "unknown engine '{}' (available: {})", options.engine, names);
+    }
+    HODU_CHECK(engine->supports(options.device), ErrorCode::Unsupported, "engine '{}' does not run on device {}",
+               engine->name(), options.device.to_string());
+  }
+  engine_name_ = engine->name();
+  EngineOptions eo{options.device, threads_, options.seed};
+  executable_ = engine->prepare(*model_, eo);
+}
+
+namespace {
+
+std::string type_name(const ValueType& t) {
+  return t.kind == ValueType::Kind::Tensor ? std::string(dtype_onnx_name(t.dtype)) : t.to_string();
+}
+
+}  // namespace
+
+void Session::check_inputs(const std::map<std::string, RuntimeValue>& feeds) const {
+  for (const auto& [name, v] : feeds) {
+    bool known = false;
+    for (const auto& in : model_->graph.inputs) known |= in.name == name;
+    if (!known) {
+      std::string names;
+      for (const auto& in : inputs_) names += (names.empty() ? "'" : ", '") + in.name + "'";
+      fail(ErrorCode::InvalidArgument, "'{}' is not an input of the model (inputs: {})", name, names);
+    }
+  }
+  std::map<std::string, std::pair<int64_t, std::string>> bound;  // symbol → (size, where)
+  for (const auto& in : inputs_) {
+    auto it = feeds.find(in.name);
+    if (it == feeds.end()) fail(ErrorCode::InvalidArgument, "missing input '{}' ({})", in.name, in.type.to_string());
+    const RuntimeValue& v = it->second;
+    const ValueType& t = in.type;
+    if (t.kind == ValueType::Kind::Tensor) {
+      if (!v.is_tensor())
+        fail(ErrorCode::InvalidArgument, "input '{}' must be a tensor ({})", in.name, t.to_string());
+      const Tensor& x = v.tensor;
+      if (t.dtype != DType::Undefined && x.dtype() != t.dtype)
+        fail(ErrorCode::InvalidArgument, "input '{}': dtype {} does not match the model's {}", in.name,
+             dtype_onnx_name(x.dtype()), type_name(t));
+      if (!t.shape.rank_known()) continue;
+      if (x.rank() != t.shape.rank())
+        fail(ErrorCode::InvalidArgument, "input '{}': rank {} (shape {}) does not match the model's rank {} ({})",
+             in.name, x.rank(), x.shape_string(), t.shape.rank(), t.shape.to_string());
+      for (int64_t d = 0; d < x.rank(); ++d) {
+        const Dim& dim = t.shape[d];
+        int64_t got = x.shape()[d];
+        if (dim.is_known() && dim.value != got)
+          fail(ErrorCode::InvalidArgument, "input '{}': dim {} is {} but the model expects {} (shape {} vs {})",
+               in.name, d, got, dim.value, x.shape_string(), t.shape.to_string());
+        if (dim.is_symbolic()) {
+          auto [b, inserted] = bound.emplace(dim.symbol, std::make_pair(got, in.name));
+          if (!inserted && b->second.first != got)
+            fail(ErrorCode::InvalidArgument,
+                 "input '{}': dim {} ('{}') is {} but input '{}' binds '{}' to {}", in.name, d, dim.symbol, got,
+                 b->second.second, dim.symbol, b->second.first);
+        }
+      }
+    } else if (t.kind == ValueType::Kind::Sequence && !v.is_sequence()) {
+      fail(ErrorCode::InvalidArgument, "input '{}' must be a sequence ({})", in.name, t.to_string());
+    }
+  }
+}
+
+std::vector<NamedValue> Session::run(const std::map<std::string, RuntimeValue>& feeds) {
+  check_inputs(feeds);
+  auto values = executable_->run(feeds);
+  std::vector<NamedValue> out;
+  out.reserve(values.size());
+  for (size_t i = 0; i < values.size(); ++i) out.push_back({model_->graph.outputs[i].name, std::move(values[i])});
+  return out;
+}
+
+}  // namespace hodu

@@ -1,0 +1,60 @@
+// Session: the user's handle on a model. It loads the model, picks an engine,
+// prepares once, checks every run's inputs against the model (name, dtype,
+// rank, dims, symbolic dims bound consistently) and runs.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/runtime_value.h"
+#include "formats/model_io.h"
+#include "ir/graph.h"
+#include "runtime/engine.h"
+
+namespace hodu {
+
+struct SessionOptions {
+  std::string engine;  // "" = best for the device
+  Device device;
+  int threads = 0;     // 0 = number of physical cores
+  uint64_t seed = 0;
+};
+
+struct NamedValue {
+  std::string name;
+  RuntimeValue value;
+};
+
+class Session {
+ public:
+  static std::unique_ptr<Session> load(const std::string& path, const SessionOptions& options = {});
+  static std::unique_ptr<Session> from_bytes(std::string_view bytes, const SessionOptions& options = {});
+  static std::unique_ptr<Session> from_model(Model model, const SessionOptions& options = {});
+
+  const Model& model() const { return *model_; }
+  // Graph inputs the caller must feed (initializers excluded) and the outputs.
+  const std::vector<Value>& inputs() const { return inputs_; }
+  const std::vector<Value>& outputs() const { return model_->graph.outputs; }
+  const std::string& engine_name() const { return engine_name_; }
+  int threads() const { return threads_; }
+
+  // Checks the feeds and runs; outputs in graph order.
+  std::vector<NamedValue> run(const std::map<std::string, RuntimeValue>& feeds);
+  // Checks feeds only (InvalidArgument naming the input and the mismatch).
+  void check_inputs(const std::map<std::string, RuntimeValue>& feeds) const;
+
+ private:
+  Session(std::unique_ptr<Model> model, const SessionOptions& options);
+  std::unique_ptr<Model> model_;
+  std::vector<Value> inputs_;
+  std::unique_ptr<Executable> executable_;
+  std::string engine_name_;
+  int threads_ = 1;
+};
+
+// Physical cores of this machine (falls back to hardware_concurrency).
+int physical_core_count();
+
+}  // namespace hodu

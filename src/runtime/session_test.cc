@@ -1,0 +1,83 @@
+#include "runtime/session.h"
+
+#include <gtest/gtest.h>
+
+namespace hodu {
+namespace {
+
+// y = x + b with x: f32[batch, 3], b: f32[batch, 3]
+Model add_model() {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  g.name = "add";
+  Shape s{Dim::sym("batch"), 3};
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, s), ""});
+  g.inputs.push_back({"b", ValueType::tensor(DType::F32, s), ""});
+  g.outputs.push_back({"y", ValueType::tensor(DType::F32, s), ""});
+  Node n;
+  n.name = "add";
+  n.op_type = "Add";
+  n.inputs = {"x", "b"};
+  n.outputs = {"y"};
+  g.nodes.push_back(n);
+  return m;
+}
+
+Tensor f32(std::vector<int64_t> shape, float start) {
+  Tensor t = Tensor::empty(DType::F32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = start + static_cast<float>(i);
+  return t;
+}
+
+std::string error_of(Session& s, const std::map<std::string, RuntimeValue>& feeds) {
+  try {
+    s.run(feeds);
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Session, RunsAndBindsSymbolicDims) {
+  auto s = Session::from_model(add_model(), {});
+  EXPECT_EQ(s->engine_name(), "interp");
+  auto out = s->run({{"x", f32({2, 3}, 0)}, {"b", f32({2, 3}, 10)}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].name, "y");
+  EXPECT_EQ(out[0].value.tensor.shape(), (std::vector<int64_t>{2, 3}));
+  EXPECT_FLOAT_EQ(out[0].value.tensor.data<float>()[5], 5 + 15);
+  // A new batch size re-binds, it does not fail.
+  auto out4 = s->run({{"x", f32({4, 3}, 0)}, {"b", f32({4, 3}, 0)}});
+  EXPECT_EQ(out4[0].value.tensor.shape()[0], 4);
+}
+
+TEST(Session, ChecksInputsWithClearMessages) {
+  auto s = Session::from_model(add_model(), {});
+  EXPECT_NE(error_of(*s, {{"x", f32({2, 3}, 0)}}).find("missing input 'b'"), std::string::npos);
+  EXPECT_NE(error_of(*s, {{"x", f32({2, 3}, 0)}, {"b", f32({2, 3}, 0)}, {"z", f32({1}, 0)}})
+                .find("'z' is not an input"),
+            std::string::npos);
+  EXPECT_NE(error_of(*s, {{"x", Tensor::zeros(DType::F64, {2, 3})}, {"b", f32({2, 3}, 0)}}).find("dtype double"),
+            std::string::npos);
+  EXPECT_NE(error_of(*s, {{"x", f32({2, 3, 1}, 0)}, {"b", f32({2, 3}, 0)}}).find("rank 3"), std::string::npos);
+  EXPECT_NE(error_of(*s, {{"x", f32({2, 4}, 0)}, {"b", f32({2, 4}, 0)}}).find("dim 1 is 4"), std::string::npos);
+  // batch bound to 2 by x, 3 by b
+  EXPECT_NE(error_of(*s, {{"x", f32({2, 3}, 0)}, {"b", f32({3, 3}, 0)}}).find("binds 'batch' to 2"),
+            std::string::npos);
+}
+
+TEST(Session, UnknownEngineIsAnError) {
+  SessionOptions o;
+  o.engine = "warp";
+  try {
+    Session::from_model(add_model(), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown engine 'warp'"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace hodu

@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# usage: cli_test.sh HODU_BINARY SOURCE_DIR
+# Each check runs the CLI and asserts on exit code and output; prints
+# "N passed, M failed" at the end.
+set -u
+hodu=$1
+src=$2
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+passed=0
+failed=0
+model=$src/examples/models/tiny_cnn.onnx
+image=$src/examples/inputs/tiny_cnn_image.npy
+
+ok() { passed=$((passed + 1)); }
+bad() { failed=$((failed + 1)); echo "FAIL: $1"; [ -n "${2:-}" ] && echo "$2" | head -20; }
+
+# expect_ok NAME REGEX CMD... : exit 0 and stdout+stderr matches REGEX
+expect_ok() {
+  local name=$1 pattern=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -ne 0 ]; then bad "$name (exit $rc)" "$out"; return; fi
+  if ! grep -Eq -- "$pattern" <<<"$out"; then bad "$name (output does not match /$pattern/)" "$out"; return; fi
+  ok
+}
+# expect_error NAME REGEX CMD... : exit != 0, no crash (exit < 128), stderr has "error:" and matches REGEX
+expect_error() {
+  local name=$1 pattern=$2; shift 2
+  local out rc
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -eq 0 ]; then bad "$name (exit 0, expected an error)" "$out"; return; fi
+  if [ $rc -ge 128 ]; then bad "$name (crashed: exit $rc)" "$out"; return; fi
+  if ! grep -q "error" <<<"$out"; then bad "$name (no 'error' in output)" "$out"; return; fi
+  if ! grep -Eq -- "$pattern" <<<"$out"; then bad "$name (message does not match /$pattern/)" "$out"; return; fi
+  ok
+}
+
+expect_ok "version" "^hodu [0-9]+\.[0-9]+" "$hodu" --version
+expect_ok "help lists commands" "info.*run|run.*info" "$hodu" --help
+for c in info run convert; do expect_ok "$c --help" "Usage|usage" "$hodu" $c --help; done
+
+# info
+expect_ok "info text" "image: f32\[batch, 1, 8, 8\]" "$hodu" info "$model"
+expect_ok "info ops" "Conv +1" "$hodu" info "$model"
+expect_ok "info params" "parameters: 690" "$hodu" info "$model"
+expect_ok "info json" '"parameter_count": 690' "$hodu" info "$model" --json
+expect_ok "info dot" "" "$hodu" info "$model" --dot "$tmp/g.dot"
+grep -q "digraph" "$tmp/g.dot" 2>/dev/null && ok || bad "info --dot wrote no graph"
+
+# run
+expect_ok "run pretty" "probabilities: f32\[2, 10\] = \[\[" "$hodu" run "$model" -i image="$image"
+expect_ok "run json" '"probabilities": \{"dtype": "f32", "shape": \[2, 10\]' "$hodu" run "$model" -i image="$image" -f json
+expect_ok "run npy" "wrote" "$hodu" run "$model" -i image="$image" -f npy -o "$tmp/out"
+[ -f "$tmp/out/probabilities.npy" ] && ok || bad "run -f npy did not write probabilities.npy"
+expect_ok "run input without name (single input)" "probabilities" "$hodu" run "$model" -i "$image"
+expect_ok "run -I list" "probabilities" "$hodu" run "$model" -I image="$image"
+# softmax rows sum to 1: check with the json output
+"$hodu" run "$model" -i image="$image" -f json > "$tmp/out.json" 2>&1
+if python3 - "$tmp/out.json" <<'PY' 2>/dev/null; then ok; else bad "softmax rows of the example do not sum to 1"; fi
+import json, sys
+d = json.load(open(sys.argv[1]))["probabilities"]["data"]
+assert len(d) == 20 and all(abs(sum(d[i*10:(i+1)*10]) - 1) < 1e-5 for i in range(2))
+PY
+# bit-identical across thread counts
+"$hodu" run "$model" -i image="$image" -f json --threads 1 > "$tmp/t1.json" 2>&1
+"$hodu" run "$model" -i image="$image" -f json --threads 2 > "$tmp/t2.json" 2>&1
+cmp -s "$tmp/t1.json" "$tmp/t2.json" && ok || bad "outputs differ between --threads 1 and 2"
+
+# errors
+expect_error "missing model" "no-such.onnx" "$hodu" info "$tmp/no-such.onnx"
+printf 'this is not a model' > "$tmp/garbage.onnx"
+expect_error "garbage onnx" "garbage.onnx" "$hodu" info "$tmp/garbage.onnx"
+head -c 1500 "$model" > "$tmp/truncated.onnx"
+expect_error "truncated onnx" "truncated.onnx" "$hodu" info "$tmp/truncated.onnx"
+expect_error "missing input" "missing input 'image'" "$hodu" run "$model"
+expect_error "unknown input name" "'nope' is not an input" "$hodu" run "$model" -i nope="$image"
+expect_error "missing input file" "does not exist" "$hodu" run "$model" -i image="$tmp/none.npy"
+printf '\x93NUMPY\x01\x00\x10\x00{garbage' > "$tmp/bad.npy"
+expect_error "corrupt npy" "bad.npy" "$hodu" run "$model" -i image="$tmp/bad.npy"
+python3 -c "
+import numpy as np; np.save('$tmp/wrong_dtype.npy', np.zeros((2,1,8,8), np.float64)); np.save('$tmp/wrong_rank.npy', np.zeros((1,8,8), np.float32)); np.save('$tmp/wrong_dim.npy', np.zeros((2,3,8,8), np.float32))" 2>/dev/null
+expect_error "wrong dtype" "input 'image': dtype double does not match the model's float" "$hodu" run "$model" -i image="$tmp/wrong_dtype.npy"
+expect_error "wrong rank" "input 'image': rank 3" "$hodu" run "$model" -i image="$tmp/wrong_rank.npy"
+expect_error "wrong dim" "input 'image': dim 1 is 3 but the model expects 1" "$hodu" run "$model" -i image="$tmp/wrong_dim.npy"
+expect_error "bad format" "-f xml" "$hodu" run "$model" -i image="$image" -f xml
+expect_error "npy needs -o" "-o DIR" "$hodu" run "$model" -i image="$image" -f npy
+expect_error "unknown engine" "unknown engine 'warp'" "$hodu" run "$model" -i image="$image" --engine warp
+expect_error "bad device" "unknown device" "$hodu" run "$model" -i image="$image" -d tpu
+
+# convert round trips: onnx → hdss → hodu → onnx, same outputs
+expect_ok "convert to hdss" "wrote" "$hodu" convert "$model" -o "$tmp/m.hdss"
+expect_ok "convert to hoduscript" "wrote" "$hodu" convert "$tmp/m.hdss" -o "$tmp/m.hodu"
+expect_ok "convert back to onnx" "wrote" "$hodu" convert "$tmp/m.hodu" -o "$tmp/m.onnx"
+"$hodu" run "$tmp/m.onnx" -i image="$image" -f json > "$tmp/rt.json" 2>&1
+cmp -s "$tmp/t1.json" "$tmp/rt.json" && ok || bad "outputs differ after onnx→hdss→hodu→onnx"
+expect_ok "info on hdss" "image: f32\[batch, 1, 8, 8\]" "$hodu" info "$tmp/m.hdss"
+expect_ok "convert npy to json" "wrote" "$hodu" convert "$image" -o "$tmp/image.json"
+expect_ok "run with json input" "probabilities" "$hodu" run "$model" -i image="$tmp/image.json"
+expect_error "convert model to tensor" "cannot convert" "$hodu" convert "$model" -o "$tmp/x.npy"
+
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

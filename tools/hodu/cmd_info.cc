@@ -1,0 +1,188 @@
+// hodu info MODEL [--json] [--dot FILE] [--svg FILE]
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+
+#include "commands.h"
+#include "core/error.h"
+#include "formats/model_io.h"
+
+namespace hodu::cli {
+namespace {
+
+struct InfoArgs {
+  std::string model;
+  bool json = false;
+  std::string dot, svg;
+};
+
+std::string human_bytes(int64_t b) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = static_cast<double>(b);
+  int u = 0;
+  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
+  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
+}
+
+std::map<std::string, int> op_histogram(const Graph& g) {
+  std::map<std::string, int> h;
+  for (const auto& n : g.nodes) {
+    ++h[n.domain.empty() ? n.op_type : n.domain + "." + n.op_type];
+    for (const auto& a : n.attributes) {
+      if (a.g) for (auto& [k, v] : op_histogram(*a.g)) h[k] += v;
+      for (const auto& sg : a.graphs) for (auto& [k, v] : op_histogram(*sg)) h[k] += v;
+    }
+  }
+  return h;
+}
+
+std::string dot_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\';
+    o += c;
+  }
+  return o;
+}
+
+std::string to_dot(const Model& m) {
+  const Graph& g = m.graph;
+  std::string out = "digraph hodu {\n  rankdir=TB;\n  node [fontname=\"Helvetica\", fontsize=10];\n";
+  std::map<std::string, std::string> producer;  // value → dot node id
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    if (g.initializer(g.inputs[i].name)) continue;
+    std::string id = fmt::format("in{}", i);
+    out += fmt::format("  {} [shape=ellipse, style=filled, fillcolor=\"#d8f0d8\", label=\"{}\\n{}\"];\n", id,
+                       dot_escape(g.inputs[i].name), dot_escape(g.inputs[i].type.to_string()));
+    producer[g.inputs[i].name] = id;
+  }
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    std::string id = fmt::format("n{}", k);
+    out += fmt::format("  {} [shape=box, style=\"rounded,filled\", fillcolor=\"#dde8f8\", label=\"{}\\n{}\"];\n", id,
+                       dot_escape(n.op_type), dot_escape(n.name));
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      if (auto it = producer.find(in); it != producer.end()) {
+        auto t = g.type_of(in);
+        out += fmt::format("  {} -> {} [label=\"{}\", fontsize=8];\n", it->second, id,
+                           t ? dot_escape(t->to_string()) : "");
+      }
+    }
+    for (const auto& o : n.outputs)
+      if (!o.empty()) producer[o] = id;
+  }
+  for (size_t i = 0; i < g.outputs.size(); ++i) {
+    std::string id = fmt::format("out{}", i);
+    out += fmt::format("  {} [shape=ellipse, style=filled, fillcolor=\"#f8e0d0\", label=\"{}\\n{}\"];\n", id,
+                       dot_escape(g.outputs[i].name), dot_escape(g.outputs[i].type.to_string()));
+    if (auto it = producer.find(g.outputs[i].name); it != producer.end())
+      out += fmt::format("  {} -> {};\n", it->second, id);
+  }
+  return out + "}\n";
+}
+
+void write_text(const std::string& path, const std::string& text) {
+  std::ofstream f(path, std::ios::binary);
+  HODU_CHECK(f.good(), ErrorCode::Io, "cannot write {}", path);
+  f << text;
+  HODU_CHECK(f.good(), ErrorCode::Io, "error writing {}", path);
+}
+
+int run_info(const InfoArgs& a) {
+  Model m = load_model(a.model);
+  const Graph& g = m.graph;
+  auto hist = op_histogram(g);
+  int node_count = 0;
+  for (auto& [k, v] : hist) node_count += v;
+
+  if (!a.dot.empty()) write_text(a.dot, to_dot(m));
+  if (!a.svg.empty()) {
+    std::string dot_path = a.svg + ".dot";
+    write_text(dot_path, to_dot(m));
+    std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, a.svg);
+    int rc = std::system(cmd.c_str());
+    std::remove(dot_path.c_str());
+    HODU_CHECK(rc == 0, ErrorCode::Unsupported,
+               "--svg needs Graphviz's `dot` program (apt-get install graphviz); use --dot FILE to write the graph");
+  }
+
+  std::vector<const Value*> inputs;
+  for (const auto& in : g.inputs)
+    if (!g.initializer(in.name)) inputs.push_back(&in);
+
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["producer"] = {{"name", m.producer_name}, {"version", m.producer_version}};
+    j["ir_version"] = m.ir_version;
+    nlohmann::ordered_json ops = nlohmann::ordered_json::object();
+    for (auto& [d, v] : m.opset_imports) ops[d.empty() ? "ai.onnx" : d] = v;
+    j["opsets"] = ops;
+    auto value_json = [](const Value& v) {
+      nlohmann::ordered_json o;
+      o["name"] = v.name;
+      o["type"] = v.type.to_string();
+      if (v.type.kind == ValueType::Kind::Tensor) {
+        o["dtype"] = std::string(dtype_name(v.type.dtype));
+        if (v.type.shape.rank_known()) {
+          nlohmann::ordered_json dims = nlohmann::ordered_json::array();
+          for (const auto& d : v.type.shape.dims()) {
+            if (d.is_known()) dims.push_back(d.value);
+            else if (d.is_symbolic()) dims.push_back(d.symbol);
+            else dims.push_back(nullptr);
+          }
+          o["shape"] = dims;
+        } else {
+          o["shape"] = nullptr;
+        }
+      }
+      return o;
+    };
+    j["inputs"] = nlohmann::ordered_json::array();
+    for (auto* v : inputs) j["inputs"].push_back(value_json(*v));
+    j["outputs"] = nlohmann::ordered_json::array();
+    for (const auto& v : g.outputs) j["outputs"].push_back(value_json(v));
+    j["node_count"] = node_count;
+    j["ops"] = hist;
+    j["parameter_count"] = g.parameter_count();
+    j["parameter_bytes"] = g.parameter_bytes();
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+
+  std::printf("model:      %s\n", a.model.c_str());
+  std::string producer = m.producer_name.empty() ? "(unknown)" : m.producer_name;
+  if (!m.producer_version.empty()) producer += " " + m.producer_version;
+  std::printf("producer:   %s\n", producer.c_str());
+  std::string opsets;
+  for (auto& [d, v] : m.opset_imports) opsets += fmt::format("{}{} {}", opsets.empty() ? "" : ", ", d.empty() ? "ai.onnx" : d, v);
+  std::printf("ir version: %lld, opsets: %s\n", static_cast<long long>(m.ir_version), opsets.c_str());
+  std::printf("inputs:\n");
+  for (auto* v : inputs) std::printf("  %s: %s\n", v->name.c_str(), v->type.to_string().c_str());
+  std::printf("outputs:\n");
+  for (const auto& v : g.outputs) std::printf("  %s: %s\n", v.name.c_str(), v.type.to_string().c_str());
+  std::printf("nodes:      %d\n", node_count);
+  std::printf("parameters: %lld (%s)\n", static_cast<long long>(g.parameter_count()),
+              human_bytes(g.parameter_bytes()).c_str());
+  std::printf("ops:\n");
+  std::vector<std::pair<std::string, int>> sorted(hist.begin(), hist.end());
+  std::stable_sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
+  for (auto& [op, c] : sorted) std::printf("  %-28s %d\n", op.c_str(), c);
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_info_command(CLI::App& app) {
+  auto a = std::make_shared<InfoArgs>();
+  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
+  app.add_flag("--json", a->json, "print as JSON");
+  app.add_option("--dot", a->dot, "write the graph as Graphviz DOT to FILE");
+  app.add_option("--svg", a->svg, "render the graph to an SVG FILE (needs Graphviz)");
+  return [a] { return run_info(*a); };
+}
+
+}  // namespace hodu::cli

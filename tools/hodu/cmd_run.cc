@@ -1,0 +1,105 @@
+// hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
+//               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "core/error.h"
+#include "formats/tensor_io.h"
+#include "input_files.h"
+#include "runtime/session.h"
+#include "tensor_printer.h"
+
+namespace hodu::cli {
+namespace {
+
+struct RunArgs {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::vector<std::string> input_lists;
+  std::string format = "pretty";
+  std::string out_dir;
+  std::string device = "cpu";
+  int threads = 0;
+  std::string engine;
+  uint64_t seed = 0;
+};
+
+// Every character outside [A-Za-z0-9._-] becomes '_'.
+std::string sanitize(const std::string& name) {
+  std::string s = name.empty() ? "output" : name;
+  for (auto& c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
+  if (s == "." || s == "..") s = "_";
+  return s;
+}
+
+int run_run(const RunArgs& a) {
+  SessionOptions so;
+  so.device = Device::parse(a.device);
+  so.threads = a.threads;
+  so.engine = a.engine;
+  so.seed = a.seed;
+  HODU_CHECK(a.format == "pretty" || a.format == "json" || a.format == "npy" || a.format == "hdt",
+             ErrorCode::InvalidArgument, "-f {}: expected pretty, json, npy or hdt", a.format);
+  HODU_CHECK(!((a.format == "npy" || a.format == "hdt") && a.out_dir.empty()), ErrorCode::InvalidArgument,
+             "-f {} writes files: give an output folder with -o DIR", a.format);
+  auto session = Session::load(a.model, so);
+  std::vector<std::string> specs = a.inputs;
+  for (const auto& l : a.input_lists)
+    for (auto& s : split_comma_list(l)) specs.push_back(s);
+  auto feeds = load_inputs(specs, *session);
+  auto outputs = session->run(feeds);
+
+  if (!a.out_dir.empty()) {
+    std::filesystem::create_directories(a.out_dir);
+    std::string ext = a.format == "pretty" ? "npy" : a.format;
+    for (const auto& o : outputs) {
+      HODU_CHECK(o.value.is_tensor(), ErrorCode::Unsupported,
+                 "output '{}' is not a tensor; only tensors can be written to files (use -f pretty or json)", o.name);
+      std::string path = (std::filesystem::path(a.out_dir) / (sanitize(o.name) + "." + ext)).string();
+      if (ext == "json") {
+        FILE* f = std::fopen(path.c_str(), "wb");
+        HODU_CHECK(f, ErrorCode::Io, "cannot write {}", path);
+        std::string text = tensor_to_json(o.value.tensor);
+        std::fwrite(text.data(), 1, text.size(), f);
+        std::fclose(f);
+      } else {
+        write_tensor_file(path, {{o.name, o.value.tensor}});
+      }
+      std::fprintf(stderr, "wrote %s\n", path.c_str());
+    }
+    return 0;
+  }
+  if (a.format == "json") {
+    std::string out = "{";
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      HODU_CHECK(outputs[i].value.is_tensor(), ErrorCode::Unsupported, "output '{}' is not a tensor", outputs[i].name);
+      out += (i ? ", " : "") + nlohmann::json(outputs[i].name).dump() + ": " + tensor_to_json(outputs[i].value.tensor);
+    }
+    std::printf("%s}\n", out.c_str());
+    return 0;
+  }
+  for (const auto& o : outputs) std::printf("%s\n", pretty_value(o.name, o.value).c_str());
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_run_command(CLI::App& app) {
+  auto a = std::make_shared<RunArgs>();
+  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
+  app.add_option("-i,--input", a->inputs, "input NAME=PATH (.npy .npz .hdt .json .pb); repeatable");
+  app.add_option("-I,--inputs", a->input_lists, "comma-separated NAME=PATH list");
+  app.add_option("-f,--format", a->format, "output format: pretty, json, npy, hdt")->capture_default_str();
+  app.add_option("-o,--output-dir", a->out_dir, "write each output to DIR/<name>.<format>");
+  app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
+  app.add_option("--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("--engine", a->engine, "engine: interp (default: best for the device)");
+  app.add_option("--seed", a->seed, "seed for random ops")->capture_default_str();
+  return [a] { return run_run(*a); };
+}
+
+}  // namespace hodu::cli

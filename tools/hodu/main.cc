@@ -1,0 +1,39 @@
+// hodu: ML compiler and runtime. `hodu --help` lists the commands.
+#include <cstdio>
+#include <map>
+
+#include "commands.h"
+#include "core/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"hodu: load, run, convert and compile ML models (ONNX, .hdss, HoduScript)"};
+  app.set_version_flag("--version", std::string("hodu ") + HODU_VERSION);
+  app.require_subcommand(1);
+  std::map<CLI::App*, hodu::cli::CommandFn> commands;
+  auto add = [&](const char* name, const char* help, hodu::cli::CommandFn (*fn)(CLI::App&)) {
+    CLI::App* sub = app.add_subcommand(name, help);
+    commands[sub] = fn(*sub);
+  };
+  add("info", "describe a model: inputs, outputs, ops, parameters", hodu::cli::add_info_command);
+  add("run", "run a model on inputs and print or save its outputs", hodu::cli::add_run_command);
+  add("convert", "convert between model formats (.onnx .hdss .hodu) or tensor formats", hodu::cli::add_convert_command);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    for (auto* sub : app.get_subcommands())
+      if (auto it = commands.find(sub); it != commands.end()) return it->second();
+  } catch (const hodu::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: internal: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
