@@ -24,8 +24,6 @@ struct ImportContext {
 
 DType elem_dtype(int32_t code, const std::string& what) {
   if (code == 0) return DType::Undefined;
-  if (code == 25 || code == 26)
-    fail(ErrorCode::Unsupported, "{}: element type {} is not supported", what, code == 25 ? "uint2" : "int2");
   auto dt = dtype_from_onnx(code);
   HODU_CHECK(dt.has_value(), ErrorCode::InvalidModel, "{}: unknown element type {}", what, code);
   return *dt;

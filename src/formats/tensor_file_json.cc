@@ -54,7 +54,8 @@ double parse_float_element(const Json& v, const std::string& what) {
   if (v.is_string()) {
     std::string s = v.get<std::string>();
     for (auto& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (s == "nan" || s == "-nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "nan") return std::numeric_limits<double>::quiet_NaN();
+    if (s == "-nan") return -std::numeric_limits<double>::quiet_NaN();
     if (s == "inf" || s == "+inf" || s == "infinity") return std::numeric_limits<double>::infinity();
     if (s == "-inf" || s == "-infinity") return -std::numeric_limits<double>::infinity();
   }
@@ -173,7 +174,8 @@ Json parse_json(std::string_view text, const std::string& what) {
 }
 
 std::string format_float(double v, bool single) {
-  if (std::isnan(v)) return "\"nan\"";
+  if (std::isnan(v)) return std::signbit(v) ? "\"-nan\"" : "\"nan\"";
+  if (v == 0 && std::signbit(v)) return "-0.0";  // "-0" would parse back as the integer 0
   if (std::isinf(v)) return v > 0 ? "\"inf\"" : "\"-inf\"";
   return single ? fmt::format("{}", static_cast<float>(v)) : fmt::format("{}", v);
 }

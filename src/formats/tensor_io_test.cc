@@ -205,7 +205,7 @@ TEST_F(TensorFiles, NpyHeaderLayout) {
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x93NUMPY\x01\x00", 8));
   size_t header_len = static_cast<uint8_t>(bytes[8]) | static_cast<uint8_t>(bytes[9]) << 8;
   EXPECT_EQ((10 + header_len) % 64, 0u);
-  EXPECT_EQ(bytes.substr(10, 60), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
+  EXPECT_EQ(bytes.substr(10, 59), "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }");
   EXPECT_EQ(bytes.size(), 10 + header_len + 24);
   std::string one = write_npy(Tensor::from_vector<int32_t>(DType::I32, {1}, {5}));
   EXPECT_NE(one.find("'shape': (1,)"), std::string::npos);
