@@ -276,7 +276,8 @@ Graph graph_from_onnx(const onnx::GraphProto& g, const ImportContext& ctx) {
     node.doc = n.doc_string();
     node.inputs.assign(n.input().begin(), n.input().end());
     node.outputs.assign(n.output().begin(), n.output().end());
-    std::string where = "node '" + (n.name().empty() ? "#" + std::to_string(k) : n.name()) + "' (" + n.op_type() + ")";
+    std::string where =
+        fmt::format("node '{}' ({})", n.name().empty() ? fmt::format("#{}", k) : n.name(), n.op_type());
     HODU_CHECK(!n.op_type().empty(), ErrorCode::InvalidModel, "{}: graph '{}': {} has no op_type", ctx.what,
                g.name(), where);
     for (const auto& out : node.outputs) {

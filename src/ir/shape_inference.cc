@@ -27,7 +27,7 @@ struct SymValue {
 
 // Negative integer literals (the -1 of a Reshape shape) are kept as a reserved
 // symbol so they are not confused with unknown dims.
-Dim lit(int64_t x) { return x >= 0 ? Dim(x) : Dim::sym("\x01" + std::to_string(x)); }
+Dim lit(int64_t x) { return x >= 0 ? Dim(x) : Dim::sym(fmt::format("\x01{}", x)); }
 std::optional<int64_t> lit_value(const Dim& d) {
   if (d.is_known()) return d.value;
   if (d.is_symbolic() && d.symbol[0] == '\x01') return std::stoll(d.symbol.substr(1));
