@@ -1,6 +1,7 @@
 // Model loading and saving: picks the format (extension, else the bytes) and
 // dispatches to the ONNX, .hdss and HoduScript readers/writers.
 #include "formats/model_io.h"
+#include "formats/mapped_file.h"
 
 #include <algorithm>
 #include <cctype>
@@ -29,16 +30,6 @@ void check_readable(const std::string& path) {
   HODU_CHECK(!std::filesystem::is_directory(path, ec), ErrorCode::Io, "{}: is a directory, not a model file", path);
   std::ifstream f(path, std::ios::binary);
   HODU_CHECK(f.good(), ErrorCode::Io, "{}: cannot open model file ({})", path, std::strerror(errno));
-}
-
-std::string read_file(const std::string& path) {
-  check_readable(path);
-  std::ifstream f(path, std::ios::binary);
-  HODU_CHECK(f.good(), ErrorCode::Io, "{}: cannot open model file ({})", path, std::strerror(errno));
-  std::ostringstream ss;
-  ss << f.rdbuf();
-  HODU_CHECK(!f.bad(), ErrorCode::Io, "{}: error reading model file", path);
-  return std::move(ss).str();
 }
 
 void write_file(const std::string& path, const std::string& bytes) {
@@ -110,8 +101,10 @@ Model load_model(const std::string& path, const LoadOptions& options) {
     format = model_format_from_path(path);
   } else {
     // Unknown extension: let the bytes decide.
-    std::string bytes = read_file(path);
-    return load_model_from_bytes(bytes, model_format_from_bytes(bytes), parent_dir(path), path, options);
+    check_readable(path);
+    MappedFile file(path);
+    return load_model_from_bytes(file.bytes(), model_format_from_bytes(file.bytes()), parent_dir(path), path,
+                                 options);
   }
   if (format == ModelFormat::Hdss) {
     check_readable(path);
@@ -119,8 +112,9 @@ Model load_model(const std::string& path, const LoadOptions& options) {
     maybe_verify(m, path, options);
     return m;
   }
-  std::string bytes = read_file(path);
-  return load_model_from_bytes(bytes, format, parent_dir(path), path, options);
+  check_readable(path);
+  MappedFile file(path);  // parsed in place: the weights are not copied just to be read
+  return load_model_from_bytes(file.bytes(), format, parent_dir(path), path, options);
 }
 
 Model load_model_from_bytes(std::string_view bytes, ModelFormat format, const std::string& base_dir,

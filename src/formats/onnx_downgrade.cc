@@ -32,10 +32,66 @@ struct Scope {
         if (t->is_tensor() && t->shape.rank_known()) return t->shape.rank();
     return std::nullopt;
   }
+  // A static dim of `v` along `axis` (negative counts from the end), if known.
+  std::optional<int64_t> dim_of(const std::string& v, int64_t axis) const {
+    if (auto* c = constant(v)) {
+      int64_t a = axis < 0 ? axis + c->rank() : axis;
+      if (a >= 0 && a < c->rank()) return c->shape()[static_cast<size_t>(a)];
+      return std::nullopt;
+    }
+    for (auto it = graphs.rbegin(); it != graphs.rend(); ++it)
+      if (auto t = (*it)->type_of(v))
+        if (t->is_tensor() && t->shape.rank_known()) {
+          int64_t a = axis < 0 ? axis + t->shape.rank() : axis;
+          if (a < 0 || a >= t->shape.rank() || !t->shape[static_cast<size_t>(a)].is_known()) return std::nullopt;
+          return t->shape[static_cast<size_t>(a)].value;
+        }
+    return std::nullopt;
+  }
 };
 
 // Why a node cannot be written at an opset (empty: it can).
 using Why = std::string;
+
+// ONNX's spelling of a value type in schemas: "tensor(float)", "seq(tensor(int64))".
+std::string onnx_type_string(const ValueType& t) {
+  switch (t.kind) {
+    case ValueType::Kind::Tensor: return fmt::format("tensor({})", dtype_onnx_name(t.dtype));
+    case ValueType::Kind::SparseTensor: return fmt::format("sparse_tensor({})", dtype_onnx_name(t.dtype));
+    case ValueType::Kind::Sequence: return t.elem ? "seq(" + onnx_type_string(*t.elem) + ")" : "";
+    case ValueType::Kind::Optional: return t.elem ? "optional(" + onnx_type_string(*t.elem) + ")" : "";
+    default: return "";
+  }
+}
+
+// A type the schema version does not allow for an input/output (e.g. IsInf on
+// float16 before 20): that version cannot express the node. Unknown types pass.
+Why type_blocker(const Node& n, const OpSchema& sc, const Scope& s, int t) {
+  auto check = [&](const std::vector<FormalParameter>& params, const std::vector<std::string>& names) -> Why {
+    for (size_t i = 0; i < params.size(); ++i)  // required inputs the node omits (optional only later)
+      if (params[i].option == FormalParameter::Option::Single && (i >= names.size() || names[i].empty()))
+        return fmt::format("{} without its input '{}' needs an opset newer than {}", n.op_type, params[i].name, t);
+    for (size_t i = 0; i < names.size() && !params.empty(); ++i) {
+      if (names[i].empty()) continue;
+      const FormalParameter& p = params[std::min(i, params.size() - 1)];
+      if (i >= params.size() && p.option != FormalParameter::Option::Variadic) break;
+      std::optional<ValueType> vt;
+      if (const Tensor* c = s.constant(names[i])) vt = ValueType::tensor(c->dtype(), Shape::from(c->shape()));
+      for (auto it = s.graphs.rbegin(); !vt && it != s.graphs.rend(); ++it) vt = (*it)->type_of(names[i]);
+      if (!vt || vt->kind == ValueType::Kind::Unknown) continue;
+      std::string ts = onnx_type_string(*vt);
+      if (ts.empty() || ts.find("undefined") != std::string::npos) continue;
+      const std::vector<std::string>* allowed = nullptr;
+      for (const auto& tc : sc.type_constraints)
+        if (tc.name == p.type_str) allowed = &tc.allowed;
+      bool ok = allowed ? std::find(allowed->begin(), allowed->end(), ts) != allowed->end() : p.type_str == ts;
+      if (!ok) return fmt::format("{} on {} ('{}') needs an opset newer than {}", n.op_type, ts, names[i], t);
+    }
+    return {};
+  };
+  if (Why w = check(sc.inputs, n.inputs); !w.empty()) return w;
+  return check(sc.outputs, n.outputs);
+}
 
 void trim_inputs(Node& n) {
   while (!n.inputs.empty() && n.inputs.back().empty()) n.inputs.pop_back();
@@ -102,8 +158,13 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
     if (Why w = input_to_attr(n, 1, "axes", s, detached, 13); !w.empty()) return w;
   if (op == "Split") {
     if (t < 18 && n.has_attr("num_outputs")) {
-      if (n.has_input(1) || n.get_int("num_outputs", 0) != static_cast<int64_t>(n.outputs.size()))
+      int64_t parts = n.get_int("num_outputs", 0);
+      if (n.has_input(1) || parts != static_cast<int64_t>(n.outputs.size()))
         return "Split with num_outputs different from its output count needs opset 18";
+      // Before 18, Split without sizes needs an evenly divisible axis; 18 lets the last part be smaller.
+      auto dim = n.inputs.empty() ? std::nullopt : s.dim_of(n.inputs[0], n.get_int("axis", 0));
+      if (!dim || parts <= 0 || *dim % parts != 0)
+        return "Split with num_outputs that may not divide the axis evenly needs opset 18";
       n.remove_attr("num_outputs");
     }
     if (t < 13)
@@ -167,6 +228,10 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
     n.set_attr(Attribute::make_string("mode", m));
   }
   if (op == "GroupNormalization" && t < 21) return "GroupNormalization (per-channel scale) needs opset 21";
+  if (op == "GridSample" && t < 20 && !n.inputs.empty() && s.rank_of(n.inputs[0]).value_or(4) != 4)
+    return "GridSample on other than 4-D input needs opset 20";
+  if (op == "DFT" && t < 20 && n.get_int("onesided", 0) != 0 && n.get_int("inverse", 0) != 0)
+    return "DFT with both onesided and inverse (irfft) needs opset 20";
   if ((op == "ScatterElements" || op == "ScatterND") && t < 18) {
     std::string r = n.get_string("reduction", "none");
     if (r == "min" || r == "max") return fmt::format("{} with reduction '{}' needs opset 18", op, r);
@@ -188,6 +253,7 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
     auto vs = reg.versions("", op);
     return fmt::format("{} needs opset {}", op, vs.front()->since_version);
   }
+  if (Why w = type_blocker(n, *sc, s, t); !w.empty()) return w;
   for (const auto& a : n.attributes) {
     if (a.name == "__hodu_full_pads") continue;
     if (!sc->attribute(a.name))
@@ -206,6 +272,7 @@ int dtype_min_opset(DType d) {
     case DType::U4: case DType::I4: return 21;
     case DType::F4E2M1: return 23;
     case DType::F8E8M0: return 24;
+    case DType::U2: case DType::I2: return 25;
     default: return 1;
   }
 }

@@ -243,7 +243,11 @@ Graph graph_from_onnx(const onnx::GraphProto& g, const ImportContext& ctx) {
                g.name(), k);
     HODU_CHECK(defined.insert(t.name()).second, ErrorCode::InvalidModel,
                "{}: graph '{}': initializer '{}' is defined twice", ctx.what, g.name(), t.name());
-    r.initializers.emplace_back(t.name(), tensor_from_onnx(t, ctx.base_dir, ctx.what + ": initializer '" + t.name() + "'"));
+    // The ModelProto belongs to import_onnx and is dropped after import: take
+    // the weight bytes rather than copy them.
+    auto& owned = const_cast<onnx::TensorProto&>(t);
+    r.initializers.emplace_back(t.name(), tensor_from_onnx_taking(owned, ctx.base_dir,
+                                                                  ctx.what + ": initializer '" + t.name() + "'"));
   }
   for (const auto& sp : g.sparse_initializer()) {
     std::string name = sp.values().name();

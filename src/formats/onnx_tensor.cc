@@ -51,7 +51,24 @@ void fill_from(const google::protobuf::RepeatedField<Src>& field, int64_t n, con
 
 }  // namespace
 
+namespace {
+Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owner, const std::string& base_dir,
+                             const std::string& what);
+}  // namespace
+
 Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  return tensor_from_onnx_impl(p, nullptr, base_dir, what);
+}
+
+Tensor tensor_from_onnx_taking(onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  return tensor_from_onnx_impl(p, &p, base_dir, what);
+}
+
+namespace {
+// `owner` (the same proto, when the caller lets us take its bytes): raw_data is
+// moved into the tensor's storage instead of copied.
+Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owner, const std::string& base_dir,
+                             const std::string& what) {
   auto dt = dtype_from_onnx(p.data_type());
   HODU_CHECK(dt.has_value(), ErrorCode::InvalidModel, "tensor '{}': unknown data type {}", what, p.data_type());
   DType dtype = *dt;
@@ -80,6 +97,10 @@ Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& base_dir,
   if (p.has_raw_data()) {
     HODU_CHECK(p.raw_data().size() == nbytes, ErrorCode::InvalidModel, "tensor '{}' ({}{}): raw_data has {} bytes, needs {}",
                what, dtype_name(dtype), shape_to_string(shape), p.raw_data().size(), nbytes);
+    if (owner && nbytes > 0) {
+      std::string* raw = owner->release_raw_data();
+      return Tensor::from_storage(dtype, shape, Storage::wrap(raw->data(), nbytes, [raw] { delete raw; }));
+    }
     return Tensor::from_bytes(dtype, shape, p.raw_data().data(), nbytes);
   }
   Tensor t = Tensor::empty(dtype, shape);
@@ -126,6 +147,7 @@ Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& base_dir,
   }
   return t;
 }
+}  // namespace
 
 void tensor_to_onnx(const Tensor& t, onnx::TensorProto* p) {
   p->set_data_type(dtype_to_onnx(t.dtype()));

@@ -17,6 +17,9 @@ namespace hodu {
 // `base_dir` resolves external data files (data_location = EXTERNAL);
 // `what` names the tensor in error messages.
 Tensor tensor_from_onnx(const onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);
+// Same, but moves raw_data out of `proto` instead of copying it (the importer
+// discards its ModelProto, and weights are most of a model's bytes).
+Tensor tensor_from_onnx_taking(onnx::TensorProto& proto, const std::string& base_dir, const std::string& what);
 void tensor_to_onnx(const Tensor& t, onnx::TensorProto* proto);
 
 // A serialized TensorProto, SequenceProto or OptionalProto (`.pb` file). The
