@@ -67,7 +67,27 @@ std::string onnx_type_string(const ValueType& t) {
 // A type the schema version does not allow for an input/output (e.g. IsInf on
 // float16 before 20): that version cannot express the node. Unknown types pass.
 Why type_blocker(const Node& n, const OpSchema& sc, const Scope& s, int t) {
-  auto check = [&](const std::vector<FormalParameter>& params, const std::vector<std::string>& names) -> Why {
+  // Whether a newer version allows type `ts` at parameter `i`. A type no version
+  // allows (some ONNX test models feed OptionalGetElement a sequence) is the
+  // model's own choice, not a reason to pick a newer opset.
+  auto allowed_later = [&](bool inputs, size_t i, const std::string& ts) {
+    for (const OpSchema* v : SchemaRegistry::instance().versions("", n.op_type)) {
+      if (v->since_version <= t) continue;
+      const auto& ps = inputs ? v->inputs : v->outputs;
+      if (ps.empty()) continue;
+      const FormalParameter& p = ps[std::min(i, ps.size() - 1)];
+      bool constrained = false;
+      for (const auto& tc : v->type_constraints)
+        if (tc.name == p.type_str) {
+          constrained = true;
+          if (std::find(tc.allowed.begin(), tc.allowed.end(), ts) != tc.allowed.end()) return true;
+        }
+      if (!constrained && p.type_str == ts) return true;
+    }
+    return false;
+  };
+  auto check = [&](const std::vector<FormalParameter>& params, const std::vector<std::string>& names,
+                   bool inputs) -> Why {
     for (size_t i = 0; i < params.size(); ++i)  // required inputs the node omits (optional only later)
       if (params[i].option == FormalParameter::Option::Single && (i >= names.size() || names[i].empty()))
         return fmt::format("{} without its input '{}' needs an opset newer than {}", n.op_type, params[i].name, t);
@@ -85,12 +105,13 @@ Why type_blocker(const Node& n, const OpSchema& sc, const Scope& s, int t) {
       for (const auto& tc : sc.type_constraints)
         if (tc.name == p.type_str) allowed = &tc.allowed;
       bool ok = allowed ? std::find(allowed->begin(), allowed->end(), ts) != allowed->end() : p.type_str == ts;
-      if (!ok) return fmt::format("{} on {} ('{}') needs an opset newer than {}", n.op_type, ts, names[i], t);
+      if (!ok && allowed_later(inputs, i, ts))
+        return fmt::format("{} on {} ('{}') needs an opset newer than {}", n.op_type, ts, names[i], t);
     }
     return {};
   };
-  if (Why w = check(sc.inputs, n.inputs); !w.empty()) return w;
-  return check(sc.outputs, n.outputs);
+  if (Why w = check(sc.inputs, n.inputs, true); !w.empty()) return w;
+  return check(sc.outputs, n.outputs, false);
 }
 
 void trim_inputs(Node& n) {
@@ -228,6 +249,18 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
     n.set_attr(Attribute::make_string("mode", m));
   }
   if (op == "GroupNormalization" && t < 21) return "GroupNormalization (per-channel scale) needs opset 21";
+  if (op == "OptionalGetElement" && t < 18 && !n.inputs.empty()) {
+    auto in_type = [&]() -> std::optional<ValueType> {
+      for (auto it = s.graphs.rbegin(); it != s.graphs.rend(); ++it)
+        if (auto vt = (*it)->type_of(n.inputs[0])) return vt;
+      return std::nullopt;
+    }();
+    if (!in_type || in_type->kind != ValueType::Kind::Optional)
+      return "OptionalGetElement on a value that is not an optional needs opset 18";
+  }
+  if (op == "Scan" && t >= 9)
+    if (const Attribute* body = n.attr("body"); body && body->g && n.inputs.size() == body->g->inputs.size() + 1)
+      return "Scan in its opset-8 form (batch axis, sequence_lens input) can only be written at opset 8 (--opset 8)";
   if (op == "GridSample" && t < 20 && !n.inputs.empty() && s.rank_of(n.inputs[0]).value_or(4) != 4)
     return "GridSample on other than 4-D input needs opset 20";
   if (op == "DFT" && t < 20 && n.get_int("onesided", 0) != 0 && n.get_int("inverse", 0) != 0)

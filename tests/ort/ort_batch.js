@@ -16,7 +16,7 @@ async function runJob(job) {
     feeds[name] = new ort.Tensor(arr.type, arr.data, arr.shape);
   }
   const session = await ort.InferenceSession.create(job.model, {
-    graphOptimizationLevel: 'all', intraOpNumThreads: 1, interOpNumThreads: 1,
+    graphOptimizationLevel: 'all', intraOpNumThreads: 1, interOpNumThreads: 1, logSeverityLevel: 3,
   });
   try {
     const results = await session.run(feeds);
