@@ -5,10 +5,13 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config git
   libprotobuf-dev protobuf-compiler libonnx-dev
-  libdnnl-dev libdlpack-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev
+  libdnnl-dev ocl-icd-opencl-dev opencl-headers libdlpack-dev libcli11-dev nlohmann-json3-dev libfmt-dev libtomlplusplus-dev zlib1g-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-onnx
+  python3-torch python3-pip python3-venv python3-setuptools python3-wheel  # Python SDK: DLPack tests, pip install .
   graphviz valgrind nodejs npm
+  libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev python3-pil
+  clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # hodu build: .ll/.bc, aarch64 cross builds
 )
 missing=()
 for p in "${packages[@]}"; do

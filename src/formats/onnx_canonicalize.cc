@@ -254,6 +254,26 @@ void legacy_broadcast(Canon& c, Graph& g, Node& n, Emit& e) {
   n.remove_attr("consumed_inputs");
 }
 
+void prelu_per_channel(Canon& c, Graph& g, Node& n, Emit& e) {
+  // Before opset 7 a 1-D slope [C] applied per channel (axis 1); since 7 the
+  // slope broadcasts from the trailing end, so it must become [C, 1, ..., 1].
+  if (n.inputs.size() < 2) return;
+  auto rs = c.rank_of(n.inputs[1]);
+  if (rs && *rs != 1) return;  // scalar slope, or a full-shape one: the same under both rules
+  if (const Tensor* s = c.constant(n.inputs[1]); s && s->numel() == 1) return;
+  auto rx = c.rank_of(n.inputs[0]);
+  HODU_CHECK(rx && rs, ErrorCode::Unsupported,
+             "{}: {}: PRelu before opset 7 with a per-channel slope needs the ranks of X and slope to be known",
+             c.what, n.describe());
+  if (*rx < 3) return;  // [N, C]: a trailing [C] already lines up with the channels
+  std::vector<int64_t> axes;
+  for (int64_t k = 1; k <= *rx - 2; ++k) axes.push_back(k);
+  std::string axes_name = c.ints_const(g, out0(n) + "_slope_axes", axes);
+  std::string s = c.fresh(n.inputs[1] + "_per_channel");
+  e.before.push_back(c.make("Unsqueeze", base_name(n) + "_slope", {n.inputs[1], axes_name}, {s}));
+  n.inputs[1] = s;
+}
+
 void gemm_attrs(Canon&, Graph&, Node& n, Emit&) {
   // Gemm < 7 had `broadcast` for C; C broadcasts unidirectionally since.
   n.remove_attr("broadcast");
@@ -464,6 +484,7 @@ const std::vector<Rule>& rules() {
       {"BatchNormalization", 1, 9, "spatial/is_test/consumed_inputs went away (7, 9)", batchnorm_attrs},
       {"BatchNormalization", 9, 14, "inference mode has one output since 14", batchnorm_attrs},
       {"Gemm", 1, 7, "broadcast/consumed_inputs went away in 7", gemm_attrs},
+      {"PRelu", 1, 7, "a 1-D slope was per channel (axis 1) before 7; numpy broadcasting since", prelu_per_channel},
       {"Add", 1, 7, "opt-in broadcast with axis became numpy broadcasting in 7", legacy_broadcast},
       {"Sub", 1, 7, "opt-in broadcast with axis became numpy broadcasting in 7", legacy_broadcast},
       {"Mul", 1, 7, "opt-in broadcast with axis became numpy broadcasting in 7", legacy_broadcast},

@@ -11,13 +11,20 @@
 #include "core/device.h"
 #include "core/runtime_value.h"
 #include "ir/graph.h"
+#include "runtime/policy.h"
 
 namespace hodu {
 
+class Dispatcher;
+
 struct EngineOptions {
-  Device device;
+  Device device = {};
   int threads = 1;
   uint64_t seed = 0;
+  // Set by the Session: the policies and per-node kernel choice
+  // (dispatcher->choose(node, dtype, name())). May be null when an engine is
+  // prepared directly; then use defaults (fp32, highest-priority kernels).
+  std::shared_ptr<Dispatcher> dispatcher = {};
 };
 
 class Executable {
@@ -33,6 +40,8 @@ class Engine {
   virtual std::string name() const = 0;
   virtual std::string description() const = 0;
   virtual bool supports(const Device& device) const = 0;
+  // Precisions the engine can compute in (ExecutionPolicy::precision); fp32 by default.
+  virtual bool supports_precision(Precision p) const { return p == Precision::FP32; }
   // The model outlives the executable (the Session owns both).
   virtual std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions& options) = 0;
 };

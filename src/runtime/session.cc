@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "runtime/profiler.h"
 
 namespace hodu {
 
@@ -25,6 +26,20 @@ int physical_core_count() {
   return std::max(n, 1);
 }
 
+namespace {
+
+void dispatch_graph(Dispatcher& d, const Graph& g, const std::string& engine) {
+  for (const auto& n : g.nodes) {
+    d.choose(n, dispatch_dtype(g, n), engine);
+    for (const auto& a : n.attributes) {
+      if (a.g) dispatch_graph(d, *a.g, engine);
+      for (const auto& sg : a.graphs) dispatch_graph(d, *sg, engine);
+    }
+  }
+}
+
+}  // namespace
+
 std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& options) {
   return std::unique_ptr<Session>(new Session(std::make_unique<Model>(load_model(path)), options));
 }
@@ -41,23 +56,23 @@ std::unique_ptr<Session> Session::from_model(Model model, const SessionOptions& 
 Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : model_(std::move(model)) {
   for (const auto& in : model_->graph.inputs)
     if (!model_->graph.initializer(in.name)) inputs_.push_back(in);
-  threads_ = options.threads > 0 ? options.threads : physical_core_count();
-  auto& registry = EngineRegistry::instance();
-  std::shared_ptr<Engine> engine;
-  if (options.engine.empty() || options.engine == "auto") {
-    engine = registry.pick(options.device);
+  Policy policy;
+  if (options.policy) {
+    policy = *options.policy;
   } else {
-    engine = registry.find(options.engine);
-    if (!engine) {
-      std::string names;
-      for (const auto& e : registry.all()) names += (names.empty() ? "" : ", ") + e->name();
-      fail(ErrorCode::InvalidArgument, "unknown engine '{}' (available: {})", options.engine, names);
-    }
-    HODU_CHECK(engine->supports(options.device), ErrorCode::Unsupported, "engine '{}' does not run on device {}",
-               engine->name(), options.device.to_string());
+    policy.execution.engine = options.engine;
+    policy.execution.device = options.device;
+    policy.execution.threads = options.threads;
   }
+  threads_ = policy.execution.threads > 0 ? policy.execution.threads : physical_core_count();
+  // Engines register their kernels when the engine registry is built: touch it first.
+  auto& registry = EngineRegistry::instance();
+  dispatcher_ = std::make_shared<Dispatcher>(KernelRegistry::instance(), std::move(policy));
+  std::shared_ptr<Engine> engine = dispatcher_->choose_engine(registry);
   engine_name_ = engine->name();
-  EngineOptions eo{options.device, threads_, options.seed};
+  // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
+  dispatch_graph(*dispatcher_, model_->graph, engine_name_);
+  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_};
   executable_ = engine->prepare(*model_, eo);
 }
 
@@ -118,7 +133,14 @@ void Session::check_inputs(const std::map<std::string, RuntimeValue>& feeds) con
 
 std::vector<NamedValue> Session::run(const std::map<std::string, RuntimeValue>& feeds) {
   check_inputs(feeds);
-  auto values = executable_->run(feeds);
+  Profiler* profiler = Profiler::active();
+  double start = profiler ? profiler->now_us() : 0;
+  std::vector<RuntimeValue> values;
+  {
+    std::lock_guard<std::mutex> lock(run_mutex_);
+    values = executable_->run(feeds);
+  }
+  if (profiler) profiler->add_run(start, profiler->now_us());
   std::vector<NamedValue> out;
   out.reserve(values.size());
   for (size_t i = 0; i < values.size(); ++i) out.push_back({model_->graph.outputs[i].name, std::move(values[i])});

@@ -4,6 +4,8 @@
 #pragma once
 #include <map>
 #include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,7 +13,9 @@
 #include "core/runtime_value.h"
 #include "formats/model_io.h"
 #include "ir/graph.h"
+#include "runtime/dispatcher.h"
 #include "runtime/engine.h"
+#include "runtime/policy.h"
 
 namespace hodu {
 
@@ -20,6 +24,9 @@ struct SessionOptions {
   Device device;
   int threads = 0;     // 0 = number of physical cores
   uint64_t seed = 0;
+  // When set, the policy decides engine, device and threads (the three fields
+  // above are ignored) and its kernel policy picks each node's kernel.
+  std::optional<Policy> policy;
 };
 
 struct NamedValue {
@@ -39,6 +46,8 @@ class Session {
   const std::vector<Value>& outputs() const { return model_->graph.outputs; }
   const std::string& engine_name() const { return engine_name_; }
   int threads() const { return threads_; }
+  // The policies in effect and every engine/kernel decision made for this model.
+  const Dispatcher& dispatcher() const { return *dispatcher_; }
 
   // Checks the feeds and runs; outputs in graph order.
   std::vector<NamedValue> run(const std::map<std::string, RuntimeValue>& feeds);
@@ -49,9 +58,12 @@ class Session {
   Session(std::unique_ptr<Model> model, const SessionOptions& options);
   std::unique_ptr<Model> model_;
   std::vector<Value> inputs_;
+  std::shared_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<Executable> executable_;
   std::string engine_name_;
   int threads_ = 1;
+  // Engines keep per-run state (plans, arenas): runs of one Session take turns.
+  std::mutex run_mutex_;
 };
 
 // Physical cores of this machine (falls back to hardware_concurrency).

@@ -74,4 +74,23 @@ expect_ok "convert npy to json" "wrote" "$hodu" convert "$image" -o "$tmp/image.
 expect_ok "run with json input" "probabilities" "$hodu" run "$model" -i image="$tmp/image.json"
 expect_error "convert model to tensor" "cannot convert" "$hodu" convert "$model" -o "$tmp/x.npy"
 
+# runtime services: devices, --profile, --policy
+expect_ok "devices" "^cpu: " "$hodu" devices
+expect_ok "devices json" '"logical_cores": [0-9]+' "$hodu" devices --json
+expect_ok "run --profile summary" "Conv +1 +[0-9.]+ +[0-9.]+%" "$hodu" run "$model" -i image="$image" --engine interp --profile "$tmp/trace.json"
+if python3 - "$tmp/trace.json" <<'PY' 2>/dev/null; then ok; else bad "--profile trace is not a chrome trace with one Node span per node"; fi
+import json, sys
+t = json.load(open(sys.argv[1]))
+nodes = [e for e in t if e["cat"] == "Node"]
+assert len(nodes) == 6 and all(e["ph"] == "X" and e["dur"] >= 0 and e["args"]["kernel"] == "reference" for e in nodes)
+assert any(e["name"] == "model_run" for e in t)
+PY
+echo '{"execution": {"threads": 1}, "kernels": {"Conv": "reference"}}' > "$tmp/policy.json"
+expect_ok "run --policy -v logs decisions" "node 'conv1' \(Conv\) -> kernel reference \(policy\)" "$hodu" run "$model" -i image="$image" --policy "$tmp/policy.json" -v
+echo '{"kernels": {"Conv": "nope"}}' > "$tmp/bad_kernel.json"
+expect_error "policy with unregistered kernel" "no kernel 'nope' is registered for op 'Conv' on device cpu" "$hodu" run "$model" -i image="$image" --policy "$tmp/bad_kernel.json"
+echo '{"execution": {"precision": "fp64"}}' > "$tmp/bad_precision.json"
+expect_error "policy with unknown precision" "unknown precision 'fp64'" "$hodu" run "$model" -i image="$image" --policy "$tmp/bad_precision.json"
+expect_error "policy file missing" "cannot read policy file" "$hodu" run "$model" -i image="$image" --policy "$tmp/none.json"
+
 summary

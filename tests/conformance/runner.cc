@@ -25,6 +25,7 @@
 #include "engines/interp/interpreter.h"
 #include "formats/model_io.h"
 #include "formats/onnx_tensor.h"
+#include "runtime/engine.h"
 
 namespace fs = std::filesystem;
 using namespace hodu;
@@ -114,7 +115,16 @@ Outcome run_case(const fs::path& dir, const Options& opt, const conformance::Tol
 
   interp::InterpreterOptions io;
   io.threads = opt.threads;
-  interp::Interpreter engine(model, io);
+  // interp directly (the oracle); any other engine through the EngineRegistry.
+  std::unique_ptr<interp::Interpreter> interpreter;
+  std::unique_ptr<Executable> executable;
+  if (opt.engine == "interp") {
+    interpreter = std::make_unique<interp::Interpreter>(model, io);
+  } else {
+    EngineOptions eo;
+    eo.threads = opt.threads;
+    executable = EngineRegistry::instance().find(opt.engine)->prepare(model, eo);
+  }
 
   std::vector<fs::path> sets;
   for (const auto& e : fs::directory_iterator(dir))
@@ -131,7 +141,7 @@ Outcome run_case(const fs::path& dir, const Options& opt, const conformance::Tol
         return {false, fmt::format("{}: more input files than model inputs", set.filename().string())};
       feeds[graph_inputs[i]->name] = read_value_pb(read_file(p), &graph_inputs[i]->type, p.string());
     }
-    auto outputs = engine.run(feeds);
+    auto outputs = interpreter ? interpreter->run(feeds) : executable->run(feeds);
     for (size_t i = 0;; ++i) {
       fs::path p = set / fmt::format("output_{}.pb", i);
       if (!fs::exists(p)) break;
@@ -248,8 +258,10 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "error: unknown option '%s'\n", a.c_str()); usage(); return 2; }
   }
   if (suites_given) opt.suites = suites;
-  if (opt.engine != "interp") {
-    std::fprintf(stderr, "error: engine '%s' is not available (available: interp)\n", opt.engine.c_str());
+  if (opt.engine != "interp" && !EngineRegistry::instance().find(opt.engine)) {
+    std::string names;
+    for (const auto& e : EngineRegistry::instance().all()) names += (names.empty() ? "" : ", ") + e->name();
+    std::fprintf(stderr, "error: engine '%s' is not available (available: %s)\n", opt.engine.c_str(), names.c_str());
     return 2;
   }
   if (opt.root.empty()) {

@@ -1,5 +1,6 @@
 // hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
 //               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
+//               [--policy P.json] [--profile TRACE.json] [-v] [-O0..-O3] [--dump-graph]
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -7,8 +8,14 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engines/cpu/cpu_engine.h"
+#include "engines/native/native_engine.h"
+#include "ir/hoduscript.h"
+#include "passes/passes.h"
 #include "formats/tensor_io.h"
 #include "input_files.h"
+#include "runtime/log.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 #include "tensor_printer.h"
 
@@ -25,6 +32,12 @@ struct RunArgs {
   int threads = 0;
   std::string engine;
   uint64_t seed = 0;
+  std::string policy;   // JSON policy file; -d/--threads/--engine given explicitly override it
+  std::string profile;  // chrome-trace output
+  bool verbose = false;
+  CLI::App* app = nullptr;
+  int opt_level = -1;       // -O: passes applied before the engine (-1: the engine's default)
+  bool dump_graph = false;  // print the optimized graph as HoduScript instead of running
 };
 
 // Every character outside [A-Za-z0-9._-] becomes '_'.
@@ -42,16 +55,50 @@ int run_run(const RunArgs& a) {
   so.threads = a.threads;
   so.engine = a.engine;
   so.seed = a.seed;
+  if (a.verbose) set_log_verbosity(1);
+  if (!a.policy.empty()) {
+    Policy p = Policy::load(a.policy);
+    if (a.app->count("--device")) p.execution.device = so.device;
+    if (a.app->count("--threads")) p.execution.threads = a.threads;
+    if (a.app->count("--engine")) p.execution.engine = a.engine;
+    p.validate();
+    so.policy = p;
+  }
+  Profiler profiler;
+  if (!a.profile.empty()) profiler.start();  // before loading: dispatch decisions go into the trace
   HODU_CHECK(a.format == "pretty" || a.format == "json" || a.format == "npy" || a.format == "hdt",
              ErrorCode::InvalidArgument, "-f {}: expected pretty, json, npy or hdt", a.format);
   HODU_CHECK(!((a.format == "npy" || a.format == "hdt") && a.out_dir.empty()), ErrorCode::InvalidArgument,
              "-f {} writes files: give an output folder with -o DIR", a.format);
-  auto session = Session::load(a.model, so);
+  // A library built by `hodu build` runs on the native engine.
+  if (native::is_native_library(a.model) && so.engine.empty()) so.engine = "native";
+  std::unique_ptr<Session> session;
+  if (native::is_native_library(a.model)) {
+    session = Session::from_model(native::describe_library(a.model), so);
+  } else if (a.opt_level >= 0 || a.dump_graph) {
+    Model m = load_model(a.model);
+    passes::optimize(m, {a.opt_level >= 0 ? a.opt_level : cpu::kDefaultOptLevel, {}});
+    if (a.dump_graph) {
+      std::printf("%s", print_hoduscript(m).c_str());
+      return 0;
+    }
+    session = Session::from_model(std::move(m), so);
+  } else {
+    session = Session::load(a.model, so);
+  }
   std::vector<std::string> specs = a.inputs;
   for (const auto& l : a.input_lists)
     for (auto& s : split_comma_list(l)) specs.push_back(s);
   auto feeds = load_inputs(specs, *session);
   auto outputs = session->run(feeds);
+  if (!a.profile.empty()) {
+    profiler.stop();
+    profiler.write_chrome_trace(a.profile);
+    std::fprintf(stderr, "%swrote profile %s\n", profiler.summary_table().c_str(), a.profile.c_str());
+    if (profiler.summary().empty())
+      std::fprintf(stderr, "note: engine '%s' records no per-node spans (--engine interp does)\n",
+                   session->engine_name().c_str());
+  }
 
   if (!a.out_dir.empty()) {
     std::filesystem::create_directories(a.out_dir);
@@ -99,6 +146,13 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("--threads", a->threads, "threads (default: physical cores)");
   app.add_option("--engine", a->engine, "engine: interp (default: best for the device)");
   app.add_option("--seed", a->seed, "seed for random ops")->capture_default_str();
+  app.add_option("--policy", a->policy, "policy JSON file: {\"execution\": {...}, \"kernels\": {...}}");
+  app.add_option("--profile", a->profile, "write a chrome-trace profile here; per-op summary to stderr");
+  app.add_flag("-v,--verbose", a->verbose, "log engine and kernel decisions to stderr");
+  app.add_option("-O,--opt-level", a->opt_level, "graph optimization level 0-3 (docs/passes.md; default: the engine's)")
+      ->check(CLI::Range(0, 3));
+  app.add_flag("--dump-graph", a->dump_graph, "print the optimized graph as HoduScript and exit");
+  a->app = &app;
   return [a] { return run_run(*a); };
 }
 

@@ -11,5 +11,8 @@ using CommandFn = std::function<int()>;
 CommandFn add_info_command(CLI::App& app);
 CommandFn add_run_command(CLI::App& app);
 CommandFn add_convert_command(CLI::App& app);
+CommandFn add_build_command(CLI::App& app);
+CommandFn add_devices_command(CLI::App& app);
+CommandFn add_bench_command(CLI::App& app);
 
 }  // namespace hodu::cli

@@ -1,11 +1,17 @@
 // hodu: ML compiler and runtime. `hodu --help` lists the commands.
+#include <unistd.h>
+
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 
 #include "commands.h"
 #include "core/error.h"
 
 int main(int argc, char** argv) {
+  // OpenMP (the cpu engine's and oneDNN's threads) reads its wait policy when it loads, before
+  // main: restart once with "passive" so idle threads sleep instead of spinning on shared cores.
+  if (!std::getenv("OMP_WAIT_POLICY") && setenv("OMP_WAIT_POLICY", "passive", 1) == 0) execv("/proc/self/exe", argv);
   CLI::App app{"hodu: load, run, convert and compile ML models (ONNX, .hdss, HoduScript)"};
   app.set_version_flag("--version", std::string("hodu ") + HODU_VERSION);
   app.require_subcommand(1);
@@ -17,6 +23,9 @@ int main(int argc, char** argv) {
   add("info", "describe a model: inputs, outputs, ops, parameters", hodu::cli::add_info_command);
   add("run", "run a model on inputs and print or save its outputs", hodu::cli::add_run_command);
   add("convert", "convert between model formats (.onnx .hdss .hodu) or tensor formats", hodu::cli::add_convert_command);
+  add("build", "compile a model ahead of time to C, .o, .so, .a, an executable, .s, .ll or .bc", hodu::cli::add_build_command);
+  add("devices", "list the CPU and CUDA devices hodu can run on", hodu::cli::add_devices_command);
+  add("bench", "time a model: load, first run, median/p90/min of steady runs, peak memory", hodu::cli::add_bench_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

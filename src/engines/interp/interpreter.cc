@@ -1,10 +1,12 @@
 #include "engines/interp/interpreter.h"
 
+#include <algorithm>
 #include <functional>
 #include <unordered_map>
 
 #include "core/error.h"
 #include "engines/interp/kernel.h"
+#include "runtime/profiler.h"
 
 namespace hodu::interp {
 namespace {
@@ -109,6 +111,10 @@ std::vector<RuntimeValue> Interpreter::run_graph(const Graph& graph, const std::
       if (a.g) mark_subgraph_uses(*a.g, k);
       for (const auto& g2 : a.graphs) mark_subgraph_uses(*g2, k);
     }
+  // Gradient re-evaluates part of this graph: everything read before it stays alive until it ran.
+  for (size_t k = 0; k < graph.nodes.size(); ++k)
+    if (graph.nodes[k].op_type == "Gradient" && graph.nodes[k].domain == "ai.onnx.preview.training")
+      for (auto& [name, use] : last_use) use = std::max(use, k);
   for (const auto& o : graph.outputs) last_use[o.name] = graph.nodes.size();
 
   auto lookup = [&](const std::string& name) -> const RuntimeValue* {
@@ -132,6 +138,7 @@ std::vector<RuntimeValue> Interpreter::run_graph(const Graph& graph, const std::
       ctx.inputs.push_back(v);
     }
     ctx.outputs.resize(node.outputs.size());
+    ctx.graph = &graph;
     ctx.run_subgraph = [&](const Graph& sg, const std::vector<RuntimeValue>& sg_inputs) {
       // The subgraph sees this graph's values and everything outer.
       std::map<std::string, const RuntimeValue*> scope = outer;
@@ -139,7 +146,9 @@ std::vector<RuntimeValue> Interpreter::run_graph(const Graph& graph, const std::
       return run_graph(sg, sg_inputs, scope);
     };
     try {
+      NodeSpan span(Profiler::active(), node, ctx.inputs, "interp", "reference");  // inert unless profiling
       fn(ctx);
+      span.finish(ctx.outputs);
     } catch (const Error& e) {
       std::string prefix = node.describe();
       if (std::string_view(e.what()).find(prefix) != std::string_view::npos) throw;

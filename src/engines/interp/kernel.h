@@ -22,6 +22,8 @@ struct KernelContext {
   // Runs a subgraph (If/Loop/Scan body) with the given inputs bound to its
   // graph inputs, outer-scope values visible; returns its outputs in order.
   std::function<std::vector<RuntimeValue>(const Graph&, const std::vector<RuntimeValue>&)> run_subgraph;
+  // The graph holding `node` (Gradient differentiates part of it); null when run outside a graph.
+  const Graph* graph = nullptr;
 
   size_t num_inputs() const { return inputs.size(); }
   bool has_input(size_t i) const { return i < inputs.size() && inputs[i] && !inputs[i]->is_none(); }

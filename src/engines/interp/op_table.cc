@@ -3,6 +3,9 @@
 
 namespace hodu::interp {
 
+void register_fused_ops(OpTable& t);  // ops/fused.cc: hodu's fused ops
+void register_image_ops(OpTable& t);  // ops/image.cc: ImageDecoder (image codec libraries)
+
 const OpTable& OpTable::instance() {
   static const OpTable table = [] {
     OpTable t;
@@ -25,6 +28,8 @@ const OpTable& OpTable::instance() {
     register_gradient_ops(t);
     register_sequence_model_ops(t);
     register_text_ops(t);
+    register_fused_ops(t);
+    register_image_ops(t);
     return t;
   }();
   return table;

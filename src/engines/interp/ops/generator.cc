@@ -265,6 +265,9 @@ void k_bernoulli(KernelContext& ctx) {
     ctx.fail(ErrorCode::Unsupported, "dtype {} is not supported by Bernoulli", dtype_name(dt));
   Rng rng = make_rng(ctx);
   auto probs = x.to_doubles();
+  for (size_t i = 0; i < probs.size(); ++i)
+    if (!(probs[i] >= 0.0 && probs[i] <= 1.0))
+      ctx.fail(ErrorCode::InvalidArgument, "input element {} is {}, not a probability in [0, 1]", i, probs[i]);
   Tensor out = Tensor::empty(dt, x.shape());
   for (int64_t i = 0; i < out.numel(); ++i) out.set_double(i, rng.uniform() < probs[i] ? 1.0 : 0.0);
   ctx.set_output(0, out);

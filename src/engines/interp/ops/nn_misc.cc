@@ -1,5 +1,5 @@
 // Layout and selection ops of the nn family: Pad, CenterCropPad, DepthToSpace,
-// SpaceToDepth, NonMaxSuppression; ImageDecoder is reported unsupported.
+// SpaceToDepth, NonMaxSuppression. (ImageDecoder is in image.cc.)
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -271,12 +271,6 @@ void nms_kernel(KernelContext& ctx) {
   ctx.set_output(0, Tensor::from_vector(DType::I64, {n, 3}, sel));
 }
 
-void image_decoder_kernel(KernelContext& ctx) {
-  ctx.fail(ErrorCode::Unsupported,
-           "ImageDecoder is not supported by the interp engine (hodu has no image codec; decode images before "
-           "feeding the model)");
-}
-
 }  // namespace
 
 void register_nn_misc_ops(OpTable& t) {
@@ -285,7 +279,6 @@ void register_nn_misc_ops(OpTable& t) {
   t.add("", "DepthToSpace", depth_to_space_kernel);
   t.add("", "SpaceToDepth", space_to_depth_kernel);
   t.add("", "NonMaxSuppression", nms_kernel);
-  t.add("", "ImageDecoder", image_decoder_kernel);
 }
 
 }  // namespace hodu::interp

@@ -358,7 +358,8 @@ void lpnorm_kernel(KernelContext& ctx) {
     double s = 0;
     for (int64_t k = 0; k < n; ++k) s += p == 1 ? std::fabs(in[k]) : in[k] * in[k];
     double norm = p == 1 ? s : std::sqrt(s);
-    for (int64_t k = 0; k < n; ++k) out[k] = in[k] / norm;
+    // A zero vector stays zero (ONNX's reference: where(norm == 0, 0, x / norm)), not 0/0 = NaN.
+    for (int64_t k = 0; k < n; ++k) out[k] = norm == 0 ? 0.0 : in[k] / norm;
   });
 }
 

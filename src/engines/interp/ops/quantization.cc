@@ -1,5 +1,5 @@
 // Quantization: QuantizeLinear, DequantizeLinear (per-tensor, per-axis, blocked;
-// int4/uint4/8-bit/16-bit integers, float8, float4), DynamicQuantizeLinear.
+// int2/uint2/int4/uint4/8-bit/16-bit integers, float8, float4), DynamicQuantizeLinear.
 // Arithmetic follows ONNX's numpy reference: x / scale in the input's float type,
 // round half to even, add the zero point, saturate.
 #include <algorithm>
@@ -31,6 +31,8 @@ IntRange int_range(DType t) {
     case DType::I16: return {true, -32768, 32767};
     case DType::U4: return {true, 0, 15};
     case DType::I4: return {true, -8, 7};
+    case DType::U2: return {true, 0, 3};
+    case DType::I2: return {true, -2, 1};
     default: return {false, 0, 0};
   }
 }

@@ -9,13 +9,16 @@
 
 namespace hodu::interp {
 
+// Packed 4-bit and 2-bit types: element i sits in byte i / per_byte, lowest bits first.
 Tensor unpack4(const Tensor& t) {
   Tensor src = t.contiguous();
   Tensor out = Tensor::empty(DType::U8, t.shape());
   const auto* s = static_cast<const uint8_t*>(src.raw_data());
   auto* d = static_cast<uint8_t*>(out.raw_data());
+  const int bits = dtype_bits(t.dtype()), per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
   int64_t n = t.numel();
-  for (int64_t i = 0; i < n; ++i) d[i] = (s[i / 2] >> (4 * (i % 2))) & 0xF;
+  for (int64_t i = 0; i < n; ++i) d[i] = (s[i / per_byte] >> (bits * (i % per_byte))) & mask;
   return out;
 }
 
@@ -24,21 +27,23 @@ Tensor repack4(const Tensor& nibbles, DType dt) {
   Tensor out = Tensor::empty(dt, nibbles.shape());
   const auto* s = static_cast<const uint8_t*>(src.raw_data());
   auto* d = static_cast<uint8_t*>(out.raw_data());
+  const int bits = dtype_bits(dt), per_byte = 8 / bits;
+  const uint8_t mask = static_cast<uint8_t>((1u << bits) - 1);
   int64_t n = nibbles.numel();
   std::memset(d, 0, dtype_storage_bytes(dt, n));
-  for (int64_t i = 0; i < n; ++i) d[i / 2] |= static_cast<uint8_t>((s[i] & 0xF) << (4 * (i % 2)));
+  for (int64_t i = 0; i < n; ++i) d[i / per_byte] |= static_cast<uint8_t>((s[i] & mask) << (bits * (i % per_byte)));
   return out;
 }
 
-Tensor to_movable(const Tensor& t) { return dtype_is_packed4(t.dtype()) ? unpack4(t) : t.contiguous(); }
+Tensor to_movable(const Tensor& t) { return dtype_is_subbyte(t.dtype()) ? unpack4(t) : t.contiguous(); }
 
 Tensor from_movable(Tensor t, DType original) {
-  if (dtype_is_packed4(original) && t.dtype() != original) return repack4(t, original);
+  if (dtype_is_subbyte(original) && t.dtype() != original) return repack4(t, original);
   return t;
 }
 
 Tensor materialize(const Tensor& t) {
-  if (dtype_is_packed4(t.dtype())) return t.contiguous();
+  if (dtype_is_subbyte(t.dtype())) return t.contiguous();
   return t.is_contiguous() ? t : t.clone();
 }
 

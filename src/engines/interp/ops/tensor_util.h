@@ -1,8 +1,8 @@
 // Helpers shared by the tensor-family kernels (tensor*.cc, sequence.cc,
 // control_flow.cc): dtype-agnostic element movement. Data-movement ops work on
 // the storage type of a dtype (uint8/16/32/64, a 16-byte blob, std::string),
-// so they move the bytes of every dtype, strings included. Packed 4-bit types
-// are unpacked to one nibble per byte first and repacked at the end.
+// so they move the bytes of every dtype, strings included. Packed 4-bit and
+// 2-bit types are unpacked to one element per byte first and repacked at the end.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -45,15 +45,15 @@ T* elem_ptr(Tensor& t) {
   else return static_cast<T*>(t.raw_data());
 }
 
-// Packed 4-bit tensor → U8 tensor with one nibble per byte (same shape).
+// Packed 4-bit or 2-bit tensor → U8 tensor with one element per byte (same shape).
 Tensor unpack4(const Tensor& t);
-// U8 tensor of nibbles → packed tensor of dtype `dt`.
+// U8 tensor of 4-bit/2-bit elements → packed tensor of dtype `dt`.
 Tensor repack4(const Tensor& nibbles, DType dt);
 // A contiguous tensor whose elements can be moved with dispatch_storage
-// (packed 4-bit types unpacked); pair with from_movable(result, original dtype).
+// (packed sub-byte types unpacked); pair with from_movable(result, original dtype).
 Tensor to_movable(const Tensor& t);
 Tensor from_movable(Tensor t, DType original);
-// A packed (contiguous) copy of any tensor, 4-bit types included.
+// A packed (contiguous) copy of any tensor, sub-byte types included.
 Tensor materialize(const Tensor& t);
 
 // out[k] = src[idx[k]] for a contiguous/movable `src`; result has `shape` and src's dtype.

@@ -1,6 +1,5 @@
 // ai.onnx.preview.training: Adagrad, Adam, Momentum (standard and Nesterov).
 // Element math in double, rounded to the tensors' dtype (float or double).
-// Gradient needs automatic differentiation of the graph and is not supported.
 #include <cmath>
 #include <string>
 
@@ -122,18 +121,12 @@ void momentum_kernel(KernelContext& ctx) {
   }
 }
 
-void gradient_kernel(KernelContext& ctx) {
-  ctx.fail(ErrorCode::Unsupported,
-           "Gradient needs automatic differentiation of the graph, which the interp engine does not do");
-}
-
 }  // namespace
 
 void register_training_ops(OpTable& t) {
   t.add("ai.onnx.preview.training", "Adagrad", adagrad_kernel);
   t.add("ai.onnx.preview.training", "Adam", adam_kernel);
   t.add("ai.onnx.preview.training", "Momentum", momentum_kernel);
-  t.add("ai.onnx.preview.training", "Gradient", gradient_kernel);
 }
 
 }  // namespace hodu::interp

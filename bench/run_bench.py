@@ -1,0 +1,107 @@
+#!/usr/bin/python3
+"""hodu against ONNX Runtime 1.30 on the model zoo, in one run, interleaved.
+
+For each model and thread count: the same seeded inputs, `hodu bench --json`
+and `node bench/ort_bench.js` alternately (--rounds times each, the median of
+the medians kept), then the outputs of both compared (relative L2 error).
+Absolute times on a shared machine are noise; the ratio in one run is the figure.
+
+usage: /usr/bin/python3 bench/run_bench.py [--hodu build/bin/hodu] [--threads 1 2]
+           [--iters 5] [--warmup 1] [--rounds 2] [--tol 1e-4] [MODEL.onnx ...]
+"""
+import argparse
+import glob
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+sys.path.insert(0, os.path.join(ROOT, "tests", "ort"))
+from compare_models import make_inputs, rel_l2, sanitize  # noqa: E402
+
+
+def run_json(cmd):
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd[:3])}...: {r.stderr.strip()[-400:]}")
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hodu", default=os.path.join(ROOT, "build", "bin", "hodu"))
+    ap.add_argument("--engine", default="")
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=1)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--json", default="", help="also write all results here")
+    ap.add_argument("models", nargs="*")
+    args = ap.parse_args()
+    models = args.models or sorted(glob.glob(os.path.join(HERE, "models", "*.onnx")))
+    if not models:
+        print("no models: run /usr/bin/python3 bench/export_zoo.py first")
+        return 1
+    ort_js = os.path.join(HERE, "ort_bench.js")
+    rows, failures = [], 0
+    hdr = (f"{'model':20s} {'thr':>3s} {'hodu ms':>9s} {'ort ms':>9s} {'hodu/ort':>8s} "
+           f"{'hodu load':>9s} {'ort load':>9s} {'hodu MB':>8s} {'ort MB':>7s} {'rel-L2':>9s}")
+    print(hdr)
+    print("-" * len(hdr))
+    for model in models:
+        name = os.path.splitext(os.path.basename(model))[0]
+        with tempfile.TemporaryDirectory() as tmp:
+            feeds, outputs = make_inputs(model, tmp, 0)
+            # Outputs of both, once, for the comparison.
+            hodu_out, ort_out = os.path.join(tmp, "hodu"), os.path.join(tmp, "ort")
+            subprocess.run([args.hodu, "run", model, "-f", "npy", "-o", hodu_out, "--threads", "2"] +
+                           (["--engine", args.engine] if args.engine else []) +
+                           sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
+            run_json(["node", ort_js, model, "--threads", "2", "--warmup", "0", "--iters", "1", "--out", ort_out] +
+                     [f"{n}={p}" for n, p in feeds])
+            err = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
+                             np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
+            if not err <= args.tol:
+                failures += 1
+            for t in args.threads:
+                hodu_runs, ort_runs = [], []
+                for _ in range(args.rounds):
+                    hodu_runs.append(run_json(
+                        [args.hodu, "bench", model, "--json", "--threads", str(t), "--iters", str(args.iters),
+                         "--warmup", str(args.warmup)] + (["--engine", args.engine] if args.engine else []) +
+                        sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
+                    ort_runs.append(run_json(
+                        ["node", ort_js, model, "--threads", str(t), "--iters", str(args.iters), "--warmup",
+                         str(args.warmup)] + [f"{n}={p}" for n, p in feeds]))
+                h = statistics.median(r["median_ms"] for r in hodu_runs)
+                o = statistics.median(r["median_ms"] for r in ort_runs)
+                row = {"model": name, "threads": t, "hodu_ms": h, "ort_ms": o, "ratio": h / o,
+                       "hodu_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in hodu_runs),
+                       "ort_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in ort_runs),
+                       "hodu_rss_mb": max(r["peak_rss_mb"] for r in hodu_runs),
+                       "ort_rss_mb": max(r["peak_rss_mb"] for r in ort_runs), "rel_l2": err}
+                rows.append(row)
+                print(f"{name:20s} {t:3d} {h:9.1f} {o:9.1f} {h / o:8.2f} {row['hodu_load_ms']:9.0f} "
+                      f"{row['ort_load_ms']:9.0f} {row['hodu_rss_mb']:8.0f} {row['ort_rss_mb']:7.0f} "
+                      f"{err:9.2e}{'' if err <= args.tol else '  MISMATCH'}", flush=True)
+    if rows:
+        for t in args.threads:
+            ratios = [r["ratio"] for r in rows if r["threads"] == t]
+            gm = float(np.exp(np.mean(np.log(ratios))))
+            print(f"geometric mean hodu/ort at {t} thread(s): {gm:.2f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(rows, f, indent=1)
+    print("load = load + first run (ms); MB = peak RSS of the process")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,43 @@
+"""Builds the _hodu extension with hodu's own CMake build (pyproject.toml has
+the metadata). `pip install .` runs this: it configures CMake in a temporary
+build folder (with the Python found by pip), builds the `_hodu` target
+and puts the module into the package."""
+import os
+import shutil
+import subprocess
+import sys
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+ROOT = os.path.dirname(os.path.abspath(__file__))
+
+
+class CMakeExtension(Extension):
+    def __init__(self, name):
+        super().__init__(name, sources=[])
+
+
+class CMakeBuild(build_ext):
+    def build_extension(self, ext):
+        build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+        os.makedirs(build_dir, exist_ok=True)
+        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+        subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, *generator, "-DCMAKE_BUILD_TYPE=Release",
+                               "-DHODU_BUILD_PYTHON=ON", "-DHODU_BUILD_TESTS=ON",  # OFF breaks src/compilers/c today
+                               f"-DPython_EXECUTABLE={sys.executable}"])
+        jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(min(os.cpu_count() or 1, 4)))
+        subprocess.check_call(["cmake", "--build", build_dir, "--target", "_hodu", "--parallel", jobs])
+        built_dir = os.path.join(build_dir, "python", "hodu")
+        module = [f for f in os.listdir(built_dir) if f.startswith("_hodu") and f.endswith((".so", ".pyd"))]
+        if not module:
+            raise RuntimeError(f"the CMake build made no _hodu module in {built_dir}")
+        target = self.get_ext_fullpath(ext.name)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        shutil.copyfile(os.path.join(built_dir, module[0]), target)
+
+
+# Build products go to build-pip/ (setuptools' default, build/, is the project's CMake build folder).
+os.makedirs(os.path.join(ROOT, "build-pip"), exist_ok=True)
+setup(ext_modules=[CMakeExtension("hodu._hodu")], cmdclass={"build_ext": CMakeBuild},
+      options={"build": {"build_base": "build-pip"}, "egg_info": {"egg_base": "build-pip"}})

@@ -1,0 +1,654 @@
+#include "compilers/c/api_emitter.h"
+
+#include <fmt/format.h>
+
+#include <cstring>
+
+#include "compilers/c/codegen_context.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
+
+std::string upper(std::string s) {
+  for (auto& c : s) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string substitute(const std::string& text, const ApiSpec& spec) {
+  return replace_all(replace_all(text, "@P@", spec.name), "@U@", upper(spec.name));
+}
+
+// DLPack dtype (code, bits) of a hodu dtype; bool is code 6 (kDLBool of DLPack >= 0.8), 8 bits.
+std::pair<int, int> dl_dtype(DType t) {
+  if (t == DType::F32) return {2, 32};
+  if (t == DType::F64) return {2, 64};
+  if (t == DType::Bool) return {6, 8};
+  if (t == DType::U8) return {1, 8};
+  if (t == DType::U16) return {1, 16};
+  if (t == DType::U32) return {1, 32};
+  if (t == DType::U64) return {1, 64};
+  return {0, dtype_bits(t)};
+}
+
+std::string ints(const std::vector<int64_t>& v) {
+  std::string s;
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  return v.empty() ? "0" : s;
+}
+
+const char* kHeader = R"HODU(/* @P@.h — C API of a model compiled by `hodu build`. Plain C; link the library
+ * built with it. All shapes are fixed at build time.
+ *
+ *   @P@_t* m;
+ *   if (@P@_create(NULL, &m) != @U@_OK) { ... }
+ *   DLTensor in[@U@_NUM_INPUTS] = ...;   (device kDLCPU, dtype and shape as below, compact)
+ *   DLTensor out[@U@_NUM_OUTPUTS] = {0};  (data NULL: the library fills in its own buffers)
+ *   if (@P@_run(m, in, @U@_NUM_INPUTS, out, @U@_NUM_OUTPUTS) != @U@_OK) puts(@P@_last_error(m));
+ *   @P@_destroy(m);
+ *
+ * Instances are independent: runs on different instances may go on in
+ * different threads at once; one instance runs one call at a time. The library
+ * keeps no global mutable state and does not allocate during @P@_run.
+ */
+#ifndef @U@_H_
+#define @U@_H_
+#include <stddef.h>
+#include <stdint.h>
+#include <dlpack/dlpack.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define @U@_ABI_VERSION @ABI@
+#define @U@_NUM_INPUTS @NIN@
+#define @U@_NUM_OUTPUTS @NOUT@
+#define @U@_EMBEDDED_WEIGHTS @EMBED@
+#define @U@_STANDALONE @STANDALONE@
+
+/* Status codes. */
+#define @U@_OK 0
+#define @U@_ERR_INVALID_ARGUMENT 1
+#define @U@_ERR_OUT_OF_MEMORY 2
+#define @U@_ERR_IO 3
+#define @U@_ERR_RUNTIME 4
+
+typedef struct @P@_instance @P@_t;
+
+/* The ABI version the library was built with (@U@_ABI_VERSION). */
+int @P@_abi_version(void);
+/* Name of a status code ("ok", "invalid argument", ...). */
+const char* @P@_status_string(int status);
+
+/* Creates an instance. weights_path: the weights side file when the weights are
+ * not embedded (NULL: "@WFILE@" in the current directory); ignored otherwise.
+ * On failure *out is NULL and, when errbuf is given, it holds the reason. */
+int @P@_create(const char* weights_path, @P@_t** out);
+int @P@_create_ex(const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size);
+/* Bytes @P@_create_in needs, and creation in caller memory (no malloc at all;
+ * memory must stay valid until @P@_destroy). */
+size_t @P@_instance_size(void);
+int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size);
+void @P@_destroy(@P@_t* m);
+
+/* Inputs and outputs: name, DLPack dtype, rank and shape. */
+int @P@_num_inputs(void);
+int @P@_num_outputs(void);
+const char* @P@_input_name(int i);
+const char* @P@_output_name(int i);
+DLDataType @P@_input_dtype(int i);
+DLDataType @P@_output_dtype(int i);
+int @P@_input_ndim(int i);
+int @P@_output_ndim(int i);
+const int64_t* @P@_input_shape(int i);
+const int64_t* @P@_output_shape(int i);
+
+/* Runs the model. inputs: num_inputs tensors in declaration order (kDLCPU,
+ * matching dtype and shape, strides NULL or compact). outputs: for each output
+ * whose data is non-NULL the result is copied there (dtype and shape must
+ * match); an output with data NULL is filled with a tensor owned by the
+ * instance, valid until its next run or destroy. outputs may be NULL. */
+int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs, int num_outputs);
+/* The instance-owned output i of the last successful run. */
+const DLTensor* @P@_output(const @P@_t* m, int i);
+/* Message of the last failed call on this instance ("" when none). */
+const char* @P@_last_error(const @P@_t* m);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
+)HODU";
+
+const char* kSourceApi = R"HODU(
+/* ---- model API ------------------------------------------------------------ */
+#include <stdio.h>
+#include <stdarg.h>
+#include <stdlib.h>
+
+struct @P@_instance {
+  unsigned char* arena;
+  const unsigned char* weights;
+  void* owned;  /* the malloc'd block of @P@_create, NULL for @P@_create_in */
+  DLTensor outputs[@NOUT@ + 1];
+  char error[512];
+};
+
+static const char* const hm_input_names[@NIN@ + 1] = {@INNAMES@};
+static const char* const hm_output_names[@NOUT@ + 1] = {@OUTNAMES@};
+static const int hm_input_ndim[@NIN@ + 1] = {@INNDIM@};
+static const int hm_output_ndim[@NOUT@ + 1] = {@OUTNDIM@};
+static const int64_t* const hm_input_shape[@NIN@ + 1] = {@INSHAPES@};
+static const int64_t* const hm_output_shape[@NOUT@ + 1] = {@OUTSHAPES@};
+static const uint8_t hm_input_code[@NIN@ + 1] = {@INCODE@}, hm_input_bits[@NIN@ + 1] = {@INBITS@};
+static const uint8_t hm_output_code[@NOUT@ + 1] = {@OUTCODE@}, hm_output_bits[@NOUT@ + 1] = {@OUTBITS@};
+static const int64_t hm_output_offset[@NOUT@ + 1] = {@OUTOFFS@};
+#define HM_ARENA_BYTES ((size_t)@ARENA@)
+#define HM_WEIGHTS_BYTES ((size_t)@WBYTES@)
+#define HM_FINGERPRINT @FPRINT@ULL
+
+@WEIGHTS_DECL@
+/* Lets a loader (hodu's native engine) find the API prefix in the file. */
+__attribute__((used)) static const char hm_tag[] = "HODU_AOT_MODEL_NAME=@P@";
+
+int @P@_abi_version(void) { return @ABI@; }
+
+const char* @P@_status_string(int status) {
+  switch (status) {
+    case 0: return "ok";
+    case 1: return "invalid argument";
+    case 2: return "out of memory";
+    case 3: return "i/o error";
+    case 4: return "runtime error";
+    default: return "unknown status";
+  }
+}
+
+int @P@_num_inputs(void) { return @NIN@; }
+int @P@_num_outputs(void) { return @NOUT@; }
+const char* @P@_input_name(int i) { return i >= 0 && i < @NIN@ ? hm_input_names[i] : NULL; }
+const char* @P@_output_name(int i) { return i >= 0 && i < @NOUT@ ? hm_output_names[i] : NULL; }
+static DLDataType hm_dtype(uint8_t code, uint8_t bits) {
+  DLDataType t;
+  t.code = code;
+  t.bits = bits;
+  t.lanes = 1;
+  return t;
+}
+DLDataType @P@_input_dtype(int i) { return hm_dtype(i >= 0 && i < @NIN@ ? hm_input_code[i] : 0, i >= 0 && i < @NIN@ ? hm_input_bits[i] : 0); }
+DLDataType @P@_output_dtype(int i) { return hm_dtype(i >= 0 && i < @NOUT@ ? hm_output_code[i] : 0, i >= 0 && i < @NOUT@ ? hm_output_bits[i] : 0); }
+int @P@_input_ndim(int i) { return i >= 0 && i < @NIN@ ? hm_input_ndim[i] : -1; }
+int @P@_output_ndim(int i) { return i >= 0 && i < @NOUT@ ? hm_output_ndim[i] : -1; }
+const int64_t* @P@_input_shape(int i) { return i >= 0 && i < @NIN@ ? hm_input_shape[i] : NULL; }
+const int64_t* @P@_output_shape(int i) { return i >= 0 && i < @NOUT@ ? hm_output_shape[i] : NULL; }
+
+static int hm_fail(@P@_t* m, int status, const char* fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m->error, sizeof m->error, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+static void hm_errbuf(char* errbuf, size_t size, const char* msg) {
+  if (errbuf && size) snprintf(errbuf, size, "%s", msg);
+}
+
+size_t @P@_instance_size(void) {
+  return sizeof(struct @P@_instance) + 64 + HM_ARENA_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
+}
+
+#if !@U@_EMBEDDED_WEIGHTS
+static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, size_t size) {
+  unsigned char header[64];
+  uint64_t bytes = 0, fp = 0;
+  FILE* f = fopen(path, "rb");
+  if (!f) {
+    char msg[600];
+    snprintf(msg, sizeof msg, "cannot open the weights file '%s'", path);
+    hm_errbuf(errbuf, size, msg);
+    return 3;
+  }
+  if (fread(header, 1, 64, f) != 64 || memcmp(header, "HODUWGT1", 8) != 0) {
+    fclose(f);
+    hm_errbuf(errbuf, size, "the weights file is not a hodu weights blob (bad magic)");
+    return 3;
+  }
+  memcpy(&bytes, header + 8, 8);
+  memcpy(&fp, header + 16, 8);
+  if (bytes != HM_WEIGHTS_BYTES || fp != HM_FINGERPRINT) {
+    fclose(f);
+    hm_errbuf(errbuf, size, "the weights file belongs to another build of the model (size or fingerprint differ)");
+    return 3;
+  }
+  if (HM_WEIGHTS_BYTES && fread(dst, 1, HM_WEIGHTS_BYTES, f) != HM_WEIGHTS_BYTES) {
+    fclose(f);
+    hm_errbuf(errbuf, size, "the weights file is truncated");
+    return 3;
+  }
+  fclose(f);
+  return 0;
+}
+#endif
+
+int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
+  @P@_t* m;
+  uintptr_t p;
+  int i;
+  if (!out) {
+    hm_errbuf(errbuf, errbuf_size, "out is NULL");
+    return 1;
+  }
+  *out = NULL;
+  if (!memory || size < @P@_instance_size()) {
+    hm_errbuf(errbuf, errbuf_size, "memory is NULL or smaller than @P@_instance_size()");
+    return 1;
+  }
+  m = (@P@_t*)memory;
+  memset(m, 0, sizeof *m);
+  p = ((uintptr_t)(m + 1) + 63) & ~(uintptr_t)63;
+  m->arena = (unsigned char*)p;
+#if @U@_EMBEDDED_WEIGHTS
+  (void)weights_path;
+  if (memcmp(hm_blob, "HODUWGT1", 8) != 0) {
+    hm_errbuf(errbuf, errbuf_size, "embedded weights are corrupt");
+    return 3;
+  }
+  m->weights = hm_blob + 64;
+#else
+  {
+    unsigned char* w = (unsigned char*)((p + HM_ARENA_BYTES + 63) & ~(uintptr_t)63);
+    int st = hm_load_weights(weights_path ? weights_path : "@WFILE@", w, errbuf, errbuf_size);
+    if (st) return st;
+    m->weights = w;
+  }
+#endif
+  for (i = 0; i < @NOUT@; ++i) {
+    DLTensor* t = &m->outputs[i];
+    t->data = m->arena + hm_output_offset[i];
+    t->device.device_type = kDLCPU;
+    t->device.device_id = 0;
+    t->ndim = hm_output_ndim[i];
+    t->dtype = hm_dtype(hm_output_code[i], hm_output_bits[i]);
+    t->shape = (int64_t*)hm_output_shape[i];
+    t->strides = NULL;
+    t->byte_offset = 0;
+  }
+  *out = m;
+  return 0;
+}
+
+int @P@_create_ex(const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
+  size_t size = @P@_instance_size();
+  void* mem;
+  int st;
+  if (out) *out = NULL;
+  mem = malloc(size);
+  if (!mem) {
+    hm_errbuf(errbuf, errbuf_size, "out of memory");
+    return 2;
+  }
+  st = @P@_create_in(mem, size, weights_path, out, errbuf, errbuf_size);
+  if (st) {
+    free(mem);
+    return st;
+  }
+  (*out)->owned = mem;
+  return 0;
+}
+
+int @P@_create(const char* weights_path, @P@_t** out) { return @P@_create_ex(weights_path, out, NULL, 0); }
+
+void @P@_destroy(@P@_t* m) {
+  if (m && m->owned) free(m->owned);
+}
+
+const DLTensor* @P@_output(const @P@_t* m, int i) { return m && i >= 0 && i < @NOUT@ ? &m->outputs[i] : NULL; }
+const char* @P@_last_error(const @P@_t* m) { return m ? m->error : "instance is NULL"; }
+
+static size_t hm_elem_bytes(uint8_t bits) { return (size_t)bits / 8; }
+
+/* Checks one caller tensor against the model's; 0 when it matches. */
+static int hm_check(@P@_t* m, const char* what, const char* name, const DLTensor* t, uint8_t code, uint8_t bits, int ndim,
+                    const int64_t* shape) {
+  int d;
+  if (!t->data) return hm_fail(m, 1, "%s '%s': data is NULL", what, name);
+  if (t->device.device_type != kDLCPU) return hm_fail(m, 1, "%s '%s': device type %d is not kDLCPU", what, name, (int)t->device.device_type);
+  if (t->dtype.code != code || t->dtype.bits != bits || t->dtype.lanes != 1)
+    return hm_fail(m, 1, "%s '%s': dtype (code %d, bits %d, lanes %d) does not match the model's (code %d, bits %d)", what, name,
+                   (int)t->dtype.code, (int)t->dtype.bits, (int)t->dtype.lanes, (int)code, (int)bits);
+  if (t->ndim != ndim) return hm_fail(m, 1, "%s '%s': rank %d does not match the model's %d", what, name, t->ndim, ndim);
+  for (d = 0; d < ndim; ++d)
+    if (t->shape[d] != shape[d])
+      return hm_fail(m, 1, "%s '%s': dim %d is %lld but the model expects %lld", what, name, d, (long long)t->shape[d],
+                     (long long)shape[d]);
+  if (t->strides) {
+    int64_t expect = 1;
+    for (d = ndim - 1; d >= 0; --d) {
+      if (shape[d] != 1 && t->strides[d] != expect)
+        return hm_fail(m, 1, "%s '%s': strides are not compact (row-major) at dim %d", what, name, d);
+      expect *= shape[d];
+    }
+  }
+  return 0;
+}
+
+static size_t hm_numel(int ndim, const int64_t* shape) {
+  size_t n = 1;
+  int d;
+  for (d = 0; d < ndim; ++d) n *= (size_t)shape[d];
+  return n;
+}
+
+int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs, int num_outputs) {
+  unsigned char* A;
+  const unsigned char* W;
+  int i;
+@INDECL@
+  if (!m) return 1;
+  m->error[0] = 0;
+  if (num_inputs != @NIN@) return hm_fail(m, 1, "got %d inputs, the model has @NIN@", num_inputs);
+  if (@NIN@ > 0 && !inputs) return hm_fail(m, 1, "inputs is NULL");
+  if (outputs && num_outputs != @NOUT@) return hm_fail(m, 1, "got %d outputs, the model has @NOUT@", num_outputs);
+  for (i = 0; i < @NIN@; ++i) {
+    int st = hm_check(m, "input", hm_input_names[i], &inputs[i], hm_input_code[i], hm_input_bits[i], hm_input_ndim[i],
+                      hm_input_shape[i]);
+    if (st) return st;
+  }
+  for (i = 0; outputs && i < @NOUT@; ++i) {
+    if (outputs[i].data) {
+      int st = hm_check(m, "output", hm_output_names[i], &outputs[i], hm_output_code[i], hm_output_bits[i],
+                        hm_output_ndim[i], hm_output_shape[i]);
+      if (st) return st;
+    }
+  }
+  A = m->arena;
+  W = m->weights;
+  (void)A;
+  (void)W;
+@INSET@
+@BODY@
+  for (i = 0; outputs && i < @NOUT@; ++i) {
+    if (outputs[i].data)
+      memcpy((char*)outputs[i].data + outputs[i].byte_offset, m->outputs[i].data,
+             hm_numel(hm_output_ndim[i], hm_output_shape[i]) * hm_elem_bytes(hm_output_bits[i]));
+    else
+      outputs[i] = m->outputs[i];
+  }
+  return 0;
+}
+)HODU";
+
+const char* kMain = R"HODU(/* main() of a model compiled by `hodu build` into an executable:
+ *   PROGRAM [-i NAME=PATH.npy]... [-o DIR] [-w WEIGHTS]
+ * reads each input from a .npy file and writes DIR/<output>.npy. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include "@P@.h"
+
+static void die(const char* msg, const char* arg) {
+  fprintf(stderr, "error: %s%s\n", msg, arg ? arg : "");
+  exit(1);
+}
+
+static const char* npy_descr(DLDataType t) {
+  if (t.code == kDLFloat && t.bits == 32) return "<f4";
+  if (t.code == kDLFloat && t.bits == 64) return "<f8";
+  if (t.code == kDLInt && t.bits == 64) return "<i8";
+  if (t.code == kDLInt && t.bits == 32) return "<i4";
+  if (t.code == kDLInt && t.bits == 16) return "<i2";
+  if (t.code == kDLInt && t.bits == 8) return "|i1";
+  if (t.code == kDLUInt && t.bits == 8) return "|u1";
+  if (t.code == 6 && t.bits == 8) return "|b1";
+  if (t.code == kDLUInt && t.bits == 16) return "<u2";
+  if (t.code == kDLUInt && t.bits == 32) return "<u4";
+  if (t.code == kDLUInt && t.bits == 64) return "<u8";
+  return "?";
+}
+
+/* Reads a little-endian C-order .npy; checks dtype and shape against the model's input i. */
+static void* read_npy(const char* path, int i) {
+  FILE* f = fopen(path, "rb");
+  unsigned char pre[10];
+  size_t hlen, n = 1, bytes;
+  char* header;
+  int d, ndim = @P@_input_ndim(i);
+  const int64_t* shape = @P@_input_shape(i);
+  const char* want = npy_descr(@P@_input_dtype(i));
+  void* data;
+  if (!f) die("cannot open ", path);
+  if (fread(pre, 1, 10, f) != 10 || memcmp(pre, "\x93NUMPY", 6) != 0) die("not a .npy file: ", path);
+  if (pre[6] == 1) {
+    hlen = pre[8] | (pre[9] << 8);
+  } else {
+    unsigned char more[2];
+    if (fread(more, 1, 2, f) != 2) die("truncated .npy: ", path);
+    hlen = pre[8] | (pre[9] << 8) | ((size_t)more[0] << 16) | ((size_t)more[1] << 24);
+  }
+  header = (char*)calloc(hlen + 1, 1);
+  if (!header || fread(header, 1, hlen, f) != hlen) die("truncated .npy: ", path);
+  if (!strstr(header, want))
+    { fprintf(stderr, "error: %s: dtype must be %s (header %s)\n", path, want, header); exit(1); }
+  if (strstr(header, "'fortran_order': True")) die("Fortran-order .npy is not supported: ", path);
+  {
+    const char* s = strstr(header, "'shape': (");
+    int64_t dims[16];
+    int got = 0;
+    if (!s) die("no shape in .npy header: ", path);
+    s += 10;
+    while (*s && *s != ')') {
+      char* end;
+      long long v = strtoll(s, &end, 10);
+      if (end == s) { ++s; continue; }
+      if (got < 16) dims[got] = v;
+      ++got;
+      s = end;
+    }
+    if (got != ndim) { fprintf(stderr, "error: %s: rank %d, the model's input '%s' has rank %d\n", path, got, @P@_input_name(i), ndim); exit(1); }
+    for (d = 0; d < ndim; ++d)
+      if (dims[d] != shape[d]) { fprintf(stderr, "error: %s: dim %d is %lld, the model expects %lld\n", path, d, (long long)dims[d], (long long)shape[d]); exit(1); }
+  }
+  for (d = 0; d < ndim; ++d) n *= (size_t)shape[d];
+  bytes = n * (@P@_input_dtype(i).bits / 8);
+  data = malloc(bytes ? bytes : 1);
+  if (!data || fread(data, 1, bytes, f) != bytes) die("truncated .npy data: ", path);
+  free(header);
+  fclose(f);
+  return data;
+}
+
+static void write_npy(const char* path, const DLTensor* t) {
+  char header[256];
+  int d, len;
+  size_t n = 1, total;
+  FILE* f = fopen(path, "wb");
+  if (!f) die("cannot write ", path);
+  len = snprintf(header, sizeof header, "{'descr': '%s', 'fortran_order': False, 'shape': (", npy_descr(t->dtype));
+  for (d = 0; d < t->ndim; ++d) {
+    len += snprintf(header + len, sizeof header - len, "%lld%s", (long long)t->shape[d], t->ndim == 1 ? "," : d + 1 < t->ndim ? ", " : "");
+    n *= (size_t)t->shape[d];
+  }
+  len += snprintf(header + len, sizeof header - len, "), }");
+  total = 10 + (size_t)len + 1;
+  {
+    size_t pad = (64 - total % 64) % 64, k;
+    unsigned char pre[10] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0};
+    size_t hl = (size_t)len + pad + 1;
+    pre[8] = (unsigned char)(hl & 0xff);
+    pre[9] = (unsigned char)(hl >> 8);
+    fwrite(pre, 1, 10, f);
+    fwrite(header, 1, (size_t)len, f);
+    for (k = 0; k < pad; ++k) fputc(' ', f);
+    fputc('\n', f);
+  }
+  if (fwrite(t->data, t->dtype.bits / 8, n, f) != n) die("cannot write ", path);
+  fclose(f);
+}
+
+int main(int argc, char** argv) {
+  const char* out_dir = ".";
+  const char* weights = NULL;
+  char weights_default[4096];
+  void* data[@U@_NUM_INPUTS + 1] = {0};
+  DLTensor in[@U@_NUM_INPUTS + 1], out[@U@_NUM_OUTPUTS + 1];
+  char err[600];
+  @P@_t* m = NULL;
+  int a, i, st;
+  memset(in, 0, sizeof in);
+  memset(out, 0, sizeof out);
+  for (a = 1; a < argc; ++a) {
+    if (!strcmp(argv[a], "-h") || !strcmp(argv[a], "--help")) {
+      printf("usage: %s [-i NAME=PATH.npy]... [-o DIR] [-w WEIGHTS]\ninputs:\n", argv[0]);
+      for (i = 0; i < @P@_num_inputs(); ++i) printf("  %s\n", @P@_input_name(i));
+      return 0;
+    } else if (!strcmp(argv[a], "-i") && a + 1 < argc) {
+      const char* spec = argv[++a];
+      const char* eq = strchr(spec, '=');
+      int found = -1;
+      if (!eq) die("-i expects NAME=PATH, got ", spec);
+      for (i = 0; i < @P@_num_inputs(); ++i)
+        if (strlen(@P@_input_name(i)) == (size_t)(eq - spec) && !strncmp(@P@_input_name(i), spec, (size_t)(eq - spec))) found = i;
+      if (found < 0) die("no such input: ", spec);
+      free(data[found]);
+      data[found] = read_npy(eq + 1, found);
+    } else if (!strcmp(argv[a], "-o") && a + 1 < argc) {
+      out_dir = argv[++a];
+    } else if (!strcmp(argv[a], "-w") && a + 1 < argc) {
+      weights = argv[++a];
+    } else {
+      die("unknown argument: ", argv[a]);
+    }
+  }
+  if (!weights) {
+    snprintf(weights_default, sizeof weights_default, "%s.weights", argv[0]);
+    weights = weights_default;
+  }
+  for (i = 0; i < @P@_num_inputs(); ++i) {
+    if (!data[i]) die("missing input (give -i NAME=PATH.npy): ", @P@_input_name(i));
+    in[i].data = data[i];
+    in[i].device.device_type = kDLCPU;
+    in[i].ndim = @P@_input_ndim(i);
+    in[i].dtype = @P@_input_dtype(i);
+    in[i].shape = (int64_t*)@P@_input_shape(i);
+  }
+  st = @P@_create_ex(weights, &m, err, sizeof err);
+  if (st) die("cannot create the model: ", err);
+  st = @P@_run(m, in, @P@_num_inputs(), out, @P@_num_outputs());
+  if (st) die("run failed: ", @P@_last_error(m));
+  mkdir(out_dir, 0777);
+  for (i = 0; i < @P@_num_outputs(); ++i) {
+    char path[4096], name[1024];
+    size_t k;
+    snprintf(name, sizeof name, "%s", @P@_output_name(i)[0] ? @P@_output_name(i) : "output");
+    for (k = 0; name[k]; ++k) {
+      char c = name[k];
+      if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' || c == '_' || c == '-')) name[k] = '_';
+    }
+    if (!strcmp(name, ".") || !strcmp(name, "..")) strcpy(name, "_");
+    snprintf(path, sizeof path, "%s/%s.npy", out_dir, name);
+    write_npy(path, &out[i]);
+    fprintf(stderr, "wrote %s\n", path);
+  }
+  @P@_destroy(m);
+  for (i = 0; i < @P@_num_inputs(); ++i) free(data[i]);
+  return 0;
+}
+)HODU";
+
+}  // namespace
+
+uint64_t fingerprint_of(const std::string& data) {
+  uint64_t h = 1469598103934665603ULL;  // FNV-1a
+  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
+  return h;
+}
+
+std::string weights_blob(const std::string& data, uint64_t fingerprint) {
+  std::string blob(kWeightsHeaderBytes, '\0');
+  std::memcpy(blob.data(), kWeightsMagic, 8);
+  uint64_t bytes = data.size();
+  std::memcpy(blob.data() + 8, &bytes, 8);
+  std::memcpy(blob.data() + 16, &fingerprint, 8);
+  return blob + data;
+}
+
+std::string emit_header(const ApiSpec& spec) {
+  std::string h = kHeader;
+  h = replace_all(h, "@ABI@", std::to_string(kAbiVersion));
+  h = replace_all(h, "@NIN@", std::to_string(spec.inputs.size()));
+  h = replace_all(h, "@NOUT@", std::to_string(spec.outputs.size()));
+  h = replace_all(h, "@EMBED@", spec.embed_weights ? "1" : "0");
+  h = replace_all(h, "@STANDALONE@", spec.standalone ? "1" : "0");
+  h = replace_all(h, "@WFILE@", spec.weights_file);
+  return substitute(h, spec);
+}
+
+std::string emit_source(const ApiSpec& spec, const std::string& kernels) {
+  std::string s = "/* Generated by hodu build: " + spec.model_doc + " */\n#include \"" + spec.name + ".h\"\n" + kernels;
+  s += "\n/* ---- build-time tables ---- */\n" + spec.tables;
+  std::string api = kSourceApi;
+  auto join = [](const std::vector<ApiTensor>& v, const std::function<std::string(const ApiTensor&)>& f) {
+    std::string out;
+    for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + f(v[i]);
+    return out.empty() ? std::string("0") : out;
+  };
+  std::string shapes_decl;
+  for (size_t i = 0; i < spec.inputs.size(); ++i)
+    shapes_decl += fmt::format("static const int64_t hm_in_shape{}[] = {{{}}};\n", i, ints(spec.inputs[i].shape));
+  for (size_t i = 0; i < spec.outputs.size(); ++i)
+    shapes_decl += fmt::format("static const int64_t hm_out_shape{}[] = {{{}}};\n", i, ints(spec.outputs[i].shape));
+  int k = 0;
+  api = replace_all(api, "@INNAMES@", join(spec.inputs, [](const ApiTensor& t) { return c_string_literal(t.name); }));
+  api = replace_all(api, "@OUTNAMES@", join(spec.outputs, [](const ApiTensor& t) { return c_string_literal(t.name); }));
+  api = replace_all(api, "@INNDIM@", join(spec.inputs, [](const ApiTensor& t) { return std::to_string(t.shape.size()); }));
+  api = replace_all(api, "@OUTNDIM@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(t.shape.size()); }));
+  k = 0;
+  api = replace_all(api, "@INSHAPES@", join(spec.inputs, [&](const ApiTensor&) { return fmt::format("hm_in_shape{}", k++); }));
+  k = 0;
+  api = replace_all(api, "@OUTSHAPES@", join(spec.outputs, [&](const ApiTensor&) { return fmt::format("hm_out_shape{}", k++); }));
+  api = replace_all(api, "@INCODE@", join(spec.inputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).first); }));
+  api = replace_all(api, "@INBITS@", join(spec.inputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).second); }));
+  api = replace_all(api, "@OUTCODE@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).first); }));
+  api = replace_all(api, "@OUTBITS@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).second); }));
+  api = replace_all(api, "@OUTOFFS@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(t.arena_offset); }));
+  api = replace_all(api, "@ARENA@", std::to_string(spec.arena_bytes));
+  api = replace_all(api, "@WBYTES@", std::to_string(spec.weights_bytes));
+  api = replace_all(api, "@FPRINT@", std::to_string(spec.fingerprint));
+  api = replace_all(api, "@ABI@", std::to_string(kAbiVersion));
+  api = replace_all(api, "@WFILE@", spec.weights_file);
+  std::string weights_decl;
+  if (spec.embed_weights) {
+    // The blob is assembled into .rodata from the side file by .incbin.
+    std::string sym = spec.name + "_hodu_weights";
+    weights_decl = fmt::format(
+        "__asm__(\".section .rodata\\n.balign 64\\n.hidden {0}\\n.globl {0}\\n{0}:\\n.incbin {1}\\n.previous\\n\");\n"
+        "extern const unsigned char {0}[] __attribute__((visibility(\"hidden\")));\n#define hm_blob {0}\n",
+        sym, replace_all(c_string_literal(spec.weights_file), "\"", "\\\""));
+  }
+  api = replace_all(api, "@WEIGHTS_DECL@", weights_decl);
+  std::string indecl, inset;
+  for (size_t i = 0; i < spec.inputs.size(); ++i) {
+    indecl += fmt::format("  const void* in{};\n", i);
+    inset += fmt::format("  in{0} = (const char*)inputs[{0}].data + inputs[{0}].byte_offset;\n", i);
+  }
+  api = replace_all(api, "@INDECL@", indecl);
+  api = replace_all(api, "@INSET@", inset);
+  api = replace_all(api, "@NIN@", std::to_string(spec.inputs.size()));
+  api = replace_all(api, "@NOUT@", std::to_string(spec.outputs.size()));
+  api = substitute(api, spec);
+  // The body last: it is generated text and must not be searched for placeholders.
+  size_t at = api.find("@BODY@");
+  api.replace(at, 6, spec.body);
+  return s + shapes_decl + api;
+}
+
+std::string emit_main(const ApiSpec& spec) { return substitute(kMain, spec); }
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,45 @@
+// The text around the generated run body: the model.h header (the stable C
+// API), the instance/create/run functions, and main() for executables.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+
+namespace hodu::compilers::c {
+
+inline constexpr int kAbiVersion = 1;
+inline constexpr char kWeightsMagic[9] = "HODUWGT1";
+inline constexpr int64_t kWeightsHeaderBytes = 64;
+
+struct ApiTensor {
+  std::string name;
+  DType dtype = DType::F32;
+  std::vector<int64_t> shape;
+  int64_t arena_offset = 0;  // outputs: where run() leaves them
+};
+
+struct ApiSpec {
+  std::string name;
+  bool embed_weights = true;
+  bool standalone = false;
+  std::string weights_file;  // the .incbin path (embedded) / the default side file name
+  std::vector<ApiTensor> inputs, outputs;
+  int64_t arena_bytes = 0;
+  int64_t weights_bytes = 0;  // blob data after the header
+  uint64_t fingerprint = 0;   // of the blob data; a side file must match it
+  std::string tables;         // file-scope tables of the run body
+  std::string body;           // the run body (kernel calls)
+  std::string model_doc;      // one line for the header comment
+};
+
+std::string emit_header(const ApiSpec& spec);
+// Kernel library + tables + API implementation.
+std::string emit_source(const ApiSpec& spec, const std::string& kernels);
+std::string emit_main(const ApiSpec& spec);
+// The blob's 64-byte header followed by the data.
+std::string weights_blob(const std::string& data, uint64_t fingerprint);
+uint64_t fingerprint_of(const std::string& data);
+
+}  // namespace hodu::compilers::c

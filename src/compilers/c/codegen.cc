@@ -1,0 +1,214 @@
+// The code generator proper: walks the prepared graph, groups elementwise
+// chains into single loops, emits one kernel call per remaining node over
+// arena buffers, plans the arena, and lays out the weights blob.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <set>
+
+#include "compilers/c/api_emitter.h"
+#include "compilers/c/c_codegen.h"
+#include "compilers/c/codegen_context.h"
+#include "compilers/c/graph_prep.h"
+#include "compilers/c/memory_plan.h"
+#include "core/error.h"
+
+namespace hodu::compilers::c {
+
+const char* kernel_library_source() {
+  static const char* text =
+#include "kernel_library.inc"
+      ;
+  return text;
+}
+
+// ---- Context ----------------------------------------------------------------
+
+const char* c_type(DType t) {
+  switch (t) {
+    case DType::F32: return "float";
+    case DType::F64: return "double";
+    case DType::I64: return "int64_t";
+    case DType::I32: return "int32_t";
+    case DType::I16: return "int16_t";
+    case DType::I8: return "int8_t";
+    case DType::U8: return "uint8_t";
+    case DType::U16: return "uint16_t";
+    case DType::U32: return "uint32_t";
+    case DType::U64: return "uint64_t";
+    case DType::Bool: return "uint8_t";
+    default: return nullptr;
+  }
+}
+
+std::string c_string_literal(const std::string& s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') out.append(1, '\\').append(1, static_cast<char>(c));
+    else if (c < 32 || c >= 127) out += fmt::format("\\{:03o}", c);
+    else out += static_cast<char>(c);
+  }
+  out.append(1, '"');
+  return out;
+}
+
+std::string c_float(double v) {
+  if (std::isnan(v)) return "NAN";
+  if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
+  return fmt::format("{:.9g}f", static_cast<float>(v)).find_first_of(".en") == std::string::npos
+             ? fmt::format("{:.9g}.f", static_cast<float>(v))
+             : fmt::format("{:.9g}f", static_cast<float>(v));
+}
+
+Codegen::Codegen(const Graph& g, const CodegenOptions& o) : graph(g), options(o) {
+  for (const auto& [name, t] : g.initializers) constants[name] = t;
+  for (size_t i = 0; i < g.inputs.size(); ++i)
+    if (!g.initializer(g.inputs[i].name)) {
+      ValueInfo v;
+      v.kind = ValueInfo::Kind::Input;
+      v.index = static_cast<int>(input_names.size());
+      v.dtype = g.inputs[i].type.dtype;
+      v.shape = *g.inputs[i].type.shape.to_static();
+      values[g.inputs[i].name] = v;
+      input_names.push_back(g.inputs[i].name);
+    }
+}
+
+const ValueInfo& Codegen::info(const std::string& name) {
+  if (auto it = values.find(name); it != values.end()) return it->second;
+  if (auto it = constants.find(name); it != constants.end()) {
+    ValueInfo v;
+    v.kind = ValueInfo::Kind::Weight;
+    v.dtype = it->second.dtype();
+    v.shape = it->second.shape();
+    v.index = add_weight(it->second);
+    return values[name] = v;
+  }
+  fail(ErrorCode::Internal, "codegen: value '{}' has no storage yet", name);
+}
+
+DType Codegen::dtype_of(const std::string& name) const {
+  if (auto it = values.find(name); it != values.end()) return it->second.dtype;
+  if (auto it = constants.find(name); it != constants.end()) return it->second.dtype();
+  auto t = graph.type_of(name);
+  HODU_CHECK(t && t->is_tensor(), ErrorCode::Unsupported, "value '{}' is not a tensor of known type", name);
+  return t->dtype;
+}
+
+std::vector<int64_t> Codegen::shape_of(const std::string& name) const {
+  if (auto it = values.find(name); it != values.end()) return it->second.shape;
+  if (auto it = constants.find(name); it != constants.end()) return it->second.shape();
+  auto t = graph.type_of(name);
+  HODU_CHECK(t && t->is_tensor(), ErrorCode::Unsupported, "value '{}' is not a tensor of known type", name);
+  auto s = t->shape.to_static();
+  HODU_CHECK(s.has_value(), ErrorCode::Unsupported,
+             "value '{}' has shape {} after binding the inputs: compiled code needs static shapes", name,
+             t->shape.to_string());
+  return *s;
+}
+
+int Codegen::add_weight(const Tensor& t) {
+  Tensor c = t.contiguous();
+  HODU_CHECK(c_type(c.dtype()) != nullptr, ErrorCode::Unsupported, "constant of dtype {} cannot be compiled",
+             dtype_name(c.dtype()));
+  int64_t off = static_cast<int64_t>(weights.size());
+  weights.append(static_cast<const char*>(c.raw_data()), c.nbytes());
+  weights.resize((weights.size() + 63) / 64 * 64, '\0');
+  weight_offsets.push_back(off);
+  return static_cast<int>(weight_offsets.size()) - 1;
+}
+
+int Codegen::new_buffer(int64_t bytes, int first_step) {
+  buffers.push_back({std::max<int64_t>(bytes, 1), first_step, first_step, -1});
+  return static_cast<int>(buffers.size()) - 1;
+}
+
+void Codegen::define(const std::string& name, DType dt, const std::vector<int64_t>& shape, int reuse_buffer) {
+  ValueInfo v;
+  v.kind = ValueInfo::Kind::Arena;
+  v.dtype = dt;
+  v.shape = shape;
+  int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(dt, shape_numel(shape)));
+  if (reuse_buffer >= 0) {
+    v.index = new_buffer(bytes, step);
+    buffers[v.index].reuse = reuse_buffer;
+  } else {
+    v.index = new_buffer(bytes, step);
+  }
+  values[name] = v;
+}
+
+void Codegen::define_alias(const std::string& name, const std::string& of, const std::vector<int64_t>& shape) {
+  ValueInfo v = info(of);
+  v.shape = shape;
+  values[name] = v;
+}
+
+std::string Codegen::ptr(const std::string& name) {
+  const ValueInfo& v = info(name);
+  const char* t = c_type(v.dtype);
+  HODU_CHECK(t, ErrorCode::Unsupported, "value '{}' has dtype {}, which compiled code does not support", name,
+             dtype_name(v.dtype));
+  touch(name);
+  switch (v.kind) {
+    case ValueInfo::Kind::Input: return fmt::format("((const {}*)in{})", t, v.index);
+    case ValueInfo::Kind::Weight: return fmt::format("((const {}*)(W + {}))", t, weight_offsets[v.index]);
+    case ValueInfo::Kind::Arena: return fmt::format("(({}*)(A + @{}@))", t, v.index);
+  }
+  return "";
+}
+
+std::string Codegen::scratch(int64_t bytes) {
+  int b = new_buffer(bytes, step);
+  return fmt::format("((float*)(A + @{}@))", b);
+}
+
+void Codegen::touch(const std::string& name) {
+  const ValueInfo& v = values.at(name);
+  if (v.kind == ValueInfo::Kind::Arena) buffers[v.index].last_step = std::max(buffers[v.index].last_step, step);
+}
+
+std::string Codegen::table(const std::vector<int64_t>& v) {
+  std::string name = fmt::format("T{}", table_count++);
+  std::string body;
+  for (size_t i = 0; i < v.size(); ++i) body += fmt::format("{}{}{}", i ? ", " : "", v[i], v[i] < -2147483647 ? "LL" : "");
+  if (v.empty()) body = "0";
+  tables += fmt::format("static const int64_t {}[] = {{{}}};\n", name, body);
+  return name;
+}
+
+std::string Codegen::float_table(const std::vector<float>& v) {
+  std::string name = fmt::format("T{}", table_count++);
+  std::string body;
+  for (size_t i = 0; i < v.size(); ++i) body += fmt::format("{}{}", i ? ", " : "", c_float(v[i]));
+  if (v.empty()) body = "0";
+  tables += fmt::format("static const float {}[] = {{{}}};\n", name, body);
+  return name;
+}
+
+void Codegen::emit(const std::string& line) {
+  code.append("  ").append(line).append("\n");
+}
+
+void Codegen::emit_checked(const std::string& call, const Node& n, const std::string& what) {
+  code += fmt::format("  if ({}) return hm_fail(m, 4, \"%s\", {});\n", call, c_string_literal(n.describe() + ": " + what));
+}
+
+bool Codegen::reusable(const std::string& name, int64_t bytes) const {
+  if (options.opt_level < 1) return false;
+  auto it = values.find(name);
+  if (it == values.end() || it->second.kind != ValueInfo::Kind::Arena) return false;
+  auto root = alias_root.find(name);
+  auto lu = last_use.find(root == alias_root.end() ? name : root->second);
+  // Dies at this step (its last reader is this step) and is not a graph output.
+  if (lu == last_use.end() || lu->second != step) return false;
+  const PlanBuffer& b = buffers[it->second.index];
+  return b.last_step <= step && b.bytes >= bytes;
+}
+
+int Codegen::buffer_of(const std::string& name) const { return values.at(name).index; }
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,98 @@
+// Internal state of the C code generator, shared by the op emitters
+// (ops_elementwise.cc, ops_nn.cc, ops_tensor.cc). Values live in one of three
+// places: a caller's input tensor, the weights blob, or an arena buffer whose
+// offset is known only after planning (written "@id@" until then).
+#pragma once
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "compilers/c/c_codegen.h"
+#include "compilers/c/memory_plan.h"
+#include "ir/graph.h"
+
+namespace hodu::compilers::c {
+
+struct ValueInfo {
+  enum class Kind { Input, Weight, Arena };
+  Kind kind = Kind::Arena;
+  int index = -1;  // input index, weight index or buffer id
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+};
+
+// Floats of packing scratch one hk_gemm call needs (HK_GEMM_PACK_FLOATS in the kernels).
+inline constexpr int64_t kGemmPackBytes = (256 * 512 + 64 * 256) * 4;
+
+const char* c_type(DType t);  // nullptr when compiled code does not support it
+std::string c_string_literal(const std::string& s);
+std::string c_float(double v);
+
+struct Codegen {
+  Codegen(const Graph& g, const CodegenOptions& o);
+
+  const Graph& graph;
+  const CodegenOptions& options;
+  std::map<std::string, Tensor> constants;  // initializers + build-time folded values
+  std::map<std::string, ValueInfo> values;
+  std::vector<std::string> input_names;
+  std::map<std::string, int> last_use;      // value (alias root) → last step reading it
+  std::map<std::string, std::string> alias_root;
+  std::vector<PlanBuffer> buffers;
+  std::string weights;                      // blob data (after the header)
+  std::vector<int64_t> weight_offsets;      // per weight index, from the blob start
+  std::string code;                         // body of the run function
+  std::string tables;                       // file-scope constant tables
+  std::string functions;                    // file-scope generated functions (fused loops)
+  int table_count = 0;
+  int function_count = 0;
+  int step = 0;
+  int steps_emitted = 0;
+  int fused_nodes = 0;
+  // An activation the driver fused into the next Conv/Gemm: clamp to
+  // [act_lo, act_hi] and write `act_output` instead of the node's output.
+  std::string act_output;
+  float act_lo = 0, act_hi = 0;
+
+  const ValueInfo& info(const std::string& name);
+  DType dtype_of(const std::string& name) const;
+  std::vector<int64_t> shape_of(const std::string& name) const;
+  bool is_constant(const std::string& name) const { return constants.count(name) > 0; }
+  const Tensor& constant(const std::string& name) const { return constants.at(name); }
+
+  int add_weight(const Tensor& t);
+  int new_buffer(int64_t bytes, int first_step);
+  // A new arena value written at this step; reuse_buffer ≥ 0 shares that buffer in place.
+  void define(const std::string& name, DType dt, const std::vector<int64_t>& shape, int reuse_buffer = -1);
+  // `name` is a view of `of` with another shape (Reshape and friends: no copy).
+  void define_alias(const std::string& name, const std::string& of, const std::vector<int64_t>& shape);
+  // Typed C pointer expression to a value (marks it read at this step).
+  std::string ptr(const std::string& name);
+  void touch(const std::string& name);
+  // A scratch buffer live during this step only (float*).
+  std::string scratch(int64_t bytes);
+  // A file-scope int64/float table; returns its name.
+  std::string table(const std::vector<int64_t>& v);
+  std::string float_table(const std::vector<float>& v);
+  void emit(const std::string& line);
+  // A kernel call returning non-zero on bad data → run() fails with a message naming the node.
+  void emit_checked(const std::string& call, const Node& n, const std::string& what);
+  // True when the value dies at this step and its buffer can be written in place.
+  bool reusable(const std::string& name, int64_t bytes) const;
+  int buffer_of(const std::string& name) const;
+};
+
+// Op emitters. Each returns false when it does not handle the op.
+bool emit_nn_op(Codegen& cg, const Node& n);
+bool emit_tensor_op(Codegen& cg, const Node& n);
+// Elementwise ops: whether a node can join a fused loop, and emitting a group.
+bool is_elementwise(const Codegen& cg, const Node& n);
+void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group);
+// Ops that are views of their input (no code): Reshape, Flatten, Squeeze, ...
+bool is_view_op(const Node& n);
+std::vector<std::string> nn_op_names();
+std::vector<std::string> tensor_op_names();
+std::vector<std::string> elementwise_op_names();
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,178 @@
+// End-to-end: generate C, compile a .so, load it with the native engine and
+// compare with the reference interpreter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+
+#include "compilers/c/c_codegen.h"
+#include "compilers/c/toolchain.h"
+#include "core/error.h"
+#include "runtime/session.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+Node node(std::string op, std::vector<std::string> in, std::vector<std::string> out, std::vector<Attribute> attrs = {}) {
+  Node n;
+  n.name = out[0] + "_node";
+  n.op_type = std::move(op);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attrs);
+  return n;
+}
+
+Tensor ramp(std::vector<int64_t> shape, float scale, float shift) {
+  Tensor t = Tensor::empty(DType::F32, shape);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(static_cast<float>(i) * scale) + shift;
+  return t;
+}
+
+// Conv(+BN) → Relu → MaxPool → Add(bias) → Sigmoid*x → Flatten → Gemm → Softmax.
+Model small_cnn(Shape input_shape) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, std::move(input_shape)), ""});
+  g.set_initializer("w", ramp({4, 3, 3, 3}, 0.37f, 0.f));
+  g.set_initializer("b", ramp({4}, 1.1f, 0.1f));
+  g.set_initializer("gamma", ramp({4}, 0.5f, 1.f));
+  g.set_initializer("beta", ramp({4}, 0.9f, 0.f));
+  g.set_initializer("mean", ramp({4}, 0.3f, 0.f));
+  g.set_initializer("var", ramp({4}, 0.2f, 1.5f));
+  g.set_initializer("cb", ramp({1, 4, 1, 1}, 0.7f, 0.f));
+  g.set_initializer("fw", ramp({5, 64}, 0.13f, 0.f));
+  g.set_initializer("fb", ramp({5}, 0.4f, 0.f));
+  g.nodes.push_back(node("Conv", {"x", "w", "b"}, {"c"},
+                         {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_ints("strides", {1, 1})}));
+  g.nodes.push_back(node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"}));
+  g.nodes.push_back(node("Relu", {"bn"}, {"r"}));
+  g.nodes.push_back(node("MaxPool", {"r"}, {"p"},
+                         {Attribute::make_ints("kernel_shape", {2, 2}), Attribute::make_ints("strides", {2, 2})}));
+  g.nodes.push_back(node("Add", {"p", "cb"}, {"a"}));
+  g.nodes.push_back(node("Sigmoid", {"a"}, {"s"}));
+  g.nodes.push_back(node("Mul", {"a", "s"}, {"silu"}));
+  g.nodes.push_back(node("Flatten", {"silu"}, {"f"}));
+  g.nodes.push_back(node("Gemm", {"f", "fw", "fb"}, {"logits"}, {Attribute::make_int("transB", 1)}));
+  g.nodes.push_back(node("Softmax", {"logits"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  g.outputs.push_back({"f", {}, ""});
+  return m;
+}
+
+std::vector<NamedValue> run(const Model& m, const std::string& engine, const Tensor& x) {
+  SessionOptions o;
+  o.engine = engine;
+  o.threads = 1;
+  auto s = Session::from_model(m, o);
+  return s->run({{"x", x}});
+}
+
+double max_diff(const Tensor& a, const Tensor& b) {
+  EXPECT_EQ(a.shape(), b.shape());
+  double d = 0;
+  auto va = a.to_doubles(), vb = b.to_doubles();
+  for (size_t i = 0; i < va.size() && i < vb.size(); ++i) d = std::max(d, std::abs(va[i] - vb[i]));
+  return d;
+}
+
+TEST(CCodegen, SmallCnnMatchesTheInterpreterAtEveryLevel) {
+  Model m = small_cnn(Shape{1, 3, 8, 8});
+  Tensor x = ramp({1, 3, 8, 8}, 0.21f, 0.f);
+  auto want = run(m, "interp", x);
+  for (int level = 0; level <= 3; ++level) {
+    CodegenOptions o;
+    o.opt_level = level;
+    auto gen = generate_c(m, o);
+    EXPECT_GT(gen.steps, 0);
+    if (level >= 1) {
+      EXPECT_GT(gen.fused_nodes, 0) << level;
+    }
+    if (level >= 2) {
+      EXPECT_LT(gen.nodes, 10) << "BatchNormalization folded into Conv";
+    }
+    EXPECT_LE(gen.arena_bytes, gen.naive_arena_bytes);
+  }
+  auto got = run(m, "native", x);
+  ASSERT_EQ(got.size(), 2u);
+  EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5);
+  EXPECT_LT(max_diff(got[1].value.tensor, want[1].value.tensor), 1e-5);
+}
+
+TEST(CCodegen, FusedLoopAndBlobInTheSource) {
+  auto gen = generate_c(small_cnn(Shape{1, 3, 8, 8}), {});
+  EXPECT_NE(gen.source.find("/* Sigmoid + Mul */"), std::string::npos) << "one loop for the chain";
+  EXPECT_NE(gen.source.find(".incbin"), std::string::npos);
+  EXPECT_NE(gen.header.find("int model_run(model_t* m"), std::string::npos);
+  EXPECT_EQ(gen.weights.substr(0, 8), "HODUWGT1");
+  EXPECT_EQ(gen.source.find("(A + @"), std::string::npos) << "every arena offset resolved";
+}
+
+TEST(CCodegen, SymbolicDimsNeedBinding) {
+  Model m = small_cnn(Shape{Dim::sym("batch"), 3, 8, 8});
+  try {
+    generate_c(m, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("--dim batch=N"), std::string::npos) << e.what();
+  }
+  CodegenOptions o;
+  o.dims["batch"] = 2;
+  auto gen = generate_c(m, o);
+  EXPECT_NE(gen.source.find("hm_in_shape0[] = {2, 3, 8, 8}"), std::string::npos);
+}
+
+TEST(CCodegen, UnsupportedOpNamesOpNodeAndList) {
+  Model m;
+  m.opset_imports[""] = 21;
+  m.graph.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{4}), ""});
+  m.graph.nodes.push_back(node("Hardmax", {"x"}, {"y"}));
+  m.graph.outputs.push_back({"y", {}, ""});
+  try {
+    generate_c(m, {});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    std::string msg = e.what();
+    EXPECT_EQ(e.code(), ErrorCode::Unsupported);
+    EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("y_node"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Conv"), std::string::npos) << "lists the supported ops: " << msg;
+  }
+}
+
+TEST(CCodegen, GatherIndexOutOfRangeIsARunError) {
+  Model m;
+  m.opset_imports[""] = 21;
+  m.graph.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{4, 2}), ""});
+  m.graph.inputs.push_back({"i", ValueType::tensor(DType::I64, Shape{3}), ""});
+  m.graph.nodes.push_back(node("Gather", {"x", "i"}, {"y"}));
+  m.graph.outputs.push_back({"y", {}, ""});
+  SessionOptions o;
+  o.engine = "native";
+  auto s = Session::from_model(m, o);
+  Tensor x = ramp({4, 2}, 1.f, 0.f);
+  auto ok = s->run({{"x", x}, {"i", Tensor::from_vector<int64_t>(DType::I64, {3}, {3, -1, 0})}});
+  EXPECT_EQ(ok[0].value.tensor.to_doubles()[0], x.to_doubles()[6]);
+  EXPECT_EQ(ok[0].value.tensor.to_doubles()[2], x.to_doubles()[6]);
+  try {
+    s->run({{"x", x}, {"i", Tensor::from_vector<int64_t>(DType::I64, {3}, {0, 4, 1})}});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("index out of range"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CCodegen, ArtifactFormatsFromExtension) {
+  EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
+  EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);
+  EXPECT_EQ(artifact_format("m.bin", "ll"), ArtifactFormat::LlvmIr);
+  EXPECT_THROW(artifact_format("m.zip", ""), Error);
+  CodegenOptions bad;
+  bad.name = "bad name";
+  EXPECT_THROW(generate_c(small_cnn(Shape{1, 3, 8, 8}), bad), Error);
+}
+
+}  // namespace
+}  // namespace hodu::compilers::c

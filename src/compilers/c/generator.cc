@@ -1,0 +1,337 @@
+// generate_c: prepares the graph, applies build-time rewrites (BatchNorm folded
+// into Conv, activations fused into Conv/Gemm/MatMul, elementwise chains
+// grouped), emits the steps, plans the arena and assembles the C text.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <set>
+
+#include "compilers/c/api_emitter.h"
+#include "compilers/c/c_codegen.h"
+#include "compilers/c/codegen_context.h"
+#include "compilers/c/graph_prep.h"
+#include "core/error.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+bool is_identifier(const std::string& s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
+  for (char c : s)
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_')) return false;
+  return true;
+}
+
+std::map<std::string, int> consumer_counts(const Graph& g) {
+  std::map<std::string, int> uses;
+  for (const auto& n : g.nodes)
+    for (const auto& in : n.inputs)
+      if (!in.empty()) ++uses[in];
+  for (const auto& o : g.outputs) ++uses[o.name];
+  return uses;
+}
+
+// Conv(x, W, B) → BatchNormalization with constant parameters becomes one
+// Conv with scaled weights and a shifted bias.
+void fold_batchnorm_into_conv(Graph& g, Codegen& cg) {
+  auto uses = consumer_counts(g);
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& conv = g.nodes[i];
+    if (conv.op_type != "Conv" || !conv.domain.empty() || !cg.is_constant(conv.inputs[1]) ||
+        (conv.has_input(2) && !cg.is_constant(conv.inputs[2])) || uses[conv.outputs[0]] != 1 ||
+        cg.dtype_of(conv.inputs[1]) != DType::F32)
+      continue;
+    for (size_t j = i + 1; j < g.nodes.size(); ++j) {
+      const Node& bn = g.nodes[j];
+      if (bn.inputs.empty() || bn.inputs[0] != conv.outputs[0]) continue;
+      if (bn.op_type != "BatchNormalization" || !bn.domain.empty() || bn.get_int("training_mode", 0) != 0 ||
+          bn.outputs.size() > 1 || bn.inputs.size() < 5)
+        break;
+      bool consts = true;
+      for (size_t k = 1; k < 5; ++k) consts = consts && cg.is_constant(bn.inputs[k]);
+      if (!consts) break;
+      auto gamma = cg.constant(bn.inputs[1]).to_doubles(), beta = cg.constant(bn.inputs[2]).to_doubles(),
+           mean = cg.constant(bn.inputs[3]).to_doubles(), var = cg.constant(bn.inputs[4]).to_doubles();
+      double eps = bn.get_float("epsilon", 1e-5f);
+      Tensor w = cg.constant(conv.inputs[1]).clone();
+      int64_t M = w.dim(0), per = w.numel() / M;
+      if (static_cast<int64_t>(gamma.size()) != M) break;
+      std::vector<float> bias(M, 0.f);
+      if (conv.has_input(2)) {
+        auto b = cg.constant(conv.inputs[2]).to_doubles();
+        for (int64_t m = 0; m < M; ++m) bias[m] = static_cast<float>(b[m]);
+      }
+      float* wd = w.data<float>();
+      for (int64_t m = 0; m < M; ++m) {
+        double s = gamma[m] / std::sqrt(var[m] + eps);
+        for (int64_t k = 0; k < per; ++k) wd[m * per + k] = static_cast<float>(wd[m * per + k] * s);
+        bias[m] = static_cast<float>((bias[m] - mean[m]) * s + beta[m]);
+      }
+      std::string wname = conv.inputs[1] + "\x01bnfold" + std::to_string(i), bname = wname + "b";
+      cg.constants[wname] = w;
+      cg.constants[bname] = Tensor::from_vector(DType::F32, {M}, bias);
+      conv.inputs.resize(3);
+      conv.inputs[1] = wname;
+      conv.inputs[2] = bname;
+      conv.outputs[0] = bn.outputs[0];
+      removed.insert(j);
+      break;
+    }
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+}
+
+// Clamp bounds of an activation that can run in a Conv/Gemm epilogue.
+std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n) {
+  if (!n.domain.empty()) return std::nullopt;
+  if (n.op_type == "Relu") return std::make_pair(0.f, INFINITY);
+  if (n.op_type == "Clip") {
+    float lo = -INFINITY, hi = INFINITY;
+    if (n.has_input(1)) {
+      if (!cg.is_constant(n.inputs[1])) return std::nullopt;
+      lo = static_cast<float>(cg.constant(n.inputs[1]).get_double(0));
+    }
+    if (n.has_input(2)) {
+      if (!cg.is_constant(n.inputs[2])) return std::nullopt;
+      hi = static_cast<float>(cg.constant(n.inputs[2]).get_double(0));
+    }
+    return std::make_pair(lo, hi);
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::vector<std::string> supported_ops() {
+  std::set<std::string> all;
+  for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names()}) all.insert(v.begin(), v.end());
+  all.insert({"Constant", "Shape", "Size", "ConstantOfShape", "Range"});  // folded at build time
+  return {all.begin(), all.end()};
+}
+
+GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
+  HODU_CHECK(is_identifier(options.name), ErrorCode::InvalidArgument,
+             "--name '{}': the API prefix must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)", options.name);
+  HODU_CHECK(options.opt_level >= 0 && options.opt_level <= 3, ErrorCode::InvalidArgument,
+             "optimization level {} (expected 0 to 3)", options.opt_level);
+  PreparedGraph prep = prepare_graph(model, options.input_shapes, options.dims);
+  Graph& g = prep.graph;
+  Codegen cg(g, options);
+
+  // Every op must be supported: one error listing what is not, and what is.
+  {
+    auto names = supported_ops();
+    std::set<std::string> ok(names.begin(), names.end());
+    for (const auto& n : g.nodes)
+      if (!n.domain.empty() || !ok.count(n.op_type)) {
+        std::string list;
+        for (const auto& s : names) list += (list.empty() ? "" : ", ") + s;
+        fail(ErrorCode::Unsupported,
+             "{}{}: op not supported by the C compiler (hodu build); supported ops: {}", n.describe(),
+             n.domain.empty() ? "" : " in domain '" + n.domain + "'", list);
+      }
+    for (const auto& o : g.outputs) {
+      auto t = g.type_of(o.name);
+      HODU_CHECK(t && t->is_tensor() && c_type(t->dtype), ErrorCode::Unsupported,
+                 "output '{}' has type {}: compiled code supports f32, f64, int and bool tensors", o.name,
+                 t ? t->to_string() : "unknown");
+    }
+  }
+  if (options.opt_level >= 2) fold_batchnorm_into_conv(g, cg);
+
+  const size_t count = g.nodes.size();
+  auto uses = consumer_counts(g);
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::map<std::string, int> producer;
+  for (size_t i = 0; i < count; ++i)
+    for (const auto& o : g.nodes[i].outputs)
+      if (!o.empty()) producer[o] = static_cast<int>(i);
+
+  // Activations fused into the producing Conv/Gemm/MatMul (O2+).
+  std::vector<int> act_of(count, -1);         // producer → activation node
+  std::vector<int> emitted_at(count, -1);     // node → the step that computes it
+  for (size_t i = 0; i < count; ++i) emitted_at[i] = static_cast<int>(i);
+  if (options.opt_level >= 2) {
+    for (size_t i = 0; i < count; ++i) {
+      const Node& n = g.nodes[i];
+      if (!(n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") || !n.domain.empty()) continue;
+      const std::string& y = n.outputs[0];
+      if (uses[y] != 1 || graph_outputs.count(y) || cg.dtype_of(y) != DType::F32) continue;
+      for (size_t j = i + 1; j < count; ++j) {
+        const Node& a = g.nodes[j];
+        if (a.inputs.empty() || a.inputs[0] != y) continue;
+        if (clamp_of(cg, a) && cg.shape_of(a.outputs[0]) == cg.shape_of(y)) {
+          act_of[i] = static_cast<int>(j);
+          emitted_at[j] = static_cast<int>(i);
+        }
+        break;
+      }
+    }
+  }
+  // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
+  std::vector<std::vector<int>> group(count);
+  std::vector<bool> absorbed(count, false);
+  for (size_t i = 0; i < count; ++i) {
+    const Node& n = g.nodes[i];
+    if (emitted_at[i] != static_cast<int>(i) || !is_elementwise(cg, n)) continue;
+    std::vector<int> members;
+    if (options.opt_level >= 1) {
+      auto out_shape = cg.shape_of(n.outputs[0]);
+      for (const auto& in : n.inputs) {
+        auto p = producer.find(in);
+        if (in.empty() || p == producer.end()) continue;
+        int j = p->second;
+        if (group[j].empty() || absorbed[j] || uses[in] != 1 || graph_outputs.count(in) ||
+            cg.shape_of(in) != out_shape)
+          continue;
+        members.insert(members.end(), group[j].begin(), group[j].end());
+        for (int k : group[j]) emitted_at[k] = static_cast<int>(i);
+        absorbed[j] = true;
+      }
+    }
+    members.push_back(static_cast<int>(i));
+    std::sort(members.begin(), members.end());
+    group[i] = members;
+  }
+  // Liveness: the last step reading each buffer (views read their root).
+  for (size_t i = 0; i < count; ++i) {
+    const Node& n = g.nodes[i];
+    if (is_view_op(n)) {
+      auto r = cg.alias_root.find(n.inputs[0]);
+      cg.alias_root[n.outputs[0]] = r == cg.alias_root.end() ? n.inputs[0] : r->second;
+    }
+    for (const auto& in : n.inputs) {
+      if (in.empty()) continue;
+      auto r = cg.alias_root.find(in);
+      const std::string& root = r == cg.alias_root.end() ? in : r->second;
+      cg.last_use[root] = std::max(cg.last_use[root], emitted_at[i]);
+    }
+  }
+  for (const auto& o : g.outputs) {
+    auto r = cg.alias_root.find(o.name);
+    cg.last_use[r == cg.alias_root.end() ? o.name : r->second] = INT_MAX;
+  }
+
+  // Emission.
+  for (size_t i = 0; i < count; ++i) {
+    const Node& n = g.nodes[i];
+    cg.step = static_cast<int>(i);
+    if (emitted_at[i] != static_cast<int>(i) || (is_elementwise(cg, n) && absorbed[i])) continue;
+    if (!group[i].empty()) {
+      std::vector<const Node*> members;
+      for (int k : group[i]) members.push_back(&g.nodes[k]);
+      emit_elementwise_group(cg, members);
+      ++cg.steps_emitted;
+      continue;
+    }
+    if (act_of[i] >= 0) {
+      auto bounds = *clamp_of(cg, g.nodes[act_of[i]]);
+      cg.act_output = g.nodes[act_of[i]].outputs[0];
+      cg.act_lo = bounds.first;
+      cg.act_hi = bounds.second;
+      ++cg.fused_nodes;
+    }
+    try {
+      if (!emit_nn_op(cg, n) && !emit_tensor_op(cg, n))
+        fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler", n.describe());
+    } catch (const Error& e) {
+      std::string msg = e.what();
+      if (msg.find(n.describe()) != std::string::npos) throw;
+      throw e.with_context(n.describe() + ": ");
+    }
+    cg.act_output.clear();
+    if (!is_view_op(n)) ++cg.steps_emitted;
+  }
+
+  // Outputs live in the arena until the next run; inputs and weights are copied there.
+  cg.step = static_cast<int>(count);
+  std::vector<std::string> output_values;
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const std::string& name = g.outputs[k].name;
+    const ValueInfo& v = cg.info(name);
+    if (v.kind == ValueInfo::Kind::Arena) {
+      cg.touch(name);
+      output_values.push_back(name);
+      continue;
+    }
+    std::string copy = fmt::format("\x01output{}", k);
+    std::string src = cg.ptr(name);
+    int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(v.dtype, shape_numel(v.shape)));
+    cg.define(copy, v.dtype, v.shape);
+    cg.emit(fmt::format("memcpy({}, {}, {});", cg.ptr(copy), src, bytes));
+    output_values.push_back(copy);
+  }
+  for (const auto& name : output_values) cg.buffers[cg.info(name).index].last_step = INT_MAX / 2;
+  if (options.opt_level == 0)  // no sharing at all: every buffer lives for the whole run
+    for (auto& b : cg.buffers) {
+      b.first_step = 0;
+      b.last_step = INT_MAX / 2;
+      b.reuse = -1;
+    }
+  MemoryPlan plan = plan_memory(cg.buffers);
+
+  // Resolve the arena placeholders "@id@".
+  auto resolve = [&](const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    for (size_t i = 0; i < text.size(); ++i) {
+      if (text[i] == '@') {
+        size_t end = text.find('@', i + 1);
+        if (end != std::string::npos && end > i + 1 &&
+            text.find_first_not_of("0123456789", i + 1) == end) {
+          out += std::to_string(plan.offsets[std::stoul(text.substr(i + 1, end - i - 1))]);
+          i = end;
+          continue;
+        }
+      }
+      out += text[i];
+    }
+    return out;
+  };
+
+  ApiSpec spec;
+  spec.name = options.name;
+  spec.embed_weights = options.embed_weights;
+  spec.standalone = options.standalone;
+  spec.weights_file = options.weights_file.empty() ? options.name + ".weights" : options.weights_file;
+  for (const auto& in : cg.input_names) {
+    const ValueInfo& v = cg.values.at(in);
+    spec.inputs.push_back({in, v.dtype, v.shape, 0});
+  }
+  for (size_t k = 0; k < g.outputs.size(); ++k) {
+    const ValueInfo& v = cg.info(output_values[k]);
+    spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index]});
+  }
+  spec.arena_bytes = plan.arena_bytes;
+  spec.weights_bytes = static_cast<int64_t>(cg.weights.size());
+  spec.fingerprint = fingerprint_of(cg.weights);
+  spec.tables = cg.tables;
+  spec.body = resolve(cg.code);
+  spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,
+                               cg.steps_emitted, plan.arena_bytes, cg.weights.size(), options.opt_level,
+                               options.standalone ? ", standalone" : "");
+
+  GeneratedModel out;
+  out.name = options.name;
+  out.header = emit_header(spec);
+  out.source = emit_source(spec, kernel_library_source());
+  out.main_source = emit_main(spec);
+  out.weights = weights_blob(cg.weights, spec.fingerprint);
+  out.arena_bytes = plan.arena_bytes;
+  out.naive_arena_bytes = plan.naive_bytes;
+  out.weight_bytes = static_cast<int64_t>(cg.weights.size());
+  out.nodes = static_cast<int>(count);
+  out.steps = cg.steps_emitted;
+  out.fused_nodes = cg.fused_nodes;
+  out.folded_nodes = prep.folded_nodes;
+  return out;
+}
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,553 @@
+/* hodu portable kernel library, emitted into every compiled model.
+ * Plain C99 + libm; GCC/Clang vector extensions speed up GEMM where available.
+ * No allocation: every scratch buffer comes from the caller (the model's arena).
+ * Kernels that can fail on data (bad indices) return non-zero. */
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#if defined(__GNUC__)
+#define HK static __attribute__((unused))
+#else
+#define HK static
+#endif
+
+/* ---- GEMM: C[M,N] = A[M,K] * B[K,N] (+ C when accumulate), row-major ------ */
+#define HK_MR 4
+#define HK_NR 8
+#define HK_KC 256
+#define HK_NC 512
+#define HK_MC 64
+/* Floats of packing space hk_gemm needs. */
+#define HK_GEMM_PACK_FLOATS (HK_KC * HK_NC + HK_MC * HK_KC)
+
+#if defined(__GNUC__) && defined(__AVX__)
+typedef float hk_v8 __attribute__((vector_size(32)));
+#define HK_VEC 8
+#elif defined(__GNUC__)
+/* 128-bit vectors: native on SSE2 and NEON, so the 8 accumulators stay in registers. */
+typedef float hk_v4 __attribute__((vector_size(16)));
+#define HK_VEC 4
+#endif
+
+static void hk_micro(int64_t kb, const float* ap, const float* bp, float* c, int64_t ldc, int mr, int nr, int load) {
+  int r, j;
+  float out[HK_MR][HK_NR];
+  int64_t k;
+#if defined(HK_VEC) && HK_VEC == 8
+  hk_v8 acc0 = {0}, acc1 = {0}, acc2 = {0}, acc3 = {0};
+  for (k = 0; k < kb; ++k) {
+    hk_v8 b;
+    memcpy(&b, bp + k * HK_NR, sizeof b);
+    acc0 += ap[k * HK_MR + 0] * b;
+    acc1 += ap[k * HK_MR + 1] * b;
+    acc2 += ap[k * HK_MR + 2] * b;
+    acc3 += ap[k * HK_MR + 3] * b;
+  }
+  memcpy(out[0], &acc0, sizeof acc0);
+  memcpy(out[1], &acc1, sizeof acc1);
+  memcpy(out[2], &acc2, sizeof acc2);
+  memcpy(out[3], &acc3, sizeof acc3);
+#elif defined(HK_VEC)
+  hk_v4 a00 = {0}, a01 = {0}, a10 = {0}, a11 = {0}, a20 = {0}, a21 = {0}, a30 = {0}, a31 = {0};
+  for (k = 0; k < kb; ++k) {
+    hk_v4 b0, b1;
+    const float* a = ap + k * HK_MR;
+    memcpy(&b0, bp + k * HK_NR, sizeof b0);
+    memcpy(&b1, bp + k * HK_NR + 4, sizeof b1);
+    a00 += a[0] * b0;
+    a01 += a[0] * b1;
+    a10 += a[1] * b0;
+    a11 += a[1] * b1;
+    a20 += a[2] * b0;
+    a21 += a[2] * b1;
+    a30 += a[3] * b0;
+    a31 += a[3] * b1;
+  }
+  memcpy(out[0], &a00, 16);
+  memcpy(out[0] + 4, &a01, 16);
+  memcpy(out[1], &a10, 16);
+  memcpy(out[1] + 4, &a11, 16);
+  memcpy(out[2], &a20, 16);
+  memcpy(out[2] + 4, &a21, 16);
+  memcpy(out[3], &a30, 16);
+  memcpy(out[3] + 4, &a31, 16);
+#else
+  for (r = 0; r < HK_MR; ++r)
+    for (j = 0; j < HK_NR; ++j) out[r][j] = 0.f;
+  for (k = 0; k < kb; ++k)
+    for (r = 0; r < HK_MR; ++r)
+      for (j = 0; j < HK_NR; ++j) out[r][j] += ap[k * HK_MR + r] * bp[k * HK_NR + j];
+#endif
+  for (r = 0; r < mr; ++r) {
+    float* cr = c + r * ldc;
+    if (load)
+      for (j = 0; j < nr; ++j) cr[j] += out[r][j];
+    else
+      for (j = 0; j < nr; ++j) cr[j] = out[r][j];
+  }
+}
+
+/* pack: HK_GEMM_PACK_FLOATS floats of scratch. */
+HK void hk_gemm(int64_t M, int64_t N, int64_t K, const float* A, int64_t lda, const float* B, int64_t ldb, float* C,
+                int64_t ldc, int accumulate, float* pack) {
+  float* bpack = pack;
+  float* apack = pack + HK_KC * HK_NC;
+  int64_t j0, k0, i0, i, j, k;
+  if (K == 0) {
+    if (!accumulate)
+      for (i = 0; i < M; ++i)
+        for (j = 0; j < N; ++j) C[i * ldc + j] = 0.f;
+    return;
+  }
+  for (j0 = 0; j0 < N; j0 += HK_NC) {
+    int64_t nb = N - j0 < HK_NC ? N - j0 : HK_NC;
+    for (k0 = 0; k0 < K; k0 += HK_KC) {
+      int64_t kb = K - k0 < HK_KC ? K - k0 : HK_KC;
+      int load = accumulate || k0 > 0;
+      /* B block → panels of HK_NR columns, k-major, zero-padded. */
+      for (j = 0; j < nb; j += HK_NR) {
+        float* dst = bpack + j * kb;
+        int64_t w = nb - j < HK_NR ? nb - j : HK_NR;
+        for (k = 0; k < kb; ++k) {
+          const float* src = B + (k0 + k) * ldb + j0 + j;
+          int64_t t;
+          for (t = 0; t < w; ++t) dst[k * HK_NR + t] = src[t];
+          for (; t < HK_NR; ++t) dst[k * HK_NR + t] = 0.f;
+        }
+      }
+      for (i0 = 0; i0 < M; i0 += HK_MC) {
+        int64_t mb = M - i0 < HK_MC ? M - i0 : HK_MC;
+        for (i = 0; i < mb; i += HK_MR) {
+          float* dst = apack + i * kb;
+          int64_t h = mb - i < HK_MR ? mb - i : HK_MR, r;
+          for (k = 0; k < kb; ++k) {
+            for (r = 0; r < h; ++r) dst[k * HK_MR + r] = A[(i0 + i + r) * lda + k0 + k];
+            for (; r < HK_MR; ++r) dst[k * HK_MR + r] = 0.f;
+          }
+        }
+        for (j = 0; j < nb; j += HK_NR) {
+          int nr = (int)(nb - j < HK_NR ? nb - j : HK_NR);
+          for (i = 0; i < mb; i += HK_MR) {
+            int mr = (int)(mb - i < HK_MR ? mb - i : HK_MR);
+            hk_micro(kb, apack + i * kb, bpack + j * kb, C + (i0 + i) * ldc + j0 + j, ldc, mr, nr, load);
+          }
+        }
+      }
+    }
+  }
+}
+
+/* Batched matmul: offsets (in elements) of each batch's A, B and C. */
+HK void hk_matmul_batched(int64_t batches, int64_t M, int64_t N, int64_t K, const float* A, const int64_t* a_off,
+                          const float* B, const int64_t* b_off, float* C, float* pack) {
+  int64_t b;
+  for (b = 0; b < batches; ++b) hk_gemm(M, N, K, A + a_off[b], K, B + b_off[b], N, C + b * M * N, N, 0, pack);
+}
+
+/* y[M,N] = alpha * y + beta * c (c read with row/col strides, 0 = broadcast). */
+HK void hk_gemm_epilogue(float* y, int64_t M, int64_t N, float alpha, const float* c, int64_t c_rs, int64_t c_cs,
+                         float beta) {
+  int64_t i, j;
+  for (i = 0; i < M; ++i)
+    for (j = 0; j < N; ++j) y[i * N + j] = alpha * y[i * N + j] + (c ? beta * c[i * c_rs + j * c_cs] : 0.f);
+}
+
+/* y[i,j] = x[j,i] for a rows x cols matrix (floats). */
+HK void hk_transpose2d(const float* x, float* y, int64_t rows, int64_t cols) {
+  int64_t i, j, i0, j0;
+  for (i0 = 0; i0 < rows; i0 += 32)
+    for (j0 = 0; j0 < cols; j0 += 32)
+      for (i = i0; i < rows && i < i0 + 32; ++i)
+        for (j = j0; j < cols && j < j0 + 32; ++j) y[j * rows + i] = x[i * cols + j];
+}
+
+/* ---- Convolution (2-D; 1-D as H = 1) ------------------------------------- */
+static void hk_im2col(const float* x, int64_t C, int64_t H, int64_t W, int64_t KH, int64_t KW, int64_t OH, int64_t OW,
+                      int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, float* col) {
+  int64_t c, kh, kw, oh, ow;
+  for (c = 0; c < C; ++c)
+    for (kh = 0; kh < KH; ++kh)
+      for (kw = 0; kw < KW; ++kw) {
+        float* dst = col + ((c * KH + kh) * KW + kw) * OH * OW;
+        const float* src = x + c * H * W;
+        for (oh = 0; oh < OH; ++oh) {
+          int64_t ih = oh * sh - pt + kh * dh;
+          float* d = dst + oh * OW;
+          if (ih < 0 || ih >= H) {
+            for (ow = 0; ow < OW; ++ow) d[ow] = 0.f;
+            continue;
+          }
+          const float* s = src + ih * W;
+          if (sw == 1) {
+            int64_t off = kw * dw - pl;
+            for (ow = 0; ow < OW; ++ow) {
+              int64_t iw = ow + off;
+              d[ow] = (iw >= 0 && iw < W) ? s[iw] : 0.f;
+            }
+          } else {
+            for (ow = 0; ow < OW; ++ow) {
+              int64_t iw = ow * sw - pl + kw * dw;
+              d[ow] = (iw >= 0 && iw < W) ? s[iw] : 0.f;
+            }
+          }
+        }
+      }
+}
+
+/* y = clamp(conv(x, w) + bias, lo, hi). col: Cg*KH*KW*OH*OW floats (unused for 1x1 s1 p0). */
+HK void hk_conv2d(const float* x, const float* w, const float* bias, float* y, int64_t N, int64_t C, int64_t H,
+                  int64_t W, int64_t M, int64_t OH, int64_t OW, int64_t KH, int64_t KW, int64_t sh, int64_t sw,
+                  int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t group, float lo, float hi, float* col,
+                  float* pack) {
+  int64_t Cg = C / group, Mg = M / group, Kg = Cg * KH * KW, P = OH * OW, n, g, m, p;
+  int pointwise = KH == 1 && KW == 1 && sh == 1 && sw == 1 && pt == 0 && pl == 0 && OH == H && OW == W;
+  for (n = 0; n < N; ++n) {
+    if (Cg == 1 && Mg == 1) { /* depthwise: direct loops */
+      for (g = 0; g < group; ++g) {
+        const float* xs = x + (n * C + g) * H * W;
+        const float* wk = w + g * KH * KW;
+        float* yo = y + (n * M + g) * P;
+        int64_t oh, ow, kh, kw;
+        for (oh = 0; oh < OH; ++oh)
+          for (ow = 0; ow < OW; ++ow) {
+            float s = 0.f;
+            for (kh = 0; kh < KH; ++kh) {
+              int64_t ih = oh * sh - pt + kh * dh;
+              if (ih < 0 || ih >= H) continue;
+              for (kw = 0; kw < KW; ++kw) {
+                int64_t iw = ow * sw - pl + kw * dw;
+                if (iw >= 0 && iw < W) s += xs[ih * W + iw] * wk[kh * KW + kw];
+              }
+            }
+            yo[oh * OW + ow] = s;
+          }
+      }
+    } else {
+      for (g = 0; g < group; ++g) {
+        const float* xg = x + (n * C + g * Cg) * H * W;
+        const float* b = xg;
+        if (!pointwise) {
+          hk_im2col(xg, Cg, H, W, KH, KW, OH, OW, sh, sw, dh, dw, pt, pl, col);
+          b = col;
+        }
+        hk_gemm(Mg, P, Kg, w + g * Mg * Kg, Kg, b, P, y + (n * M + g * Mg) * P, P, 0, pack);
+      }
+    }
+    for (m = 0; m < M; ++m) {
+      float* yo = y + (n * M + m) * P;
+      float bv = bias ? bias[m] : 0.f;
+      for (p = 0; p < P; ++p) {
+        float v = yo[p] + bv;
+        v = v < lo ? lo : v;
+        yo[p] = v > hi ? hi : v;
+      }
+    }
+  }
+}
+
+/* ---- Pooling (2-D; 1-D as H = 1) ----------------------------------------- */
+/* kind 0: max, 1: average (count_include_pad in `include_pad`). */
+HK void hk_pool2d(const float* x, float* y, int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW, int64_t KH,
+                  int64_t KW, int64_t sh, int64_t sw, int64_t dh, int64_t dw, int64_t pt, int64_t pl, int64_t pb,
+                  int64_t pr, int kind, int include_pad) {
+  int64_t c, oh, ow, kh, kw;
+  for (c = 0; c < NC; ++c) {
+    const float* xs = x + c * H * W;
+    float* yo = y + c * OH * OW;
+    for (oh = 0; oh < OH; ++oh)
+      for (ow = 0; ow < OW; ++ow) {
+        float acc = kind == 0 ? -INFINITY : 0.f;
+        int64_t cnt = 0;
+        for (kh = 0; kh < KH; ++kh) {
+          int64_t ih = oh * sh - pt + kh * dh;
+          if (ih < 0 || ih >= H) continue;
+          for (kw = 0; kw < KW; ++kw) {
+            int64_t iw = ow * sw - pl + kw * dw;
+            if (iw < 0 || iw >= W) continue;
+            float v = xs[ih * W + iw];
+            if (kind == 0) acc = (v > acc || v != v) ? v : acc;
+            else acc += v;
+            ++cnt;
+          }
+        }
+        if (kind == 1) {
+          if (include_pad) {
+            /* window clipped to the padded input (ceil_mode windows may run past it) */
+            int64_t h0 = oh * sh - pt, w0 = ow * sw - pl;
+            int64_t h1 = h0 + (KH - 1) * dh + 1, w1 = w0 + (KW - 1) * dw + 1;
+            if (h1 > H + pb) h1 = H + pb;
+            if (w1 > W + pr) w1 = W + pr;
+            cnt = ((h1 - h0 + dh - 1) / dh) * ((w1 - w0 + dw - 1) / dw);
+          }
+          acc = cnt ? acc / (float)cnt : 0.f;
+        }
+        yo[oh * OW + ow] = acc;
+      }
+  }
+}
+
+/* kind 0: max, 1: average over `inner` elements per channel. */
+HK void hk_global_pool(const float* x, float* y, int64_t NC, int64_t inner, int kind) {
+  int64_t c, i;
+  for (c = 0; c < NC; ++c) {
+    const float* xs = x + c * inner;
+    float acc = kind == 0 ? -INFINITY : 0.f;
+    for (i = 0; i < inner; ++i) acc = kind == 0 ? (xs[i] > acc ? xs[i] : acc) : acc + xs[i];
+    y[c] = kind == 0 ? acc : acc / (float)inner;
+  }
+}
+
+/* ---- Normalization -------------------------------------------------------- */
+/* y[n,c,i] = x[n,c,i] * scale[c] + shift[c] (BatchNormalization at inference, folded). */
+HK void hk_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t N, int64_t C,
+                          int64_t inner) {
+  int64_t n, c, i;
+  for (n = 0; n < N; ++n)
+    for (c = 0; c < C; ++c) {
+      const float* xs = x + (n * C + c) * inner;
+      float* ys = y + (n * C + c) * inner;
+      for (i = 0; i < inner; ++i) ys[i] = xs[i] * scale[c] + shift[c];
+    }
+}
+
+/* Normalizes each of `rows` rows of `cols` elements; scale/bias have `cols` elements (bias may be NULL). */
+HK void hk_layer_norm(const float* x, const float* scale, const float* bias, float* y, int64_t rows, int64_t cols,
+                      float eps) {
+  int64_t r, i;
+  for (r = 0; r < rows; ++r) {
+    const float* xs = x + r * cols;
+    float* ys = y + r * cols;
+    double mean = 0, var = 0;
+    for (i = 0; i < cols; ++i) mean += xs[i];
+    mean /= (double)cols;
+    for (i = 0; i < cols; ++i) var += (xs[i] - mean) * (xs[i] - mean);
+    var /= (double)cols;
+    float inv = (float)(1.0 / sqrt(var + eps));
+    for (i = 0; i < cols; ++i) ys[i] = (float)(xs[i] - mean) * inv * scale[i] + (bias ? bias[i] : 0.f);
+  }
+}
+
+/* Softmax over the middle dim of [outer, n, inner]; log = 1 for LogSoftmax. */
+HK void hk_softmax(const float* x, float* y, int64_t outer, int64_t n, int64_t inner, int log) {
+  int64_t o, i, k;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      const float* xs = x + o * n * inner + i;
+      float* ys = y + o * n * inner + i;
+      float mx = -INFINITY, sum = 0.f;
+      for (k = 0; k < n; ++k) mx = xs[k * inner] > mx ? xs[k * inner] : mx;
+      for (k = 0; k < n; ++k) {
+        float e = expf(xs[k * inner] - mx);
+        sum += e;
+        if (!log) ys[k * inner] = e;
+      }
+      if (log) {
+        float ls = logf(sum);
+        for (k = 0; k < n; ++k) ys[k * inner] = xs[k * inner] - mx - ls;
+      } else {
+        float inv = 1.f / sum;
+        for (k = 0; k < n; ++k) ys[k * inner] *= inv;
+      }
+    }
+}
+
+/* ---- Data movement (any element size) ------------------------------------ */
+#define HK_MAX_RANK 8
+/* y (contiguous, dims) = x[offset + sum idx_d * strides_d]; strides in elements, may be 0 or negative.
+ * Transpose, Slice, Expand and Split are this copy with different strides. */
+HK void hk_strided_copy(const void* x, void* y, int rank, const int64_t* dims, const int64_t* strides, int64_t offset,
+                        int64_t esize) {
+  int64_t idx[HK_MAX_RANK] = {0}, total = 1, i, src = offset;
+  int d;
+  const char* xs = (const char*)x;
+  char* ys = (char*)y;
+  for (d = 0; d < rank; ++d) total *= dims[d];
+  if (total == 0) return;
+  if (rank == 0) {
+    memcpy(ys, xs + src * esize, (size_t)esize);
+    return;
+  }
+  int64_t last = dims[rank - 1], ls = strides[rank - 1];
+  for (i = 0; i < total; i += last) {
+    int64_t k;
+    if (ls == 1) {
+      memcpy(ys + i * esize, xs + src * esize, (size_t)(last * esize));
+    } else if (esize == 4) {
+      const float* s = (const float*)(xs) + src;
+      float* t = (float*)(ys) + i;
+      for (k = 0; k < last; ++k) t[k] = s[k * ls];
+    } else {
+      for (k = 0; k < last; ++k) memcpy(ys + (i + k) * esize, xs + (src + k * ls) * esize, (size_t)esize);
+    }
+    for (d = rank - 2; d >= 0; --d) {
+      src += strides[d];
+      if (++idx[d] < dims[d]) break;
+      src -= strides[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Copies `rows` rows of `bytes` bytes between two strided (byte) layouts: Concat. */
+HK void hk_copy_rows(void* dst, int64_t dst_stride, const void* src, int64_t src_stride, int64_t rows, int64_t bytes) {
+  int64_t r;
+  for (r = 0; r < rows; ++r) memcpy((char*)dst + r * dst_stride, (const char*)src + r * src_stride, (size_t)bytes);
+}
+
+/* Gather along an axis: x [outer, n, inner], indices (i64 or i32) → y [outer, count, inner]. */
+HK int hk_gather(const void* x, const void* indices, int idx_i32, void* y, int64_t outer, int64_t n, int64_t count,
+                 int64_t inner_bytes) {
+  int64_t o, k;
+  for (k = 0; k < count; ++k) {
+    int64_t ix = idx_i32 ? ((const int32_t*)indices)[k] : ((const int64_t*)indices)[k];
+    if (ix < -n || ix >= n) return 1;
+  }
+  for (o = 0; o < outer; ++o)
+    for (k = 0; k < count; ++k) {
+      int64_t ix = idx_i32 ? ((const int32_t*)indices)[k] : ((const int64_t*)indices)[k];
+      if (ix < 0) ix += n;
+      memcpy((char*)y + (o * count + k) * inner_bytes, (const char*)x + (o * n + ix) * inner_bytes,
+             (size_t)inner_bytes);
+    }
+  return 0;
+}
+
+/* Pad: mode 0 constant, 1 reflect, 2 edge, 3 wrap. begin: pads before each dim. */
+HK void hk_pad(const void* x, void* y, int rank, const int64_t* in_dims, const int64_t* out_dims, const int64_t* begin,
+               int mode, const void* value, int64_t esize) {
+  int64_t idx[HK_MAX_RANK] = {0}, total = 1, i, in_strides[HK_MAX_RANK];
+  int d;
+  for (d = rank - 1; d >= 0; --d) in_strides[d] = d == rank - 1 ? 1 : in_strides[d + 1] * in_dims[d + 1];
+  for (d = 0; d < rank; ++d) total *= out_dims[d];
+  for (i = 0; i < total; ++i) {
+    int64_t src = 0;
+    int inside = 1;
+    for (d = 0; d < rank; ++d) {
+      int64_t c = idx[d] - begin[d], n = in_dims[d];
+      if (c < 0 || c >= n) {
+        if (mode == 0 || n == 0) {
+          inside = 0;
+          break;
+        } else if (mode == 1) {
+          int64_t period = 2 * (n - 1);
+          if (period == 0) c = 0;
+          else {
+            c = c % period;
+            if (c < 0) c += period;
+            if (c >= n) c = period - c;
+          }
+        } else if (mode == 2) {
+          c = c < 0 ? 0 : n - 1;
+        } else {
+          c = c % n;
+          if (c < 0) c += n;
+        }
+      }
+      src += c * in_strides[d];
+    }
+    memcpy((char*)y + i * esize, inside ? (const char*)x + src * esize : (const char*)value, (size_t)esize);
+    for (d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < out_dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Resize, nearest: per output dim d, src index table tables[d] (concatenated). */
+HK void hk_resize_nearest(const void* x, void* y, int rank, const int64_t* in_dims, const int64_t* out_dims,
+                          const int64_t* table, int64_t esize) {
+  int64_t idx[HK_MAX_RANK] = {0}, total = 1, i, in_strides[HK_MAX_RANK], start[HK_MAX_RANK];
+  int d;
+  for (d = rank - 1; d >= 0; --d) in_strides[d] = d == rank - 1 ? 1 : in_strides[d + 1] * in_dims[d + 1];
+  for (d = 0; d < rank; ++d) {
+    start[d] = d == 0 ? 0 : start[d - 1] + out_dims[d - 1];
+    total *= out_dims[d];
+  }
+  for (i = 0; i < total; ++i) {
+    int64_t src = 0;
+    for (d = 0; d < rank; ++d) src += table[start[d] + idx[d]] * in_strides[d];
+    memcpy((char*)y + i * esize, (const char*)x + src * esize, (size_t)esize);
+    for (d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < out_dims[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
+/* Resize, bilinear over the last two dims: per output row/col two source indices and a weight. */
+HK void hk_resize_linear2d(const float* x, float* y, int64_t NC, int64_t H, int64_t W, int64_t OH, int64_t OW,
+                           const int64_t* y0, const int64_t* y1, const float* wy, const int64_t* x0, const int64_t* x1,
+                           const float* wx) {
+  int64_t c, i, j;
+  for (c = 0; c < NC; ++c) {
+    const float* s = x + c * H * W;
+    float* d = y + c * OH * OW;
+    for (i = 0; i < OH; ++i) {
+      const float* r0 = s + y0[i] * W;
+      const float* r1 = s + y1[i] * W;
+      float a = wy[i];
+      for (j = 0; j < OW; ++j) {
+        float top = r0[x0[j]] + (r0[x1[j]] - r0[x0[j]]) * wx[j];
+        float bot = r1[x0[j]] + (r1[x1[j]] - r1[x0[j]]) * wx[j];
+        d[i * OW + j] = top + (bot - top) * a;
+      }
+    }
+  }
+}
+
+/* ---- Reductions ---------------------------------------------------------- */
+/* op: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 sum-square, 6 l1, 7 l2.
+ * out_strides: for each input dim, the output stride (0 for reduced dims). */
+HK void hk_reduce(const float* x, float* y, int rank, const int64_t* dims, const int64_t* out_strides, int64_t n_out,
+                  int64_t per_out, int op) {
+  int64_t idx[HK_MAX_RANK] = {0}, total = 1, i, o, dst = 0;
+  int d;
+  float init = op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
+  for (d = 0; d < rank; ++d) total *= dims[d];
+  for (o = 0; o < n_out; ++o) y[o] = init;
+  for (i = 0; i < total; ++i) {
+    float v = x[i], a = y[dst];
+    switch (op) {
+      case 0: case 1: a += v; break;
+      case 2: a = (v > a || v != v) ? v : a; break;
+      case 3: a = (v < a || v != v) ? v : a; break;
+      case 4: a *= v; break;
+      case 5: case 7: a += v * v; break;
+      case 6: a += fabsf(v); break;
+      default: break;
+    }
+    y[dst] = a;
+    for (d = rank - 1; d >= 0; --d) {
+      dst += out_strides[d];
+      if (++idx[d] < dims[d]) break;
+      dst -= out_strides[d] * dims[d];
+      idx[d] = 0;
+    }
+  }
+  for (o = 0; o < n_out; ++o) {
+    if (op == 1) y[o] = per_out ? y[o] / (float)per_out : NAN;
+    if (op == 7) y[o] = sqrtf(y[o]);
+  }
+}
+
+/* ArgMax/ArgMin over the middle dim of [outer, n, inner] → int64; select_last picks the last of ties. */
+HK void hk_argreduce(const float* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, int is_min, int select_last) {
+  int64_t o, i, k;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      const float* xs = x + o * n * inner + i;
+      int64_t best = 0;
+      float bv = xs[0];
+      for (k = 1; k < n; ++k) {
+        float v = xs[k * inner];
+        int better = is_min ? (v < bv || (select_last && v == bv)) : (v > bv || (select_last && v == bv));
+        if (better) {
+          bv = v;
+          best = k;
+        }
+      }
+      y[o * inner + i] = best;
+    }
+}
+

@@ -1,0 +1,295 @@
+// Elementwise ops and their fusion: a chain (or tree) of elementwise nodes of
+// one output shape becomes one loop; intermediate values are C locals, and
+// each outside input is read with its broadcast index.
+#include <fmt/format.h>
+
+#include <map>
+#include <set>
+
+#include "compilers/c/codegen_context.h"
+#include "core/error.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+enum Family { Generic, Math, Logic };  // Generic: any C arithmetic type; Math: f32/f64; Logic: bool
+
+struct EwOp {
+  Family family;
+  int arity;  // -1 variadic
+};
+
+const std::map<std::string, EwOp>& ew_ops() {
+  static const std::map<std::string, EwOp> ops = {
+      {"Relu", {Generic, 1}},      {"Neg", {Generic, 1}},         {"Abs", {Generic, 1}},
+      {"Identity", {Generic, 1}},  {"Sign", {Generic, 1}},        {"Cast", {Generic, 1}},
+      {"Sigmoid", {Math, 1}},      {"Tanh", {Math, 1}},           {"Exp", {Math, 1}},
+      {"Log", {Math, 1}},          {"Sqrt", {Math, 1}},           {"Erf", {Math, 1}},
+      {"Reciprocal", {Math, 1}},   {"Floor", {Math, 1}},          {"Ceil", {Math, 1}},
+      {"Round", {Math, 1}},        {"Sin", {Math, 1}},            {"Cos", {Math, 1}},
+      {"Tan", {Math, 1}},          {"Asin", {Math, 1}},           {"Acos", {Math, 1}},
+      {"Atan", {Math, 1}},         {"Sinh", {Math, 1}},           {"Cosh", {Math, 1}},
+      {"Softplus", {Math, 1}},     {"Softsign", {Math, 1}},       {"LeakyRelu", {Math, 1}},
+      {"Elu", {Math, 1}},          {"Selu", {Math, 1}},           {"Celu", {Math, 1}},
+      {"HardSigmoid", {Math, 1}},  {"HardSwish", {Math, 1}},      {"Gelu", {Math, 1}},
+      {"Mish", {Math, 1}},         {"ThresholdedRelu", {Math, 1}}, {"Clip", {Generic, 1}},
+      {"IsNaN", {Math, 1}},        {"IsInf", {Math, 1}},          {"Not", {Logic, 1}},
+      {"Add", {Generic, 2}},       {"Sub", {Generic, 2}},         {"Mul", {Generic, 2}},
+      {"Div", {Math, 2}},          {"Pow", {Math, 2}},            {"PRelu", {Math, 2}},
+      {"Equal", {Generic, 2}},     {"Less", {Generic, 2}},        {"Greater", {Generic, 2}},
+      {"LessOrEqual", {Generic, 2}}, {"GreaterOrEqual", {Generic, 2}},
+      {"And", {Logic, 2}},         {"Or", {Logic, 2}},            {"Xor", {Logic, 2}},
+      {"Where", {Generic, 3}},     {"Max", {Generic, -1}},        {"Min", {Generic, -1}},
+      {"Sum", {Generic, -1}},      {"Mean", {Math, -1}},
+  };
+  return ops;
+}
+
+// Inputs that are read as build-time constants (not loaded per element).
+bool is_param_input(const Node& n, size_t i) { return n.op_type == "Clip" && i >= 1; }
+
+std::string fn(const char* name, DType t) { return t == DType::F32 ? std::string(name) + "f" : name; }
+
+std::string lit(double v, DType t) {
+  if (t == DType::F32) return c_float(v);
+  if (t == DType::F64) return fmt::format("{:.17g}", v).find_first_of(".en") == std::string::npos
+                                  ? fmt::format("{:.17g}.0", v) : fmt::format("{:.17g}", v);
+  return fmt::format("(({}){})", c_type(t), static_cast<int64_t>(v));
+}
+
+// The C expression of one node over its operand names.
+std::string node_expr(const Codegen& cg, const Node& n, const std::vector<std::string>& a, DType t, DType out) {
+  const std::string& op = n.op_type;
+  auto x = a.empty() ? std::string() : a[0];
+  if (op == "Relu") return fmt::format("({0} < 0 ? 0 : {0})", x);
+  if (op == "Neg") return fmt::format("(-{})", x);
+  if (op == "Abs") return fmt::format("({0} < 0 ? -{0} : {0})", x);
+  if (op == "Identity") return x;
+  if (op == "Sign") return fmt::format("(({0} > 0) - ({0} < 0))", x);
+  if (op == "Cast") {
+    if (out == DType::Bool) return fmt::format("({} != 0)", x);
+    if (dtype_is_integer(out) && (t == DType::F32 || t == DType::F64))
+      return fmt::format("(({}){}({}))", c_type(out), fn("trunc", t), x);
+    return fmt::format("(({}){})", c_type(out), x);
+  }
+  if (op == "Sigmoid") return fmt::format("({1} / ({1} + {2}(-{0})))", x, lit(1, t), fn("exp", t));
+  if (op == "Tanh" || op == "Exp" || op == "Log" || op == "Sqrt" || op == "Erf" || op == "Floor" || op == "Ceil" ||
+      op == "Sin" || op == "Cos" || op == "Tan" || op == "Asin" || op == "Acos" || op == "Atan" || op == "Sinh" ||
+      op == "Cosh") {
+    std::string name = op;
+    for (auto& c : name) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    return fmt::format("{}({})", fn(name.c_str(), t), x);
+  }
+  if (op == "Round") return fmt::format("{}({})", fn("nearbyint", t), x);
+  if (op == "Reciprocal") return fmt::format("({} / {})", lit(1, t), x);
+  if (op == "Softplus") return fmt::format("{}({}({}) + {})", fn("log", t), fn("exp", t), x, lit(1, t));
+  if (op == "Softsign") return fmt::format("({0} / ({1} + {2}({0})))", x, lit(1, t), fn("fabs", t));
+  if (op == "LeakyRelu")
+    return fmt::format("({0} < 0 ? {1} * {0} : {0})", x, lit(n.get_float("alpha", 0.01f), t));
+  if (op == "Elu")
+    return fmt::format("({0} < 0 ? {1} * ({2}({0}) - {3}) : {0})", x, lit(n.get_float("alpha", 1.f), t),
+                       fn("exp", t), lit(1, t));
+  if (op == "Selu") {
+    double alpha = n.get_float("alpha", 1.67326319217681884765625f), gamma = n.get_float("gamma", 1.05070102214813232421875f);
+    return fmt::format("({0} <= 0 ? {1} * ({2} * {3}({0}) - {2}) : {1} * {0})", x, lit(gamma, t), lit(alpha, t),
+                       fn("exp", t));
+  }
+  if (op == "Celu") {
+    double alpha = n.get_float("alpha", 1.f);
+    return fmt::format("(({0} > 0 ? {0} : 0) + ({0} < 0 ? {1} * ({2}({0} / {1}) - {3}) : 0))", x, lit(alpha, t),
+                       fn("exp", t), lit(1, t));
+  }
+  if (op == "HardSigmoid") {
+    return fmt::format("{2}({3}, {4}({5}, {0} * {1} + {6}))", lit(n.get_float("alpha", 0.2f), t), x, fn("fmax", t),
+                       lit(0, t), fn("fmin", t), lit(1, t), lit(n.get_float("beta", 0.5f), t));
+  }
+  if (op == "HardSwish")
+    return fmt::format("({0} * {1}({2}, {3}({4}, {0} / {5} + {6})))", x, fn("fmax", t), lit(0, t), fn("fmin", t),
+                       lit(1, t), lit(6, t), lit(0.5, t));
+  if (op == "Gelu") {
+    if (n.get_string("approximate", "none") == "tanh")
+      return fmt::format("({1} * {0} * ({2} + {3}({4} * ({0} + {5} * {0} * {0} * {0}))))", x, lit(0.5, t), lit(1, t),
+                         fn("tanh", t), lit(0.7978845608028654, t), lit(0.044715, t));
+    return fmt::format("({1} * {0} * ({2} + {3}({0} * {4})))", x, lit(0.5, t), lit(1, t), fn("erf", t),
+                       lit(0.7071067811865476, t));
+  }
+  if (op == "Mish") return fmt::format("({0} * {1}({2}({3}({0}) + {4})))", x, fn("tanh", t), fn("log", t), fn("exp", t), lit(1, t));
+  if (op == "ThresholdedRelu") return fmt::format("({0} > {1} ? {0} : 0)", x, lit(n.get_float("alpha", 1.f), t));
+  if (op == "IsNaN") return fmt::format("({0} != {0})", x);
+  if (op == "IsInf") {
+    bool pos = n.get_int("detect_positive", 1) != 0, neg = n.get_int("detect_negative", 1) != 0;
+    return fmt::format("(({0} == INFINITY && {1}) || ({0} == -INFINITY && {2}))", x, pos ? 1 : 0, neg ? 1 : 0);
+  }
+  if (op == "Not") return fmt::format("(!{})", x);
+  if (op == "Clip") {
+    std::string e = x;
+    auto bound = [&](size_t i) -> std::optional<std::string> {
+      if (!n.has_input(i)) return std::nullopt;
+      const Tensor& c = cg.constant(n.inputs[i]);
+      return lit(c.get_double(0), t);
+    };
+    std::string lo = bound(1).value_or(""), hi = bound(2).value_or("");
+    if (!lo.empty()) e = fmt::format("({0} < {1} ? {1} : {0})", e, lo);
+    if (!hi.empty()) e = fmt::format("({0} > {1} ? {1} : {0})", e, hi);
+    return e;
+  }
+  auto b = a.size() > 1 ? a[1] : std::string();
+  if (op == "Add") return fmt::format("({} + {})", x, b);
+  if (op == "Sub") return fmt::format("({} - {})", x, b);
+  if (op == "Mul") return fmt::format("({} * {})", x, b);
+  if (op == "Div") return fmt::format("({} / {})", x, b);
+  if (op == "Pow") return fmt::format("{}({}, {})", fn("pow", t), x, b);
+  if (op == "PRelu") return fmt::format("({0} < 0 ? {0} * {1} : {0})", x, b);
+  if (op == "Equal") return fmt::format("({} == {})", x, b);
+  if (op == "Less") return fmt::format("({} < {})", x, b);
+  if (op == "Greater") return fmt::format("({} > {})", x, b);
+  if (op == "LessOrEqual") return fmt::format("({} <= {})", x, b);
+  if (op == "GreaterOrEqual") return fmt::format("({} >= {})", x, b);
+  if (op == "And") return fmt::format("({} && {})", x, b);
+  if (op == "Or") return fmt::format("({} || {})", x, b);
+  if (op == "Xor") return fmt::format("(!{} != !{})", x, b);
+  if (op == "Where") return fmt::format("({} ? {} : {})", a[0], a[1], a[2]);
+  if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
+    std::string e = a[0];
+    for (size_t i = 1; i < a.size(); ++i) {
+      if (op == "Max") e = fmt::format("(({0} > {1} || {0} != {0}) ? {0} : {1})", e, a[i]);
+      else if (op == "Min") e = fmt::format("(({0} < {1} || {0} != {0}) ? {0} : {1})", e, a[i]);
+      else e = fmt::format("({} + {})", e, a[i]);
+    }
+    if (op == "Mean") e = fmt::format("({} / {})", e, lit(static_cast<double>(a.size()), t));
+    return e;
+  }
+  fail(ErrorCode::Internal, "no elementwise expression for {}", op);
+}
+
+// The dtype the node computes in (its inputs' dtype; Where: the data inputs').
+DType compute_dtype(const Codegen& cg, const Node& n) {
+  size_t i = n.op_type == "Where" ? 1 : 0;
+  return cg.dtype_of(n.inputs[i]);
+}
+
+}  // namespace
+
+std::vector<std::string> elementwise_op_names() {
+  std::vector<std::string> v;
+  for (const auto& [name, op] : ew_ops()) v.push_back(name);
+  return v;
+}
+
+bool is_elementwise(const Codegen& cg, const Node& n) {
+  if (!n.domain.empty()) return false;
+  auto it = ew_ops().find(n.op_type);
+  if (it == ew_ops().end() || n.outputs.size() != 1 || n.inputs.empty()) return false;
+  if (it->second.arity > 0 && static_cast<int>(n.inputs.size()) > it->second.arity &&
+      n.op_type != "Clip")
+    return false;
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    if (n.inputs[i].empty()) {
+      if (!is_param_input(n, i)) return false;
+      continue;
+    }
+    if (is_param_input(n, i) && !cg.is_constant(n.inputs[i])) return false;
+    if (!c_type(cg.dtype_of(n.inputs[i]))) return false;
+  }
+  DType t = compute_dtype(cg, n);
+  DType out = cg.dtype_of(n.outputs[0]);
+  if (!c_type(out)) return false;
+  if (it->second.family == Math && t != DType::F32 && t != DType::F64) return false;
+  if (it->second.family == Logic && t != DType::Bool) return false;
+  if (n.op_type == "Sign" && !(dtype_is_signed(t) || dtype_is_float(t))) return false;
+  return true;
+}
+
+void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) {
+  const Node& last = *group.back();
+  const std::string out_name = last.outputs[0];
+  const std::vector<int64_t> out_shape = cg.shape_of(out_name);
+  const int64_t numel = shape_numel(out_shape);
+  const int64_t rank = static_cast<int64_t>(out_shape.size());
+  std::set<std::string> produced;
+  for (const Node* n : group) produced.insert(n->outputs[0]);
+
+  // Operands: outside inputs get a pointer local; scalars constants a literal.
+  std::map<std::string, std::string> operand;  // value → C expression per element
+  std::string pre, body;
+  std::vector<std::string> outside;
+  int temp = 0;
+  auto out_strides = contiguous_strides(out_shape);
+  for (const Node* n : group)
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      const std::string& in = n->inputs[i];
+      if (in.empty() || is_param_input(*n, i) || produced.count(in) || operand.count(in)) continue;
+      DType dt = cg.dtype_of(in);
+      std::vector<int64_t> s = cg.shape_of(in);
+      if (cg.is_constant(in) && shape_numel(s) == 1) {
+        operand[in] = lit(cg.constant(in).get_double(0), dt);
+        if (dtype_is_integer(dt) || dt == DType::Bool)
+          operand[in] = fmt::format("(({}){}LL)", c_type(dt), cg.constant(in).get_int64(0));
+        continue;
+      }
+      std::string p = fmt::format("p{}", outside.size());
+      pre += fmt::format("    const {}* {} = {};\n", c_type(dt), p, cg.ptr(in));
+      outside.push_back(in);
+      // Broadcast index: right-aligned dims; size-1 dims of the input do not move.
+      std::string idx;
+      if (s == out_shape) {
+        idx = "i";
+      } else if (shape_numel(s) == 1) {
+        idx = "0";
+      } else {
+        int64_t off = rank - static_cast<int64_t>(s.size());
+        auto in_strides = contiguous_strides(s);
+        for (int64_t d = 0; d < rank; ++d) {
+          int64_t k = d - off;
+          if (k < 0 || s[k] == 1) continue;
+          std::string term = d == 0 ? fmt::format("(i / {})", out_strides[d])
+                                    : fmt::format("((i / {}) % {})", out_strides[d], out_shape[d]);
+          if (out_strides[d] == 1) term = d == 0 ? "i" : fmt::format("(i % {})", out_shape[d]);
+          idx += (idx.empty() ? "" : " + ") + (in_strides[k] == 1 ? term : fmt::format("{} * {}", term, in_strides[k]));
+        }
+        if (idx.empty()) idx = "0";
+      }
+      operand[in] = fmt::format("{}[{}]", p, idx);
+    }
+  for (const Node* n : group) {
+    DType t = compute_dtype(cg, *n);
+    DType out = cg.dtype_of(n->outputs[0]);
+    std::vector<std::string> args;
+    for (size_t i = 0; i < n->inputs.size(); ++i) {
+      if (is_param_input(*n, i) || n->inputs[i].empty()) continue;
+      const std::string& e = operand.at(n->inputs[i]);
+      // Load each operand once into a local (templates repeat their operands).
+      if (e.find('[') != std::string::npos) {
+        std::string v = fmt::format("v{}", temp++);
+        body += fmt::format("      const {} {} = {};\n", c_type(cg.dtype_of(n->inputs[i])), v, e);
+        operand[n->inputs[i]] = v;
+        args.push_back(v);
+      } else {
+        args.push_back(e);
+      }
+    }
+    std::string v = fmt::format("v{}", temp++);
+    body += fmt::format("      const {} {} = ({}){};\n", c_type(out), v, c_type(out), node_expr(cg, *n, args, t, out));
+    operand[n->outputs[0]] = v;
+  }
+  // In place over an outside input that dies here and is read at index i.
+  int reuse = -1;
+  int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(cg.dtype_of(out_name), numel));
+  for (const auto& in : outside)
+    if (cg.shape_of(in) == out_shape && cg.reusable(in, bytes) &&
+        dtype_storage_bytes(cg.dtype_of(in), numel) == static_cast<size_t>(bytes)) {
+      reuse = cg.buffer_of(in);
+      break;
+    }
+  cg.define(out_name, cg.dtype_of(out_name), out_shape, reuse);
+  std::string comment;
+  for (const Node* n : group) comment += (comment.empty() ? "" : " + ") + n->op_type;
+  cg.emit(fmt::format("/* {} */ {{", comment));
+  cg.code += pre;
+  cg.code += fmt::format("    {}* o = {};\n", c_type(cg.dtype_of(out_name)), cg.ptr(out_name));
+  cg.code += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n{}      o[i] = {};\n    }}\n  }}\n", numel, body,
+                         operand.at(out_name));
+  cg.fused_nodes += static_cast<int>(group.size()) - 1;
+}
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,331 @@
+// Emitters for the compute ops: Conv, pooling, normalization, Softmax,
+// MatMul and Gemm. Constant parameters are transformed at build time (BN
+// scale/shift, transposed Gemm weights) so the kernels stay simple.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "compilers/c/codegen_context.h"
+#include "core/error.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+void require_f32(Codegen& cg, const Node& n, size_t input) {
+  DType t = cg.dtype_of(n.inputs[input]);
+  HODU_CHECK(t == DType::F32, ErrorCode::Unsupported,
+             "{}: compiled code supports this op for float32 only (input '{}' is {})", n.describe(), n.inputs[input],
+             dtype_name(t));
+}
+
+struct Window {
+  std::vector<int64_t> in, out, kernel, strides, dilations, begin, end;
+};
+
+// Spatial geometry of Conv/pooling (1-D or 2-D). The output size comes from
+// shape inference; auto_pad SAME_* pads are derived from it.
+Window window(Codegen& cg, const Node& n, const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape,
+              const std::vector<int64_t>& kernel) {
+  size_t nd = in_shape.size() - 2;
+  HODU_CHECK(nd == 1 || nd == 2, ErrorCode::Unsupported,
+             "{}: compiled code supports 1-D and 2-D windows, the input has {} spatial dims", n.describe(), nd);
+  Window w;
+  w.in.assign(in_shape.begin() + 2, in_shape.end());
+  w.out.assign(out_shape.begin() + 2, out_shape.end());
+  w.kernel = kernel;
+  w.strides = n.get_ints("strides", std::vector<int64_t>(nd, 1));
+  w.dilations = n.get_ints("dilations", std::vector<int64_t>(nd, 1));
+  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  HODU_CHECK(w.strides.size() == nd && w.dilations.size() == nd && pads.size() == 2 * nd && kernel.size() == nd,
+             ErrorCode::InvalidModel, "{}: strides/dilations/pads/kernel do not match {} spatial dims", n.describe(), nd);
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  w.begin.assign(pads.begin(), pads.begin() + nd);
+  w.end.assign(pads.begin() + nd, pads.end());
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    for (size_t d = 0; d < nd; ++d) {
+      int64_t total = std::max<int64_t>(
+          0, (w.out[d] - 1) * w.strides[d] + (w.kernel[d] - 1) * w.dilations[d] + 1 - w.in[d]);
+      w.begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      w.end[d] = total - w.begin[d];
+    }
+  } else if (auto_pad == "VALID") {
+    std::fill(w.begin.begin(), w.begin.end(), 0);
+    std::fill(w.end.begin(), w.end.end(), 0);
+  }
+  if (nd == 1) {  // as 2-D with H = 1
+    for (auto* v : {&w.in, &w.out, &w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
+    w.begin.insert(w.begin.begin(), 0);
+    w.end.insert(w.end.begin(), 0);
+  }
+  return w;
+}
+
+// Where the result goes: the node's output, or a fused activation's output.
+struct Target {
+  std::string name;
+  float lo = -INFINITY, hi = INFINITY;
+};
+
+Target take_target(Codegen& cg, const Node& n) {
+  Target t{n.outputs[0]};
+  if (!cg.act_output.empty()) {
+    t = {cg.act_output, cg.act_lo, cg.act_hi};
+    cg.act_output.clear();
+  }
+  return t;
+}
+
+void emit_conv(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  Window w = window(cg, n, xs, ys, std::vector<int64_t>(ws.begin() + 2, ws.end()));
+  int64_t group = n.get_int("group", 1);
+  int64_t N = xs[0], C = xs[1], M = ws[0];
+  HODU_CHECK(C % group == 0 && M % group == 0 && ws[1] * group == C, ErrorCode::InvalidModel,
+             "{}: channels {} / weight {} do not match group {}", n.describe(), C, shape_to_string(ws), group);
+  Target t = take_target(cg, n);
+  std::string x = cg.ptr(n.inputs[0]), wp = cg.ptr(n.inputs[1]);
+  std::string b = n.has_input(2) ? cg.ptr(n.inputs[2]) : "NULL";
+  int64_t Cg = C / group, Mg = M / group;
+  bool pointwise = w.kernel[0] == 1 && w.kernel[1] == 1 && w.strides[0] == 1 && w.strides[1] == 1 &&
+                   w.begin[0] == 0 && w.begin[1] == 0 && w.out[0] == w.in[0] && w.out[1] == w.in[1];
+  bool depthwise = Cg == 1 && Mg == 1;
+  std::string col = pointwise || depthwise ? "NULL" : cg.scratch(Cg * w.kernel[0] * w.kernel[1] * w.out[0] * w.out[1] * 4);
+  std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
+  cg.define(t.name, DType::F32, ys);
+  cg.emit(fmt::format("hk_conv2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
+                      x, wp, b, cg.ptr(t.name), N, C, w.in[0], w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1],
+                      w.strides[0], w.strides[1], w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], group,
+                      c_float(t.lo), c_float(t.hi), col, pack));
+}
+
+void emit_pool(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  HODU_CHECK(!n.has_output(1), ErrorCode::Unsupported, "{}: the Indices output is not supported by compiled code",
+             n.describe());
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  auto kernel = n.get_ints("kernel_shape");
+  Window w = window(cg, n, xs, ys, kernel);
+  HODU_CHECK(n.get_int("storage_order", 0) == 0, ErrorCode::Unsupported, "{}: storage_order 1", n.describe());
+  int kind = n.op_type == "MaxPool" ? 0 : 1;
+  int include_pad = static_cast<int>(n.get_int("count_include_pad", 0));
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], DType::F32, ys);
+  cg.emit(fmt::format("hk_pool2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      cg.ptr(n.outputs[0]), xs[0] * xs[1], w.in[0], w.in[1], w.out[0], w.out[1], w.kernel[0],
+                      w.kernel[1], w.strides[0], w.strides[1], w.dilations[0], w.dilations[1], w.begin[0], w.begin[1],
+                      w.end[0], w.end[1], kind, include_pad));
+}
+
+void emit_global_pool(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t inner = 1;
+  for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], DType::F32, cg.shape_of(n.outputs[0]));
+  cg.emit(fmt::format("hk_global_pool({}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), xs[0] * xs[1], inner,
+                      n.op_type == "GlobalMaxPool" ? 0 : 1));
+}
+
+std::vector<double> const_doubles(Codegen& cg, const Node& n, size_t i) {
+  HODU_CHECK(n.has_input(i) && cg.is_constant(n.inputs[i]), ErrorCode::Unsupported,
+             "{}: compiled code needs input {} ('{}') to be a constant", n.describe(), i,
+             n.has_input(i) ? n.inputs[i] : "");
+  return cg.constant(n.inputs[i]).to_doubles();
+}
+
+void emit_batchnorm(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  HODU_CHECK(n.get_int("training_mode", 0) == 0 && !n.has_output(1), ErrorCode::Unsupported,
+             "{}: training mode is not supported by compiled code", n.describe());
+  auto gamma = const_doubles(cg, n, 1), beta = const_doubles(cg, n, 2), mean = const_doubles(cg, n, 3),
+       var = const_doubles(cg, n, 4);
+  double eps = n.get_float("epsilon", 1e-5f);
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t C = xs.size() > 1 ? xs[1] : 1, inner = 1;
+  for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
+  std::vector<float> scale(C), shift(C);
+  for (int64_t c = 0; c < C; ++c) {
+    double s = gamma[c] / std::sqrt(var[c] + eps);
+    scale[c] = static_cast<float>(s);
+    shift[c] = static_cast<float>(beta[c] - mean[c] * s);
+  }
+  int ws = cg.add_weight(Tensor::from_vector(DType::F32, {C}, scale));
+  int wb = cg.add_weight(Tensor::from_vector(DType::F32, {C}, shift));
+  std::string x = cg.ptr(n.inputs[0]);
+  int64_t bytes = shape_numel(xs) * 4;
+  cg.define(n.outputs[0], DType::F32, xs, cg.reusable(n.inputs[0], bytes) ? cg.buffer_of(n.inputs[0]) : -1);
+  cg.emit(fmt::format("hk_channel_affine({}, (const float*)(W + {}), (const float*)(W + {}), {}, {}, {}, {});", x,
+                      cg.weight_offsets[ws], cg.weight_offsets[wb], cg.ptr(n.outputs[0]), xs[0], C, inner));
+}
+
+void emit_layernorm(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  HODU_CHECK(!n.has_output(1) && !n.has_output(2), ErrorCode::Unsupported,
+             "{}: the Mean/InvStdDev outputs are not supported by compiled code", n.describe());
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size()), axis = n.get_int("axis", -1);
+  if (axis < 0) axis += r;
+  HODU_CHECK(axis >= 0 && axis < r, ErrorCode::InvalidModel, "{}: axis out of range", n.describe());
+  int64_t rows = 1, cols = 1;
+  for (int64_t d = 0; d < r; ++d) (d < axis ? rows : cols) *= xs[d];
+  // Scale and bias must cover the normalized elements; constants are expanded.
+  auto full = [&](size_t i) -> std::string {
+    if (!n.has_input(i)) return "NULL";
+    if (shape_numel(cg.shape_of(n.inputs[i])) == cols) return cg.ptr(n.inputs[i]);
+    HODU_CHECK(cg.is_constant(n.inputs[i]) && shape_numel(cg.shape_of(n.inputs[i])) == 1, ErrorCode::Unsupported,
+               "{}: compiled code needs input '{}' to have {} elements", n.describe(), n.inputs[i], cols);
+    std::vector<float> v(cols, static_cast<float>(cg.constant(n.inputs[i]).get_double(0)));
+    return fmt::format("((const float*)(W + {}))",
+                       cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {cols}, v))]);
+  };
+  std::string x = cg.ptr(n.inputs[0]), s = full(1), b = full(2);
+  cg.define(n.outputs[0], DType::F32, xs);
+  cg.emit(fmt::format("hk_layer_norm({}, {}, {}, {}, {}, {}, {});", x, s, b, cg.ptr(n.outputs[0]), rows, cols,
+                      c_float(n.get_float("epsilon", 1e-5f))));
+}
+
+void emit_softmax(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size()), axis = n.get_int("axis", -1);
+  if (axis < 0) axis += r;
+  HODU_CHECK(axis >= 0 && axis < std::max<int64_t>(r, 1), ErrorCode::InvalidModel, "{}: axis out of range",
+             n.describe());
+  int64_t outer = 1, inner = 1, mid = r ? xs[axis] : 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], DType::F32, xs);
+  cg.emit(fmt::format("hk_softmax({}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), outer, mid, inner,
+                      n.op_type == "LogSoftmax" ? 1 : 0));
+}
+
+void emit_matmul(Codegen& cg, const Node& n) {
+  require_f32(cg, n, 0);
+  require_f32(cg, n, 1);
+  auto as = cg.shape_of(n.inputs[0]), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(!as.empty() && !bs.empty(), ErrorCode::InvalidModel, "{}: MatMul of a scalar", n.describe());
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
+  HODU_CHECK(bs[bs.size() - 2] == K, ErrorCode::InvalidModel, "{}: inner dims {} and {} differ", n.describe(), K,
+             bs[bs.size() - 2]);
+  std::vector<int64_t> abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(abatch.size(), bbatch.size());
+  abatch.insert(abatch.begin(), rank - abatch.size(), 1);
+  bbatch.insert(bbatch.begin(), rank - bbatch.size(), 1);
+  std::vector<int64_t> batch(rank);
+  for (size_t d = 0; d < rank; ++d) batch[d] = std::max(abatch[d], bbatch[d]);
+  int64_t nb = shape_numel(batch);
+  std::string a = cg.ptr(n.inputs[0]), b = cg.ptr(n.inputs[1]);
+  std::string pack = cg.scratch(kGemmPackBytes);
+  Target t = take_target(cg, n);
+  cg.define(t.name, DType::F32, ys);
+  std::string y = cg.ptr(t.name);
+  if (shape_numel(bbatch) == 1) {
+    // B shared by every batch: one GEMM with the batches stacked as rows.
+    int64_t rows = nb * M;
+    if (shape_numel(abatch) != nb) {  // A broadcast over batches: one GEMM per batch
+      cg.emit(fmt::format("for (int64_t bi = 0; bi < {}; ++bi) hk_gemm({}, {}, {}, {}, {}, {}, {}, {} + bi * {}, {}, 0, {});",
+                          nb, M, N, K, a, K, b, N, y, M * N, N, pack));
+    } else {
+      cg.emit(fmt::format("hk_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {});", rows, N, K, a, K, b, N, y, N, pack));
+    }
+  } else {
+    std::vector<int64_t> aoff(nb), boff(nb), idx(rank, 0);
+    auto astr = contiguous_strides(abatch), bstr = contiguous_strides(bbatch);
+    for (int64_t i = 0; i < nb; ++i) {
+      int64_t ao = 0, bo = 0;
+      for (size_t d = 0; d < rank; ++d) {
+        if (abatch[d] != 1) ao += idx[d] * astr[d];
+        if (bbatch[d] != 1) bo += idx[d] * bstr[d];
+      }
+      aoff[i] = ao * M * K;
+      boff[i] = bo * K * N;
+      for (size_t d = rank; d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
+    }
+    cg.emit(fmt::format("hk_matmul_batched({}, {}, {}, {}, {}, {}, {}, {}, {}, {});", nb, M, N, K, a, cg.table(aoff), b,
+                        cg.table(boff), y, pack));
+  }
+  if (t.lo != -INFINITY || t.hi != INFINITY)
+    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
+                        shape_numel(ys), y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+}
+
+void emit_gemm(Codegen& cg, const Node& n) {
+  for (size_t i = 0; i < 2; ++i) require_f32(cg, n, i);
+  auto as = cg.shape_of(n.inputs[0]), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(as.size() == 2 && bs.size() == 2, ErrorCode::InvalidModel, "{}: Gemm needs 2-D inputs", n.describe());
+  bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
+  int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb ? bs[0] : bs[1];
+  float alpha = n.get_float("alpha", 1.f), beta = n.get_float("beta", 1.f);
+  std::string a = cg.ptr(n.inputs[0]), b;
+  if (tb && cg.is_constant(n.inputs[1])) {
+    // Transposed once at build time: the kernel reads B as [K, N].
+    Tensor bt = cg.constant(n.inputs[1]).permute({1, 0}).contiguous();
+    b = fmt::format("((const float*)(W + {}))", cg.weight_offsets[cg.add_weight(bt)]);
+    tb = false;
+  } else {
+    b = cg.ptr(n.inputs[1]);
+  }
+  std::string c = n.has_input(2) ? cg.ptr(n.inputs[2]) : "";
+  std::string pack = cg.scratch(kGemmPackBytes);
+  if (ta) {
+    std::string s = cg.scratch(M * K * 4);
+    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", a, s, K, M));
+    a = s;
+  }
+  if (tb) {
+    std::string s = cg.scratch(K * N * 4);
+    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", b, s, N, K));
+    b = s;
+  }
+  Target t = take_target(cg, n);
+  cg.define(t.name, DType::F32, ys);
+  std::string y = cg.ptr(t.name);
+  cg.emit(fmt::format("hk_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {});", M, N, K, a, K, b, N, y, N, pack));
+  if (!c.empty() || alpha != 1.f) {
+    int64_t rs = 0, cs = 0;
+    if (!c.empty()) {
+      auto s = cg.shape_of(n.inputs[2]);
+      int64_t cr = s.size() >= 2 ? s[s.size() - 2] : 1, cc = s.empty() ? 1 : s.back();
+      cs = cc == N && N != 1 ? 1 : 0;
+      rs = cr == M && M != 1 ? cc : 0;
+      if (cc == 1 && cr == M) rs = 1;
+    }
+    cg.emit(fmt::format("hk_gemm_epilogue({}, {}, {}, {}, {}, {}, {}, {});", y, M, N, c_float(alpha),
+                        c.empty() ? "NULL" : c, rs, cs, c_float(beta)));
+  }
+  if (t.lo != -INFINITY || t.hi != INFINITY)
+    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
+                        M * N, y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+}
+
+}  // namespace
+
+std::vector<std::string> nn_op_names() {
+  return {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
+          "LayerNormalization", "Softmax", "LogSoftmax", "MatMul", "Gemm"};
+}
+
+bool emit_nn_op(Codegen& cg, const Node& n) {
+  const std::string& op = n.op_type;
+  if (!n.domain.empty()) return false;
+  if (op == "Conv") emit_conv(cg, n);
+  else if (op == "MaxPool" || op == "AveragePool") emit_pool(cg, n);
+  else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") emit_global_pool(cg, n);
+  else if (op == "BatchNormalization") emit_batchnorm(cg, n);
+  else if (op == "LayerNormalization") emit_layernorm(cg, n);
+  else if (op == "Softmax" || op == "LogSoftmax") emit_softmax(cg, n);
+  else if (op == "MatMul") emit_matmul(cg, n);
+  else if (op == "Gemm") emit_gemm(cg, n);
+  else return false;
+  return true;
+}
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,368 @@
+// Emitters for data movement and reductions. Most movement ops are one strided
+// copy whose strides and offset are computed at build time (Transpose, Slice,
+// Expand, Split, Tile); views (Reshape, Flatten, ...) emit no code at all.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "compilers/c/codegen_context.h"
+#include "core/error.h"
+
+namespace hodu::compilers::c {
+namespace {
+
+std::vector<int64_t> const_ints(Codegen& cg, const Node& n, size_t i) {
+  HODU_CHECK(n.has_input(i) && cg.is_constant(n.inputs[i]), ErrorCode::Unsupported,
+             "{}: compiled code needs input {} ('{}') to be a constant", n.describe(), i,
+             n.has_input(i) ? n.inputs[i] : "");
+  return cg.constant(n.inputs[i]).to_int64s();
+}
+
+int64_t norm_axis(const Node& n, int64_t axis, int64_t rank) {
+  if (axis < 0) axis += rank;
+  HODU_CHECK(axis >= 0 && axis < std::max<int64_t>(rank, 1), ErrorCode::InvalidModel, "{}: axis out of range",
+             n.describe());
+  return axis;
+}
+
+int64_t esize(Codegen& cg, const std::string& v) {
+  DType t = cg.dtype_of(v);
+  HODU_CHECK(c_type(t), ErrorCode::Unsupported, "value '{}' has dtype {}, which compiled code does not support", v,
+             dtype_name(t));
+  return dtype_bits(t) / 8;
+}
+
+void strided_copy(Codegen& cg, const std::string& in, const std::string& out, const std::vector<int64_t>& dims,
+                  const std::vector<int64_t>& strides, int64_t offset, const std::vector<int64_t>& out_shape) {
+  HODU_CHECK(dims.size() <= 8, ErrorCode::Unsupported, "value '{}': rank {} is above the compiled code's limit of 8",
+             out, dims.size());
+  std::string x = cg.ptr(in);
+  cg.define(out, cg.dtype_of(in), out_shape);
+  cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(out), dims.size(), cg.table(dims),
+                      cg.table(strides), offset, esize(cg, in)));
+}
+
+void emit_transpose(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size());
+  std::vector<int64_t> perm = n.get_ints("perm");
+  if (perm.empty())
+    for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+  auto st = contiguous_strides(xs);
+  std::vector<int64_t> dims, strides;
+  for (auto p : perm) {
+    dims.push_back(xs[p]);
+    strides.push_back(st[p]);
+  }
+  strided_copy(cg, n.inputs[0], n.outputs[0], dims, strides, 0, dims);
+}
+
+void emit_slice(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size());
+  auto starts = const_ints(cg, n, 1), ends = const_ints(cg, n, 2);
+  std::vector<int64_t> axes, steps;
+  if (n.has_input(3)) axes = const_ints(cg, n, 3);
+  else
+    for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  steps = n.has_input(4) ? const_ints(cg, n, 4) : std::vector<int64_t>(starts.size(), 1);
+  auto st = contiguous_strides(xs);
+  std::vector<int64_t> strides = st;
+  int64_t offset = 0;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = norm_axis(n, axes[i], r), D = xs[a], s = starts[i], step = steps[i];
+    HODU_CHECK(step != 0, ErrorCode::InvalidModel, "{}: step 0", n.describe());
+    if (s < 0) s += D;
+    s = step > 0 ? std::clamp<int64_t>(s, 0, D) : std::clamp<int64_t>(s, 0, D - 1);
+    if (ys[a] > 0) offset += s * st[a];
+    strides[a] = st[a] * step;
+  }
+  strided_copy(cg, n.inputs[0], n.outputs[0], ys, strides, offset, ys);
+}
+
+void emit_expand(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  auto st = contiguous_strides(xs);
+  size_t off = ys.size() - xs.size();
+  std::vector<int64_t> strides(ys.size(), 0);
+  for (size_t d = 0; d < xs.size(); ++d) strides[d + off] = xs[d] == 1 ? 0 : st[d];
+  strided_copy(cg, n.inputs[0], n.outputs[0], ys, strides, 0, ys);
+}
+
+void emit_tile(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  auto reps = const_ints(cg, n, 1);
+  auto st = contiguous_strides(xs);
+  std::vector<int64_t> dims, strides;
+  for (size_t d = 0; d < xs.size(); ++d) {
+    dims.push_back(reps[d]);
+    strides.push_back(0);
+    dims.push_back(xs[d]);
+    strides.push_back(st[d]);
+  }
+  strided_copy(cg, n.inputs[0], n.outputs[0], dims, strides, 0, ys);
+}
+
+void emit_split(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+  auto st = contiguous_strides(xs);
+  int64_t start = 0;
+  for (const auto& out : n.outputs) {
+    HODU_CHECK(!out.empty(), ErrorCode::Unsupported, "{}: omitted outputs", n.describe());
+    auto ys = cg.shape_of(out);
+    strided_copy(cg, n.inputs[0], out, ys, st, start * st[axis], ys);
+    start += ys[axis];
+  }
+}
+
+void emit_concat(Codegen& cg, const Node& n) {
+  auto ys = cg.shape_of(n.outputs[0]);
+  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(ys.size()));
+  int64_t outer = 1, inner = 1, es = esize(cg, n.outputs[0]);
+  for (int64_t d = 0; d < axis; ++d) outer *= ys[d];
+  for (size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
+  std::vector<std::string> ins;
+  for (const auto& in : n.inputs)
+    if (!in.empty()) ins.push_back(cg.ptr(in));
+  cg.define(n.outputs[0], cg.dtype_of(n.outputs[0]), ys);
+  std::string y = cg.ptr(n.outputs[0]);
+  int64_t at = 0, k = 0;
+  for (const auto& in : n.inputs) {
+    if (in.empty()) continue;
+    int64_t a = cg.shape_of(in)[axis];
+    if (a > 0)
+      cg.emit(fmt::format("hk_copy_rows((char*){} + {}, {}, {}, {}, {}, {});", y, at * inner * es, ys[axis] * inner * es,
+                          ins[k], a * inner * es, outer, a * inner * es));
+    at += a;
+    ++k;
+  }
+}
+
+void emit_gather(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), is = cg.shape_of(n.inputs[1]);
+  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+  DType it = cg.dtype_of(n.inputs[1]);
+  HODU_CHECK(it == DType::I64 || it == DType::I32, ErrorCode::Unsupported, "{}: indices of dtype {}", n.describe(),
+             dtype_name(it));
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
+  std::string x = cg.ptr(n.inputs[0]), idx = cg.ptr(n.inputs[1]);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), cg.shape_of(n.outputs[0]));
+  cg.emit_checked(fmt::format("hk_gather({}, {}, {}, {}, {}, {}, {}, {})", x, idx, it == DType::I32 ? 1 : 0,
+                              cg.ptr(n.outputs[0]), outer, xs[axis], shape_numel(is), inner * esize(cg, n.inputs[0])),
+                  n, "index out of range");
+}
+
+void emit_pad(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size());
+  auto pads = const_ints(cg, n, 1);
+  std::vector<int64_t> axes;
+  if (n.has_input(3)) axes = const_ints(cg, n, 3);
+  else
+    for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  HODU_CHECK(pads.size() == 2 * axes.size(), ErrorCode::InvalidModel, "{}: pads has {} values for {} axes",
+             n.describe(), pads.size(), axes.size());
+  std::vector<int64_t> begin(r, 0);
+  for (size_t i = 0; i < axes.size(); ++i) begin[norm_axis(n, axes[i], r)] = pads[i];
+  std::string mode = n.get_string("mode", "constant");
+  int m = mode == "constant" ? 0 : mode == "reflect" ? 1 : mode == "edge" ? 2 : mode == "wrap" ? 3 : -1;
+  HODU_CHECK(m >= 0, ErrorCode::Unsupported, "{}: mode '{}'", n.describe(), mode);
+  DType dt = cg.dtype_of(n.inputs[0]);
+  Tensor value = n.has_input(2) && cg.is_constant(n.inputs[2]) ? cg.constant(n.inputs[2]).contiguous()
+                                                               : Tensor::empty(dt, {});
+  HODU_CHECK(!n.has_input(2) || cg.is_constant(n.inputs[2]), ErrorCode::Unsupported,
+             "{}: compiled code needs a constant pad value", n.describe());
+  int wv = cg.add_weight(value.reshape({}));
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], dt, ys);
+  cg.emit(fmt::format("hk_pad({}, {}, {}, {}, {}, {}, {}, W + {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                      cg.table(ys), cg.table(begin), m, cg.weight_offsets[wv], esize(cg, n.inputs[0])));
+}
+
+void emit_resize(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size());
+  std::string mode = n.get_string("mode", "nearest");
+  std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
+  std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
+  HODU_CHECK(mode == "nearest" || mode == "linear", ErrorCode::Unsupported,
+             "{}: mode '{}' (compiled code supports nearest and linear)", n.describe(), mode);
+  HODU_CHECK(ctm != "tf_crop_and_resize" && n.get_int("antialias", 0) == 0 && n.get_ints("axes").empty() &&
+                 n.get_string("keep_aspect_ratio_policy", "stretch") == "stretch",
+             ErrorCode::Unsupported, "{}: tf_crop_and_resize, antialias, axes and keep_aspect_ratio_policy", n.describe());
+  std::vector<double> scale(r, 1.0);
+  if (n.has_input(2) && cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).numel() > 0) {
+    auto sc = cg.constant(n.inputs[2]).to_doubles();
+    for (int64_t d = 0; d < r; ++d) scale[d] = static_cast<double>(static_cast<float>(sc[d]));
+  } else {
+    for (int64_t d = 0; d < r; ++d) scale[d] = static_cast<double>(ys[d]) / static_cast<double>(xs[d]);
+  }
+  // Source coordinate of each output index (ONNX coordinate_transformation_mode).
+  auto source = [&](int64_t d, int64_t o) {
+    double s = scale[d], in = static_cast<double>(xs[d]), ow = s * in, x = static_cast<double>(o);
+    if (ctm == "align_corners") return ow == 1 ? 0.0 : x * (in - 1) / (ow - 1);
+    if (ctm == "asymmetric") return x / s;
+    if (ctm == "pytorch_half_pixel") return ow == 1 ? -0.5 : (x + 0.5) / s - 0.5;
+    if (ctm == "half_pixel_symmetric") {
+      double adj = static_cast<double>(ys[d]) / ow, center = in / 2;
+      return center * (1 - adj) + (x + 0.5) / s - 0.5;
+    }
+    return (x + 0.5) / s - 0.5;  // half_pixel
+  };
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys);
+  if (mode == "nearest") {
+    std::vector<int64_t> table;
+    for (int64_t d = 0; d < r; ++d)
+      for (int64_t o = 0; o < ys[d]; ++o) {
+        double xo = source(d, o), fl = std::floor(xo);
+        bool integral = xo == fl;
+        int64_t base = integral ? static_cast<int64_t>(fl) - 1 : static_cast<int64_t>(fl);
+        double ratio = integral ? 1.0 : xo - fl;
+        bool up = integral || (nearest == "round_prefer_floor" ? ratio > 0.5
+                               : nearest == "round_prefer_ceil" ? ratio >= 0.5
+                               : nearest != "floor");
+        table.push_back(std::clamp<int64_t>(up ? base + 1 : base, 0, xs[d] - 1));
+      }
+    cg.emit(fmt::format("hk_resize_nearest({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                        cg.table(ys), cg.table(table), esize(cg, n.inputs[0])));
+    return;
+  }
+  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32 && r >= 2, ErrorCode::Unsupported,
+             "{}: linear resize of float32 tensors of rank >= 2 only", n.describe());
+  for (int64_t d = 0; d + 2 < r; ++d)
+    HODU_CHECK(xs[d] == ys[d], ErrorCode::Unsupported, "{}: linear resize of dim {} (only the last two dims)",
+               n.describe(), d);
+  std::vector<int64_t> i0[2], i1[2];
+  std::vector<float> w[2];
+  for (int k = 0; k < 2; ++k) {
+    int64_t d = r - 2 + k;
+    for (int64_t o = 0; o < ys[d]; ++o) {
+      double xo = std::clamp(source(d, o), 0.0, static_cast<double>(xs[d] - 1));
+      int64_t lo = static_cast<int64_t>(std::floor(xo));
+      int64_t hi = std::min(lo + 1, xs[d] - 1);
+      i0[k].push_back(lo);
+      i1[k].push_back(hi);
+      w[k].push_back(static_cast<float>(xo - static_cast<double>(lo)));
+    }
+  }
+  int64_t nc = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) nc *= xs[d];
+  cg.emit(fmt::format("hk_resize_linear2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      cg.ptr(n.outputs[0]), nc, xs[r - 2], xs[r - 1], ys[r - 2], ys[r - 1], cg.table(i0[0]),
+                      cg.table(i1[0]), cg.float_table(w[0]), cg.table(i0[1]), cg.table(i1[1]), cg.float_table(w[1])));
+}
+
+int reduce_code(const std::string& op) {
+  static const std::map<std::string, int> codes = {{"ReduceSum", 0}, {"ReduceMean", 1}, {"ReduceMax", 2},
+                                                   {"ReduceMin", 3}, {"ReduceProd", 4}, {"ReduceSumSquare", 5},
+                                                   {"ReduceL1", 6},  {"ReduceL2", 7}};
+  auto it = codes.find(op);
+  return it == codes.end() ? -1 : it->second;
+}
+
+void emit_reduce(Codegen& cg, const Node& n) {
+  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size());
+  std::vector<int64_t> axes;
+  if (n.has_input(1)) axes = const_ints(cg, n, 1);
+  else if (n.has_attr("axes")) axes = n.get_ints("axes");
+  std::vector<bool> reduced(r, false);
+  if (axes.empty()) {
+    if (n.get_int("noop_with_empty_axes", 0) == 0) reduced.assign(r, true);
+  } else {
+    for (auto a : axes) reduced[norm_axis(n, a, r)] = true;
+  }
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < r; ++d)
+    if (!reduced[d]) kept.push_back(xs[d]);
+  auto kst = contiguous_strides(kept);
+  std::vector<int64_t> out_strides(r, 0);
+  for (int64_t d = 0, k = 0; d < r; ++d)
+    if (!reduced[d]) out_strides[d] = kst[k++];
+  int64_t n_out = shape_numel(ys), per = n_out ? shape_numel(xs) / n_out : 0;
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], DType::F32, ys);
+  cg.emit(fmt::format("hk_reduce({}, {}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                      cg.table(out_strides), n_out, per, reduce_code(n.op_type)));
+}
+
+void emit_argreduce(Codegen& cg, const Node& n) {
+  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
+  auto xs = cg.shape_of(n.inputs[0]);
+  int64_t r = static_cast<int64_t>(xs.size()), axis = norm_axis(n, n.get_int("axis", 0), r);
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
+  for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], DType::I64, cg.shape_of(n.outputs[0]));
+  cg.emit(fmt::format("hk_argreduce({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), outer, xs[axis], inner,
+                      n.op_type == "ArgMin" ? 1 : 0, n.get_int("select_last_index", 0) ? 1 : 0));
+}
+
+// DepthToSpace / SpaceToDepth: a reshape-transpose-reshape, i.e. one strided copy of rank 6.
+void emit_depth_space(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 4, ErrorCode::Unsupported, "{}: 4-D input only", n.describe());
+  int64_t b = n.get_int("blocksize", 1), N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  std::vector<int64_t> dims, strides;
+  if (n.op_type == "DepthToSpace") {
+    bool crd = n.get_string("mode", "DCR") == "CRD";
+    int64_t c = C / (b * b);
+    // output index order: n, c, h, b1, w, b2
+    int64_t sHW = H * W;
+    int64_t s_c = crd ? b * b * sHW : sHW, s_b1 = crd ? b * sHW : b * c * sHW, s_b2 = crd ? sHW : c * sHW;
+    dims = {N, c, H, b, W, b};
+    strides = {C * sHW, s_c, W, s_b1, 1, s_b2};
+  } else {
+    // output [N, C*b*b, H/b, W/b] with channel index (b1, b2, c): source x[n, c, h*b+b1, w*b+b2]
+    int64_t oh = H / b, ow = W / b;
+    dims = {N, b, b, C, oh, ow};
+    strides = {C * H * W, W, 1, H * W, b * W, b};
+  }
+  strided_copy(cg, n.inputs[0], n.outputs[0], dims, strides, 0, ys);
+}
+
+}  // namespace
+
+bool is_view_op(const Node& n) {
+  static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
+  return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty();
+}
+
+std::vector<std::string> tensor_op_names() {
+  return {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Expand", "Tile",
+          "Split", "Concat", "Gather", "Pad", "Resize", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
+          "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ArgMax", "ArgMin", "DepthToSpace", "SpaceToDepth"};
+}
+
+bool emit_tensor_op(Codegen& cg, const Node& n) {
+  const std::string& op = n.op_type;
+  if (!n.domain.empty()) return false;
+  if (is_view_op(n)) {
+    HODU_CHECK(n.outputs.size() == 1 || !n.has_output(1), ErrorCode::Unsupported,
+               "{}: the mask output is not supported by compiled code", n.describe());
+    cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
+  } else if (op == "Transpose") emit_transpose(cg, n);
+  else if (op == "Slice") emit_slice(cg, n);
+  else if (op == "Expand") emit_expand(cg, n);
+  else if (op == "Tile") emit_tile(cg, n);
+  else if (op == "Split") emit_split(cg, n);
+  else if (op == "Concat") emit_concat(cg, n);
+  else if (op == "Gather") emit_gather(cg, n);
+  else if (op == "Pad") emit_pad(cg, n);
+  else if (op == "Resize") emit_resize(cg, n);
+  else if (reduce_code(op) >= 0) emit_reduce(cg, n);
+  else if (op == "ArgMax" || op == "ArgMin") emit_argreduce(cg, n);
+  else if (op == "DepthToSpace" || op == "SpaceToDepth") emit_depth_space(cg, n);
+  else return false;
+  return true;
+}
+
+}  // namespace hodu::compilers::c

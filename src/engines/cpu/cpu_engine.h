@@ -1,0 +1,22 @@
+// The optimized CPU engine: runs the graph passes, then for each input shape a
+// Plan (oneDNN conv/matmul/pool/eltwise/binary, hand-written row kernels,
+// interpreter kernels for everything else).
+#pragma once
+#include <memory>
+
+#include "runtime/engine.h"
+
+namespace hodu {
+class KernelRegistry;
+}
+
+namespace hodu::cpu {
+
+std::shared_ptr<Engine> make_cpu_engine();
+// Adds the cpu engine's kernels to the runtime's registry (kernel_list.cc).
+void register_cpu_kernels(KernelRegistry& registry);
+
+// Optimization level used when the model does not say (passes::optimized_level).
+constexpr int kDefaultOptLevel = 3;
+
+}  // namespace hodu::cpu

@@ -1,0 +1,42 @@
+#include "engines/cpu/dnnl_common.h"
+
+#include <limits>
+
+namespace hodu::cpu {
+
+bool append_activation(dnnl::post_ops& po, const std::string& act, const std::vector<float>& p) {
+  using alg = dnnl::algorithm;
+  auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+  if (act.empty()) return true;
+  if (act == "Relu") po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+  else if (act == "LeakyRelu") po.append_eltwise(1.0f, alg::eltwise_relu, param(0, 0.01f), 0.0f);
+  else if (act == "Sigmoid") po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f);
+  else if (act == "Tanh") po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f);
+  else if (act == "Clip") {
+    float lo = param(0, -std::numeric_limits<float>::infinity()), hi = param(1, std::numeric_limits<float>::infinity());
+    if (lo == 0.0f && hi == std::numeric_limits<float>::infinity()) po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+    else po.append_eltwise(1.0f, alg::eltwise_clip_v2, lo, hi);
+  } else if (act == "HardSigmoid") {
+    po.append_eltwise(1.0f, alg::eltwise_linear, param(0, 0.2f), param(1, 0.5f));
+    po.append_eltwise(1.0f, alg::eltwise_clip_v2, 0.0f, 1.0f);
+  } else if (act == "Silu") po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
+  else if (act == "Gelu") po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f);
+  else if (act == "GeluTanh") po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f);
+  else return false;
+  return true;
+}
+
+PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
+                             const dnnl::memory::desc& to) {
+  PackedConstant p;
+  p.buffer = Tensor::empty(DType::U8, {static_cast<int64_t>(std::max<size_t>(to.get_size(), 1))});
+  p.mem = dnnl::memory(to, eng, p.buffer.raw_data());
+  Tensor src = t.contiguous();
+  dnnl::memory src_mem(from, eng, const_cast<void*>(src.raw_data()));
+  dnnl::stream s(eng);
+  dnnl::reorder(src_mem, p.mem).execute(s, src_mem, p.mem);
+  s.wait();
+  return p;
+}
+
+}  // namespace hodu::cpu

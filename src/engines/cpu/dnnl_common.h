@@ -1,0 +1,32 @@
+// Helpers shared by the oneDNN-backed kernels.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <string>
+#include <vector>
+
+#include "engines/cpu/plan.h"
+
+namespace hodu::cpu {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+inline dnnl::memory::dims to_dims(const std::vector<int64_t>& v) { return dnnl::memory::dims(v.begin(), v.end()); }
+
+// Appends the fused activation of a hodu op (attributes activation /
+// activation_params) as eltwise post-ops; false when oneDNN has no equivalent.
+bool append_activation(dnnl::post_ops& po, const std::string& act, const std::vector<float>& params);
+
+// A constant reordered once, at plan time, into the layout a primitive wants.
+struct PackedConstant {
+  Tensor buffer;  // owns the bytes
+  dnnl::memory mem;
+};
+PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
+                             const dnnl::memory::desc& to);
+
+// Sets a memory's handle to a slot's data.
+inline void bind(dnnl::memory& m, RunState& rs, int slot) { m.set_data_handle(rs.slots[slot].data()); }
+
+}  // namespace hodu::cpu

@@ -1,0 +1,159 @@
+// MatMul, Gemm, hodu.FusedMatMul and hodu.FusedGemm on oneDNN's matmul:
+// constant B is packed once per plan (alpha folded in), a constant bias/C is
+// the primitive's bias (beta folded in), a variable C a binary post-op, and
+// the activation eltwise post-ops.
+#include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
+
+namespace hodu::cpu {
+namespace {
+
+class MatMulStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    bind(a_, rs, reads[0]);
+    bind(dst_, rs, writes[0]);
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, dst_}};
+    if (b_const_) {
+      args[DNNL_ARG_WEIGHTS] = packed_b_.mem;
+    } else {
+      bind(b_, rs, reads[1]);
+      args[DNNL_ARG_WEIGHTS] = b_;
+    }
+    if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
+    if (c_slot_ >= 0) {
+      bind(c_, rs, c_slot_);
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = c_;
+    }
+    prim_.execute(rs.stream, args);
+  }
+
+  dnnl::matmul prim_;
+  dnnl::memory a_, b_, c_, dst_;
+  PackedConstant packed_b_, bias_;
+  bool b_const_ = false, has_bias_ = false;
+  int c_slot_ = -1;
+};
+
+// Descriptor of a tensor stored row-major as `stored`, seen with its last two dims swapped when `transposed`.
+dnnl::memory::desc view_md(const std::vector<int64_t>& stored, bool transposed) {
+  size_t r = stored.size();
+  dnnl::memory::dims dims(stored.begin(), stored.end());
+  dnnl::memory::dims strides(r, 1);
+  for (int i = static_cast<int>(r) - 2; i >= 0; --i) strides[i] = strides[i + 1] * stored[i + 1];
+  if (transposed) {
+    std::swap(dims[r - 1], dims[r - 2]);
+    std::swap(strides[r - 1], strides[r - 2]);
+  }
+  return dnnl::memory::desc(dims, dt::f32, strides);
+}
+
+std::vector<int64_t> pad_rank(std::vector<int64_t> s, size_t r) {
+  s.insert(s.begin(), r - s.size(), 1);
+  return s;
+}
+
+}  // namespace
+
+bool make_matmul(PlanBuilder& b, const Node& n) {
+  bool hodu = n.domain == "hodu";
+  bool gemm = n.op_type == (hodu ? "FusedGemm" : "Gemm");
+  bool matmul = n.op_type == (hodu ? "FusedMatMul" : "MatMul");
+  if (!(hodu || n.domain.empty()) || !(gemm || matmul)) return false;
+  auto at = b.static_type(n.inputs[0]), bt = b.static_type(n.inputs[1]), yt = b.static_type(n.outputs[0]);
+  if (!at || !bt || !yt || at->first != DType::F32 || bt->first != DType::F32) return false;
+  auto as = at->second, bs = bt->second, ys = yt->second;
+  if (as.size() < 2 || bs.size() < 2 || ys.size() < 2 || (gemm && (as.size() != 2 || bs.size() != 2))) return false;
+  bool ta = (gemm || hodu) && n.get_int("transA", 0), tb = (gemm || hodu) && n.get_int("transB", 0);
+  float alpha = (gemm || hodu) ? n.get_float("alpha", 1.0f) : 1.0f;
+  float beta = gemm ? n.get_float("beta", 1.0f) : 1.0f;
+  std::string act = hodu ? n.get_string("activation", "") : "";
+  auto act_params = hodu ? n.get_floats("activation_params") : std::vector<float>{};
+  size_t r = ys.size();
+  if (as.size() > r || bs.size() > r) return false;
+  as = pad_rank(as, r);
+  bs = pad_rank(bs, r);
+  auto logical = [](std::vector<int64_t> s, bool t) {
+    if (t) std::swap(s[s.size() - 1], s[s.size() - 2]);
+    return s;
+  };
+  std::vector<int64_t> al = logical(as, ta), bl = logical(bs, tb);
+  if (al[r - 1] != bl[r - 2] || al[r - 2] != ys[r - 2] || bl[r - 1] != ys[r - 1]) return false;
+  int64_t ncols = ys[r - 1];
+
+  const Graph& g = b.graph();
+  const Tensor* bconst = g.input(n.inputs[1]) ? nullptr : g.initializer(n.inputs[1]);
+  if (alpha != 1.0f && !bconst) return false;
+  // The addend: FusedMatMul's bias, Gemm's C.
+  std::string addend = n.inputs.size() > 2 && !n.inputs[2].empty() ? n.inputs[2] : "";
+  const Tensor* cconst = addend.empty() || g.input(addend) ? nullptr : g.initializer(addend);
+  bool bias_vector = false;
+  std::optional<std::pair<DType, std::vector<int64_t>>> ct;
+  if (!addend.empty()) {
+    ct = b.static_type(addend);
+    if (!ct || ct->first != DType::F32 || ct->second.size() > r) return false;
+    bias_vector = cconst && cconst->numel() == ncols && (ct->second.empty() || ct->second.back() == ncols);
+    if (!bias_vector && beta != 1.0f) return false;
+  }
+
+  dnnl::memory::desc a_md = view_md(as, ta);
+  dnnl::memory::desc b_user = view_md(bs, tb);
+  dnnl::memory::desc b_md = bconst ? dnnl::memory::desc(to_dims(bl), dt::f32, tag::any) : b_user;
+  dnnl::memory::desc y_md = plain_md(ys);
+  std::vector<int64_t> bias_shape(r, 1);
+  bias_shape[r - 1] = ncols;
+  dnnl::memory::desc bias_md = plain_md(bias_shape);
+  dnnl::memory::desc c_md;
+  dnnl::post_ops po;
+  if (!addend.empty() && !bias_vector) {
+    c_md = plain_md(pad_rank(ct->second, r));
+    po.append_binary(dnnl::algorithm::binary_add, c_md);
+  }
+  if (!append_activation(po, act, act_params)) return false;
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  dnnl::matmul::primitive_desc pd;
+  try {
+    auto desc = bias_vector ? dnnl::matmul::desc(a_md, b_md, bias_md, y_md) : dnnl::matmul::desc(a_md, b_md, y_md);
+    pd = dnnl::matmul::primitive_desc(desc, attr, b.engine());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  auto step = std::make_unique<MatMulStep>();
+  step->prim_ = dnnl::matmul(pd);
+  step->reads = {b.plain(n.inputs[0])};
+  step->a_ = dnnl::memory(a_md, b.engine(), nullptr);
+  if (bconst) {
+    step->b_const_ = true;
+    Tensor w = *bconst;
+    if (alpha != 1.0f) {
+      w = w.contiguous().clone();
+      float* p = w.data<float>();
+      for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
+    }
+    step->packed_b_ = pack_constant(b.engine(), w, b_user, pd.weights_desc());
+  } else {
+    step->reads.push_back(b.plain(n.inputs[1]));
+    step->b_ = dnnl::memory(b_user, b.engine(), nullptr);
+  }
+  if (bias_vector) {
+    Tensor c = cconst->contiguous().clone();
+    if (beta != 1.0f) {
+      float* p = c.data<float>();
+      for (int64_t i = 0; i < c.numel(); ++i) p[i] *= beta;
+    }
+    step->has_bias_ = true;
+    step->bias_ = pack_constant(b.engine(), c, bias_md, pd.bias_desc());
+  } else if (!addend.empty()) {
+    step->c_slot_ = b.plain(addend);
+    step->reads.push_back(step->c_slot_);
+    step->c_ = dnnl::memory(c_md, b.engine(), nullptr);
+  }
+  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
+  step->dst_ = dnnl::memory(y_md, b.engine(), nullptr);
+  step->label = n.describe() + ": onednn " + std::string(pd.impl_info_str());
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace hodu::cpu

@@ -1,0 +1,101 @@
+// MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool on oneDNN pooling,
+// reading the input in whatever layout its producer left it (blocked after a conv).
+#include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
+
+namespace hodu::cpu {
+namespace {
+
+class PoolStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    bind(src_, rs, reads[0]);
+    bind(dst_, rs, writes[0]);
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}};
+    if (ws_) args[DNNL_ARG_WORKSPACE] = ws_;
+    prim_.execute(rs.stream, args);
+  }
+  dnnl::pooling_v2_forward prim_;
+  dnnl::memory src_, dst_, ws_;
+};
+
+}  // namespace
+
+bool make_pool(PlanBuilder& b, const Node& n) {
+  if (!n.domain.empty()) return false;
+  const std::string& op = n.op_type;
+  bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  if (!global && op != "MaxPool" && op != "AveragePool") return false;
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;  // MaxPool's Indices
+  auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
+  if (!x || !y || x->first != DType::F32) return false;
+  const auto& xs = x->second;
+  const auto& ys = y->second;
+  int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
+  if (spatial < 1 || spatial > 3 || ys.size() != xs.size()) return false;
+  std::vector<int64_t> kernel, strides(spatial, 1), dil(spatial, 1), pads(2 * spatial, 0);
+  if (global) {
+    kernel.assign(xs.begin() + 2, xs.end());
+  } else {
+    kernel = n.get_ints("kernel_shape");
+    strides = n.get_ints("strides", strides);
+    dil = n.get_ints("dilations", dil);
+    pads = n.get_ints("pads", pads);
+    if (static_cast<int64_t>(kernel.size()) != spatial || static_cast<int64_t>(strides.size()) != spatial ||
+        static_cast<int64_t>(dil.size()) != spatial || static_cast<int64_t>(pads.size()) != 2 * spatial)
+      return false;
+    if (n.get_int("storage_order", 0) != 0) return false;
+  }
+  std::string auto_pad = global ? "VALID" : n.get_string("auto_pad", "NOTSET");
+  bool max = op == "MaxPool" || op == "GlobalMaxPool";
+  bool include_pad = !max && !global && n.get_int("count_include_pad", 0) != 0;
+  dnnl::memory::dims pl(spatial), pr(spatial), dd(spatial);
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t in = xs[2 + i], out = ys[2 + i], ext = (kernel[i] - 1) * dil[i] + 1;
+    int64_t total_needed = (out - 1) * strides[i] + ext - in;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t total = std::max<int64_t>(0, total_needed);
+      pl[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      pr[i] = total - pl[i];
+    } else if (auto_pad == "VALID") {
+      pl[i] = pr[i] = 0;
+    } else {
+      pl[i] = pads[i];
+      pr[i] = pads[i + spatial];
+    }
+    // ceil_mode: a last partial window needs more right padding than given.
+    if ((in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) {
+      if (include_pad) return false;  // the extra padding must not count in the average
+      pr[i] = total_needed - pl[i];
+      if (pr[i] < 0 || (in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) return false;
+    }
+    dd[i] = dil[i] - 1;
+  }
+  const Slot& xslot = b.at(b.slot(n.inputs[0]));
+  dnnl::memory::desc src_md = xslot.blocked ? xslot.md : plain_md(xs);
+  dnnl::memory::desc dst_md(to_dims(ys), dt::f32, tag::any);
+  auto alg = max ? dnnl::algorithm::pooling_max
+                 : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                               : dnnl::algorithm::pooling_avg_exclude_padding;
+  dnnl::pooling_v2_forward::primitive_desc pd;
+  try {
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_md, to_dims(strides),
+                                     to_dims(kernel), dd, pl, pr);
+    pd = dnnl::pooling_v2_forward::primitive_desc(d, b.engine());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  auto step = std::make_unique<PoolStep>();
+  step->prim_ = dnnl::pooling_v2_forward(pd);
+  step->reads = {b.slot(n.inputs[0])};
+  step->src_ = dnnl::memory(src_md, b.engine(), nullptr);
+  bool plain_out = pd.dst_desc() == plain_md(ys);
+  step->writes = {b.define(n.outputs[0], DType::F32, ys, plain_out ? std::nullopt : std::optional(pd.dst_desc()))};
+  step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
+  if (pd.workspace_desc().get_size() > 0) step->ws_ = dnnl::memory(pd.workspace_desc(), b.engine());
+  step->label = n.describe() + ": onednn " + std::string(pd.impl_info_str());
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace hodu::cpu

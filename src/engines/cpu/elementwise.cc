@@ -1,0 +1,177 @@
+// Elementwise ops on oneDNN's eltwise and binary primitives. Both read and
+// write any layout, so a chain of convs with activations, residual adds and
+// squeeze-excite multiplies stays in the blocked layout of the convs.
+#include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
+#include "passes/graph_utils.h"
+
+namespace hodu::cpu {
+namespace {
+
+class EltwiseStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    bind(src_, rs, reads[0]);
+    bind(dst_, rs, writes[0]);
+    prim_.execute(rs.stream, {{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}});
+  }
+  dnnl::eltwise_forward prim_;
+  dnnl::memory src_, dst_;
+};
+
+class BinaryStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    bind(a_, rs, reads[0]);
+    bind(b_, rs, reads[1]);
+    bind(dst_, rs, writes[0]);
+    prim_.execute(rs.stream, {{DNNL_ARG_SRC_0, a_}, {DNNL_ARG_SRC_1, b_}, {DNNL_ARG_DST, dst_}});
+  }
+  dnnl::binary prim_;
+  dnnl::memory a_, b_, dst_;
+};
+
+dnnl::memory::desc layout_of(PlanBuilder& b, int s) {
+  const Slot& sl = b.at(s);
+  return sl.blocked ? sl.md : plain_md(sl.shape);
+}
+
+// Unary op → eltwise algorithm and parameters.
+bool eltwise_of(const Graph& g, const Node& n, dnnl::algorithm& alg, float& alpha, float& beta) {
+  using a = dnnl::algorithm;
+  const std::string& op = n.op_type;
+  alpha = 0;
+  beta = 0;
+  if (n.domain == "hodu") {
+    if (op != "Gelu" || n.has_input(1)) return false;
+    alg = n.get_string("approximate", "none") == "tanh" ? a::eltwise_gelu_tanh : a::eltwise_gelu_erf;
+    return true;
+  }
+  if (!n.domain.empty()) return false;
+  if (op == "Relu") alg = a::eltwise_relu;
+  else if (op == "LeakyRelu") { alg = a::eltwise_relu; alpha = n.get_float("alpha", 0.01f); }
+  else if (op == "Sigmoid") alg = a::eltwise_logistic;
+  else if (op == "Tanh") alg = a::eltwise_tanh;
+  else if (op == "Exp") alg = a::eltwise_exp;
+  else if (op == "Sqrt") alg = a::eltwise_sqrt;
+  else if (op == "Abs") alg = a::eltwise_abs;
+  else if (op == "Neg") { alg = a::eltwise_linear; alpha = -1; }
+  else if (op == "Elu") { alg = a::eltwise_elu; alpha = n.get_float("alpha", 1.0f); }
+  else if (op == "HardSwish") { alg = a::eltwise_hardswish; }
+  else if (op == "Gelu") alg = n.get_string("approximate", "none") == "tanh" ? a::eltwise_gelu_tanh : a::eltwise_gelu_erf;
+  else if (op == "Clip") {
+    alpha = -INFINITY;
+    beta = INFINITY;
+    if (n.has_input(1)) {
+      auto v = passes::scalar_constant(g, n.inputs[1]);
+      if (!v) return false;
+      alpha = static_cast<float>(*v);
+    }
+    if (n.has_input(2)) {
+      auto v = passes::scalar_constant(g, n.inputs[2]);
+      if (!v) return false;
+      beta = static_cast<float>(*v);
+    }
+    alg = a::eltwise_clip_v2;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+bool binary_of(const std::string& op, dnnl::algorithm& alg, bool& commutative) {
+  using a = dnnl::algorithm;
+  commutative = op == "Add" || op == "Sum" || op == "Mul" || op == "Max" || op == "Min";
+  if (op == "Add" || op == "Sum") alg = a::binary_add;
+  else if (op == "Sub") alg = a::binary_sub;
+  else if (op == "Mul") alg = a::binary_mul;
+  else if (op == "Div") alg = a::binary_div;
+  else if (op == "Max") alg = a::binary_max;
+  else if (op == "Min") alg = a::binary_min;
+  else return false;
+  return true;
+}
+
+bool make_unary(PlanBuilder& b, const Node& n) {
+  dnnl::algorithm alg;
+  float alpha, beta;
+  if (!eltwise_of(b.graph(), n, alg, alpha, beta)) return false;
+  auto x = b.static_type(n.inputs[0]);
+  if (!x || x->first != DType::F32) return false;
+  int src = b.slot(n.inputs[0]);
+  dnnl::memory::desc md = layout_of(b, src);
+  dnnl::eltwise_forward::primitive_desc pd;
+  try {
+    pd = dnnl::eltwise_forward::primitive_desc(
+        dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, alg, md, alpha, beta), b.engine());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  auto step = std::make_unique<EltwiseStep>();
+  step->prim_ = dnnl::eltwise_forward(pd);
+  step->src_ = dnnl::memory(md, b.engine(), nullptr);
+  step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
+  step->reads = {src};
+  bool blocked = b.at(src).blocked;
+  step->writes = {b.define(n.outputs[0], DType::F32, x->second, blocked ? std::optional(pd.dst_desc()) : std::nullopt)};
+  step->label = n.describe() + ": onednn eltwise";
+  b.add(std::move(step));
+  return true;
+}
+
+bool make_binary(PlanBuilder& b, const Node& n) {
+  if (!n.domain.empty() || n.inputs.size() != 2) return false;
+  dnnl::algorithm alg;
+  bool commutative;
+  if (!binary_of(n.op_type, alg, commutative)) return false;
+  auto at = b.static_type(n.inputs[0]), bt = b.static_type(n.inputs[1]), yt = b.static_type(n.outputs[0]);
+  if (!at || !bt || !yt || at->first != DType::F32 || bt->first != DType::F32) return false;
+  std::string first = n.inputs[0], second = n.inputs[1];
+  auto ys = yt->second;
+  // src0 must have the output's shape; src1 broadcasts into it.
+  if (at->second != ys) {
+    if (!commutative || bt->second != ys) return false;
+    std::swap(first, second);
+    std::swap(at, bt);
+  }
+  std::vector<int64_t> s1 = bt->second;
+  if (s1.size() > ys.size()) return false;
+  s1.insert(s1.begin(), ys.size() - s1.size(), 1);
+  for (size_t i = 0; i < ys.size(); ++i)
+    if (s1[i] != ys[i] && s1[i] != 1) return false;
+  if (ys.empty()) return false;
+  int a = b.slot(first);
+  dnnl::memory::desc a_md = layout_of(b, a);
+  int c;
+  dnnl::memory::desc c_md;
+  if (bt->second == ys) {
+    c = b.as_layout(second, a_md);
+    c_md = a_md;
+  } else {
+    c = b.plain(second);
+    c_md = plain_md(s1);
+  }
+  dnnl::binary::primitive_desc pd;
+  try {
+    pd = dnnl::binary::primitive_desc(dnnl::binary::desc(alg, a_md, c_md, a_md), b.engine());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  auto step = std::make_unique<BinaryStep>();
+  step->prim_ = dnnl::binary(pd);
+  step->a_ = dnnl::memory(a_md, b.engine(), nullptr);
+  step->b_ = dnnl::memory(c_md, b.engine(), nullptr);
+  step->dst_ = dnnl::memory(a_md, b.engine(), nullptr);
+  step->reads = {a, c};
+  bool blocked = b.at(a).blocked;
+  step->writes = {b.define(n.outputs[0], DType::F32, ys, blocked ? std::optional(a_md) : std::nullopt)};
+  step->label = n.describe() + ": onednn binary";
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace
+
+bool make_elementwise(PlanBuilder& b, const Node& n) { return make_unary(b, n) || make_binary(b, n); }
+
+}  // namespace hodu::cpu

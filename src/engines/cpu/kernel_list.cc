@@ -1,0 +1,35 @@
+// The cpu engine's kernels as the runtime's KernelRegistry knows them (for
+// policies such as `Conv: reference` and for `-v` / profiles). The engine
+// looks its own factories up by these names; "reference" is the
+// interpreter's kernel, which every op has.
+#include "engines/cpu/cpu_engine.h"
+#include "runtime/kernel_registry.h"
+
+namespace hodu::cpu {
+
+void register_cpu_kernels(KernelRegistry& r) {
+  auto add = [&](std::initializer_list<const char*> ops, const char* domain, const char* name, const char* what) {
+    for (const char* op : ops)
+      r.add({.op = op, .domain = domain, .device = Device::Kind::CPU, .dtypes = {DType::F32}, .name = name,
+             .engine = "cpu", .priority = 10, .description = what, .supports = {}});
+  };
+  r.add({.op = "*", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "reference", .engine = "cpu",
+         .priority = 0, .description = "the interpreter's kernel, run by the cpu engine", .supports = {}});
+  add({"Conv"}, "", "onednn", "oneDNN convolution, weights packed once, blocked layouts");
+  add({"FusedConv"}, "hodu", "onednn", "oneDNN convolution with bias, sum and eltwise post-ops");
+  add({"MatMul", "Gemm"}, "", "onednn", "oneDNN matmul, constant weights packed once");
+  add({"FusedMatMul", "FusedGemm"}, "hodu", "onednn", "oneDNN matmul with bias and eltwise post-ops");
+  add({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, "", "onednn", "oneDNN pooling");
+  add({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Abs", "Neg", "Elu", "HardSwish",
+       "Gelu", "Clip"},
+      "", "onednn", "oneDNN eltwise (any layout)");
+  add({"Gelu"}, "hodu", "onednn", "oneDNN eltwise gelu");
+  add({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"}, "", "onednn", "oneDNN binary with broadcasting (any layout)");
+  add({"Softmax", "LayerNormalization"}, "", "cpu", "hand-written row kernel, AVX2 or portable");
+  add({"LayerNorm"}, "hodu", "cpu", "hand-written row kernel, AVX2 or portable");
+  add({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, "", "cpu", "a view, no copy");
+  add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
+  add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
+}
+
+}  // namespace hodu::cpu

@@ -1,0 +1,339 @@
+#include "engines/cpu/plan.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdio>
+
+#include "core/error.h"
+#include "runtime/dispatcher.h"
+
+namespace hodu::cpu {
+namespace {
+
+constexpr size_t kAlign = 64;
+
+size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+std::string layout_key(const dnnl::memory::desc& md) {
+  // Descriptors compare by value; a readable key from the raw C struct bytes.
+  const auto& d = md.data;
+  return std::string(reinterpret_cast<const char*>(&d), sizeof(d));
+}
+
+// Copies a slot into another layout.
+class ReorderStep : public Step {
+ public:
+  ReorderStep(PlanBuilder& b, int from, int to) {
+    src_ = dnnl::memory(b.at(from).blocked ? b.at(from).md : plain_md(b.at(from).shape), b.engine(), nullptr);
+    dst_ = dnnl::memory(b.at(to).blocked ? b.at(to).md : plain_md(b.at(to).shape), b.engine(), nullptr);
+    prim_ = dnnl::reorder(src_, dst_);
+    reads = {from};
+    writes = {to};
+    label = "reorder '" + b.at(from).name + "': onednn";
+  }
+  void run(RunState& rs) override {
+    src_.set_data_handle(rs.slots[reads[0]].data());
+    dst_.set_data_handle(rs.slots[writes[0]].data());
+    prim_.execute(rs.stream, src_, dst_);
+  }
+
+ private:
+  dnnl::memory src_, dst_;
+  dnnl::reorder prim_;
+};
+
+// A view of another slot with a new shape (Reshape, Flatten, Squeeze, Unsqueeze).
+class AliasStep : public Step {
+ public:
+  AliasStep(int from, int to, std::vector<int64_t> shape) : shape_(std::move(shape)) {
+    reads = {from};
+    writes = {to};
+  }
+  void run(RunState& rs) override {
+    rs.slots[writes[0]].value = RuntimeValue(rs.slots[reads[0]].tensor().reshape(shape_));
+  }
+
+ private:
+  std::vector<int64_t> shape_;
+};
+
+}  // namespace
+
+dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt) {
+  // A scalar is one element of rank 1 for oneDNN.
+  dnnl::memory::dims dims(std::max<size_t>(shape.size(), 1), 1);
+  std::copy(shape.begin(), shape.end(), dims.begin());
+  dnnl::memory::dims strides(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  return dnnl::memory::desc(dims, dt, strides);
+}
+
+PlanBuilder::PlanBuilder(Plan& plan, const Graph& graph) : plan_(plan), graph_(graph) {}
+
+int PlanBuilder::slot(const std::string& value) const {
+  auto it = by_name_.find(value);
+  if (it == by_name_.end()) fail(ErrorCode::InvalidModel, "value '{}' is read before it is produced", value);
+  return it->second;
+}
+
+std::optional<std::pair<DType, std::vector<int64_t>>> PlanBuilder::static_type(const std::string& value) const {
+  auto it = by_name_.find(value);
+  if (it != by_name_.end()) {
+    const Slot& s = plan_.slots_[it->second];
+    if (s.is_static) return std::make_pair(s.dtype, s.shape);
+    return std::nullopt;
+  }
+  auto t = graph_.type_of(value);
+  if (!t || !t->is_tensor() || t->dtype == DType::Undefined) return std::nullopt;
+  auto dims = t->shape.to_static();
+  if (!dims) return std::nullopt;
+  return std::make_pair(t->dtype, *dims);
+}
+
+int PlanBuilder::define(const std::string& value, DType dtype, std::vector<int64_t> shape,
+                        std::optional<dnnl::memory::desc> md) {
+  Slot s;
+  s.name = value;
+  s.kind = Slot::Kind::Arena;
+  s.dtype = dtype;
+  s.shape = std::move(shape);
+  s.is_static = true;
+  if (md) {
+    s.blocked = true;
+    s.md = *md;
+    s.bytes = md->get_size();
+  } else {
+    s.bytes = dtype_storage_bytes(dtype, shape_numel(s.shape));
+  }
+  plan_.slots_.push_back(std::move(s));
+  int id = static_cast<int>(plan_.slots_.size()) - 1;
+  if (!value.empty()) by_name_[value] = id;
+  return id;
+}
+
+int PlanBuilder::define_alias(const std::string& value, int of, std::vector<int64_t> shape) {
+  Slot s;
+  s.name = value;
+  s.kind = Slot::Kind::Alias;
+  s.dtype = plan_.slots_[of].dtype;
+  s.shape = shape;
+  s.is_static = true;
+  s.alias_of = of;
+  plan_.slots_.push_back(std::move(s));
+  int id = static_cast<int>(plan_.slots_.size()) - 1;
+  by_name_[value] = id;
+  add(std::make_unique<AliasStep>(of, id, std::move(shape)));
+  return id;
+}
+
+int PlanBuilder::plain(const std::string& value) {
+  int s = slot(value);
+  if (!plan_.slots_[s].blocked) return s;
+  return as_layout(value, plain_md(plan_.slots_[s].shape));
+}
+
+int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& md) {
+  int s = slot(value);
+  const Slot& cur = plan_.slots_[s];
+  dnnl::memory::desc have = cur.blocked ? cur.md : plain_md(cur.shape);
+  if (have == md) return s;
+  std::string key = layout_key(md);
+  if (auto it = reordered_.find({s, key}); it != reordered_.end()) return it->second;
+  bool is_plain = md == plain_md(cur.shape);
+  Slot t;
+  t.name = cur.name;
+  t.kind = Slot::Kind::Arena;
+  t.dtype = cur.dtype;
+  t.shape = cur.shape;
+  t.is_static = true;
+  t.blocked = !is_plain;
+  if (!is_plain) t.md = md;
+  t.bytes = is_plain ? dtype_storage_bytes(cur.dtype, shape_numel(cur.shape)) : md.get_size();
+  plan_.slots_.push_back(std::move(t));
+  int id = static_cast<int>(plan_.slots_.size()) - 1;
+  add(std::make_unique<ReorderStep>(*this, s, id));
+  reordered_[{s, key}] = id;
+  return id;
+}
+
+void PlanBuilder::add(std::unique_ptr<Step> step) { plan_.steps_.push_back(std::move(step)); }
+
+dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
+  return dnnl::memory(md, rs.engine, rs.slots[slot].data());
+}
+
+Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
+           const PlanOptions& options, dnnl::engine& engine)
+    : model_(model), options_(options), engine_(engine), interp_(model, {options.threads, 0}) {
+  const Graph& g = model.graph;
+  PlanBuilder b(*this, g);
+  std::map<std::string, int>& names = b.by_name_;
+  auto add_slot = [&](Slot s) {
+    slots_.push_back(std::move(s));
+    int id = static_cast<int>(slots_.size()) - 1;
+    names[slots_.back().name] = id;
+    return id;
+  };
+  for (const auto& [name, t] : g.initializers) {
+    if (g.input(name)) continue;
+    Slot s;
+    s.name = name;
+    s.kind = Slot::Kind::Constant;
+    s.dtype = t.dtype();
+    s.shape = t.shape();
+    s.is_static = true;
+    s.value = RuntimeValue(t.is_contiguous() || t.dtype() == DType::String ? t : t.contiguous());
+    add_slot(std::move(s));
+  }
+  for (const auto& in : g.inputs) {
+    Slot s;
+    s.name = in.name;
+    s.kind = Slot::Kind::Input;
+    if (in.type.is_tensor()) {
+      s.dtype = in.type.dtype;
+      if (auto it = input_shapes.find(in.name); it != input_shapes.end()) {
+        s.shape = it->second;
+        s.is_static = true;
+      } else if (auto d = in.type.shape.to_static()) {
+        s.shape = *d;
+        s.is_static = true;
+      }
+    }
+    input_slots_[in.name] = add_slot(std::move(s));
+  }
+
+  const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,     make_attention,
+                                     make_normalization, make_data_movement, make_elementwise};
+  for (const auto& n : g.nodes) {
+    bool done = false;
+    bool reference = options_.dispatcher &&
+                     options_.dispatcher->choose(n, dispatch_dtype(g, n), "cpu").kernel == "reference";
+    for (KernelFactory f : factories) {
+      if (reference) break;
+      if (f(b, n)) {
+        done = true;
+        break;
+      }
+    }
+    if (!done) {
+      make_fallback(b, n);
+      ++fallbacks_;
+      if (options_.verbose)
+        std::fprintf(stderr, "cpu: %s runs on the interpreter's kernel (%s)\n", n.describe().c_str(),
+                     reference ? "chosen by the policy" : "no cpu kernel for these types/attributes");
+    }
+  }
+  for (const auto& o : g.outputs) {
+    int s = b.plain(o.name);
+    if (slots_[s].kind == Slot::Kind::Arena) slots_[s].kind = Slot::Kind::Output;
+    output_slots_.push_back(s);
+  }
+
+  // Lifetimes in step order; an alias keeps its root alive.
+  auto root = [&](int s) {
+    while (slots_[s].kind == Slot::Kind::Alias) s = slots_[s].alias_of;
+    return s;
+  };
+  std::vector<int> first(slots_.size(), -1), last(slots_.size(), -1);
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    for (int w : steps_[i]->writes) {
+      int r = root(w);
+      if (first[r] < 0) first[r] = static_cast<int>(i);
+      last[r] = std::max(last[r], static_cast<int>(i));
+    }
+    for (int rd : steps_[i]->reads) last[root(rd)] = std::max(last[root(rd)], static_cast<int>(i));
+  }
+  // Greedy placement, largest first: each slot takes the lowest offset not overlapping a placed
+  // slot whose lifetime intersects its own.
+  std::vector<int> order;
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].kind == Slot::Kind::Arena && first[s] >= 0) order.push_back(static_cast<int>(s));
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) { return slots_[a].bytes > slots_[c].bytes; });
+  std::vector<int> placed;
+  for (int s : order) {
+    std::vector<std::pair<size_t, size_t>> busy;
+    for (int p : placed)
+      if (!(last[p] < first[s] || last[s] < first[p]))
+        busy.emplace_back(slots_[p].offset, slots_[p].offset + align_up(slots_[p].bytes));
+    std::sort(busy.begin(), busy.end());
+    size_t off = 0, need = align_up(std::max<size_t>(slots_[s].bytes, 1));
+    for (const auto& [lo, hi] : busy) {
+      if (off + need <= lo) break;
+      off = std::max(off, hi);
+    }
+    slots_[s].offset = off;
+    arena_bytes_ = std::max(arena_bytes_, off + need);
+    placed.push_back(s);
+  }
+  arena_ = Storage::allocate(std::max<size_t>(arena_bytes_, kAlign));
+  for (int s : order) {
+    Slot& sl = slots_[s];
+    if (sl.blocked) {
+      sl.value = RuntimeValue(Tensor::from_storage(DType::U8, {static_cast<int64_t>(sl.bytes)}, arena_,
+                                                   static_cast<int64_t>(sl.offset)));
+    } else {
+      size_t es = dtype_storage_bytes(sl.dtype, 1);
+      HODU_CHECK(es > 0 && sl.offset % es == 0, ErrorCode::Internal, "arena offset of '{}' is misaligned", sl.name);
+      sl.value = RuntimeValue(Tensor::from_storage(sl.dtype, sl.shape, arena_, static_cast<int64_t>(sl.offset / es)));
+    }
+  }
+  for (auto& sl : slots_)
+    if (sl.kind == Slot::Kind::Output) {
+      HODU_CHECK(!sl.blocked, ErrorCode::Internal, "graph output '{}' left in a blocked layout", sl.name);
+      sl.value = RuntimeValue(Tensor::empty(sl.dtype, sl.shape));
+    }
+  if (options_.verbose)
+    for (const auto& st : steps_) std::fprintf(stderr, "cpu: %s\n", st->label.c_str());
+}
+
+std::vector<std::string> Plan::kernel_choices() const {
+  std::vector<std::string> out;
+  for (const auto& s : steps_)
+    if (!s->label.empty()) out.push_back(s->label);
+  return out;
+}
+
+std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream) {
+  omp_set_num_threads(options_.threads);
+  for (const auto& [name, id] : input_slots_) {
+    auto it = inputs.find(name);
+    Slot& s = slots_[id];
+    if (it == inputs.end()) {
+      const Tensor* init = model_.graph.initializer(name);
+      HODU_CHECK(init, ErrorCode::InvalidArgument, "missing input '{}'", name);
+      s.value = RuntimeValue(*init);
+    } else {
+      s.value = it->second;
+    }
+    if (s.value.is_tensor() && s.dtype != DType::String && !s.value.tensor.is_contiguous())
+      s.value = RuntimeValue(s.value.tensor.contiguous());
+  }
+  // A graph output buffer the caller still holds from the last run is left to the caller.
+  for (int id : output_slots_) {
+    Slot& s = slots_[id];
+    if (s.kind == Slot::Kind::Output && s.value.tensor.storage().use_count() > 1)
+      s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
+  }
+  RunState rs{slots_, options_.threads, engine_, stream, interp_};
+  for (auto& step : steps_) {
+    try {
+      step->run(rs);
+    } catch (const dnnl::error& e) {
+      fail(ErrorCode::Internal, "{}: oneDNN: {}", step->label, e.what());
+    }
+  }
+  stream.wait();
+  std::vector<RuntimeValue> outs;
+  outs.reserve(output_slots_.size());
+  for (int id : output_slots_) {
+    Slot& s = slots_[id];
+    if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena) outs.emplace_back(s.value.tensor.clone());
+    else outs.push_back(s.value);
+  }
+  // Drop references to the caller's inputs.
+  for (const auto& [name, id] : input_slots_) slots_[id].value = RuntimeValue();
+  return outs;
+}
+
+}  // namespace hodu::cpu

@@ -1,0 +1,154 @@
+// The cpu engine's execution plan for one set of input shapes: the optimized
+// graph turned into a list of steps (one kernel per node, plus layout
+// reorders), every value a slot, intermediates placed in one arena that is
+// allocated when the plan is built, so that running a plan allocates nothing.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/runtime_value.h"
+#include "engines/interp/interpreter.h"
+#include "ir/graph.h"
+
+namespace hodu {
+class Dispatcher;
+}
+
+namespace hodu::cpu {
+
+// One value at run time.
+struct Slot {
+  enum class Kind {
+    Input,     // fed by the caller
+    Constant,  // an initializer
+    Arena,     // an intermediate with a static size: lives in the arena
+    Output,    // a graph output: its own buffer, replaced when the caller still holds it
+    Alias,     // a view of another slot's data (Reshape and friends)
+    Dynamic,   // produced by a kernel that allocates (interpreter fallback, unknown shape)
+  };
+  std::string name;
+  Kind kind = Kind::Dynamic;
+  DType dtype = DType::Undefined;
+  std::vector<int64_t> shape;
+  bool is_static = false;
+  // Data kept in a oneDNN blocked layout (then `value` is a flat f32 tensor over the bytes).
+  bool blocked = false;
+  dnnl::memory::desc md;
+  int alias_of = -1;
+  size_t bytes = 0;
+  size_t offset = 0;  // in the arena
+  RuntimeValue value;
+
+  const Tensor& tensor() const { return value.tensor; }
+  void* data() { return value.tensor.raw_data(); }
+};
+
+struct RunState {
+  std::vector<Slot>& slots;
+  int threads;
+  dnnl::engine& engine;
+  dnnl::stream& stream;
+  const interp::Interpreter& interp;
+};
+
+// One thing the plan does at run time: a node's kernel or a layout change.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual void run(RunState& rs) = 0;
+  std::string label;  // "node 'conv1' (hodu.FusedConv): onednn"
+  std::vector<int> reads, writes;
+};
+
+struct PlanOptions {
+  int threads = 1;
+  uint64_t seed = 0;  // random ops, mixed per node as the interpreter does
+  // The Session's dispatcher: a node whose kernel it chooses as "reference" runs the interpreter's kernel.
+  std::shared_ptr<Dispatcher> dispatcher;
+  bool verbose = false;   // a note per node on stderr: which kernel, fallbacks
+  bool blocked_layouts = true;
+};
+
+class Plan {
+ public:
+  // `model` is the optimized model for these input shapes; it must outlive the plan.
+  Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
+       const PlanOptions& options, dnnl::engine& engine);
+  std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream);
+  // "Conv: onednn" per step, for tests and --verbose.
+  std::vector<std::string> kernel_choices() const;
+  size_t arena_bytes() const { return arena_bytes_; }
+  int fallback_count() const { return fallbacks_; }
+
+ private:
+  friend class PlanBuilder;
+  const Model& model_;
+  PlanOptions options_;
+  dnnl::engine& engine_;
+  std::vector<Slot> slots_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::map<std::string, int> input_slots_;
+  std::vector<int> output_slots_;
+  std::shared_ptr<Storage> arena_;
+  size_t arena_bytes_ = 0;
+  int fallbacks_ = 0;
+  interp::Interpreter interp_;
+};
+
+// Used by the kernel factories while a plan is built.
+class PlanBuilder {
+ public:
+  PlanBuilder(Plan& plan, const Graph& graph);
+  const Graph& graph() const { return graph_; }
+  dnnl::engine& engine() { return plan_.engine_; }
+  int threads() const { return plan_.options_.threads; }
+  uint64_t seed() const { return plan_.options_.seed; }
+  bool blocked_layouts() const { return plan_.options_.blocked_layouts; }
+
+  // The slot holding a value (as produced; maybe blocked).
+  int slot(const std::string& value) const;
+  Slot& at(int s) { return plan_.slots_[s]; }
+  // A slot with the value in plain row-major layout, adding a reorder when it is blocked.
+  int plain(const std::string& value);
+  // A slot with the value in layout `md`, adding a reorder when it differs.
+  int as_layout(const std::string& value, const dnnl::memory::desc& md);
+  // Defines the slot of a node output (plain, or blocked with `md`).
+  int define(const std::string& value, DType dtype, std::vector<int64_t> shape,
+             std::optional<dnnl::memory::desc> md = std::nullopt);
+  int define_alias(const std::string& value, int of, std::vector<int64_t> shape);
+  // Static type of a value, when known.
+  std::optional<std::pair<DType, std::vector<int64_t>>> static_type(const std::string& value) const;
+  void add(std::unique_ptr<Step> step);
+
+ private:
+  friend class Plan;
+  Plan& plan_;
+  const Graph& graph_;
+  std::map<std::string, int> by_name_;
+  std::map<std::pair<int, std::string>, int> reordered_;  // (slot, layout) → slot
+};
+
+// Plain (row-major) oneDNN descriptor for a tensor shape.
+dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+// A oneDNN memory over a slot's current data.
+dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md);
+
+// Kernel factories: each returns nullptr when it does not handle the node
+// (wrong dtype, unknown shape, unsupported attribute); the plan then uses
+// the next, and finally the interpreter's kernel.
+using KernelFactory = bool (*)(PlanBuilder& b, const Node& node);
+bool make_conv(PlanBuilder& b, const Node& node);            // dnnl_conv.cc
+bool make_matmul(PlanBuilder& b, const Node& node);          // dnnl_matmul.cc
+bool make_pool(PlanBuilder& b, const Node& node);            // dnnl_pool.cc
+bool make_elementwise(PlanBuilder& b, const Node& node);     // elementwise.cc
+bool make_normalization(PlanBuilder& b, const Node& node);   // normalization.cc (Softmax, LayerNorm)
+bool make_data_movement(PlanBuilder& b, const Node& node);   // data_movement.cc (Reshape, Transpose, Concat, Gather)
+bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
+void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
+
+}  // namespace hodu::cpu

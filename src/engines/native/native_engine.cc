@@ -1,0 +1,254 @@
+#include "engines/native/native_engine.h"
+
+#include <dlfcn.h>
+#include <dlpack/dlpack.h>
+
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+
+#include "compilers/c/toolchain.h"
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace hodu::native {
+namespace {
+
+constexpr int kAbiVersion = 1;
+constexpr const char* kNameTag = "HODU_AOT_MODEL_NAME=";
+
+// The model.h API of one compiled library, resolved by name.
+struct Api {
+  void* handle = nullptr;
+  std::string path, prefix;
+  int (*abi_version)() = nullptr;
+  int (*create_ex)(const char*, void**, char*, size_t) = nullptr;
+  void (*destroy)(void*) = nullptr;
+  int (*num_inputs)() = nullptr;
+  int (*num_outputs)() = nullptr;
+  const char* (*input_name)(int) = nullptr;
+  const char* (*output_name)(int) = nullptr;
+  DLDataType (*input_dtype)(int) = nullptr;
+  DLDataType (*output_dtype)(int) = nullptr;
+  int (*input_ndim)(int) = nullptr;
+  int (*output_ndim)(int) = nullptr;
+  const int64_t* (*input_shape)(int) = nullptr;
+  const int64_t* (*output_shape)(int) = nullptr;
+  int (*run)(void*, const DLTensor*, int, DLTensor*, int) = nullptr;
+  const char* (*last_error)(const void*) = nullptr;
+
+  ~Api() {
+    if (handle) dlclose(handle);
+  }
+};
+
+// The API prefix the generator stamped into the library.
+std::string find_prefix(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  HODU_CHECK(f.good(), ErrorCode::Io, "cannot open {}", path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  std::string bytes = ss.str();
+  size_t at = bytes.find(kNameTag);
+  HODU_CHECK(at != std::string::npos, ErrorCode::InvalidModel,
+             "{}: not a library built by `hodu build` (no model name tag)", path);
+  size_t start = at + std::strlen(kNameTag), end = bytes.find('\0', start);
+  return bytes.substr(start, end - start);
+}
+
+std::shared_ptr<Api> open_library(const std::string& path) {
+  auto api = std::make_shared<Api>();
+  api->path = fs::absolute(path).string();
+  api->prefix = find_prefix(api->path);
+  api->handle = dlopen(api->path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  HODU_CHECK(api->handle, ErrorCode::Io, "cannot load {}: {}", path, dlerror());
+  auto sym = [&](const char* what, auto& fn) {
+    void* p = dlsym(api->handle, (api->prefix + "_" + what).c_str());
+    HODU_CHECK(p, ErrorCode::InvalidModel, "{}: missing symbol {}_{} (not a hodu-built library?)", path, api->prefix,
+               what);
+    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
+  };
+  sym("abi_version", api->abi_version);
+  HODU_CHECK(api->abi_version() == kAbiVersion, ErrorCode::Unsupported,
+             "{}: built with C API version {}, this hodu runs version {} (rebuild it with hodu build)", path,
+             api->abi_version(), kAbiVersion);
+  sym("create_ex", api->create_ex);
+  sym("destroy", api->destroy);
+  sym("num_inputs", api->num_inputs);
+  sym("num_outputs", api->num_outputs);
+  sym("input_name", api->input_name);
+  sym("output_name", api->output_name);
+  sym("input_dtype", api->input_dtype);
+  sym("output_dtype", api->output_dtype);
+  sym("input_ndim", api->input_ndim);
+  sym("output_ndim", api->output_ndim);
+  sym("input_shape", api->input_shape);
+  sym("output_shape", api->output_shape);
+  sym("run", api->run);
+  sym("last_error", api->last_error);
+  return api;
+}
+
+DType from_dl(DLDataType t, const std::string& what) {
+  if (t.lanes == 1) {
+    if (t.code == kDLFloat && t.bits == 32) return DType::F32;
+    if (t.code == kDLFloat && t.bits == 64) return DType::F64;
+    if (t.code == kDLInt && t.bits == 64) return DType::I64;
+    if (t.code == kDLInt && t.bits == 32) return DType::I32;
+    if (t.code == kDLInt && t.bits == 16) return DType::I16;
+    if (t.code == kDLInt && t.bits == 8) return DType::I8;
+    if (t.code == kDLUInt && t.bits == 8) return DType::U8;
+    if (t.code == kDLUInt && t.bits == 16) return DType::U16;
+    if (t.code == kDLUInt && t.bits == 32) return DType::U32;
+    if (t.code == kDLUInt && t.bits == 64) return DType::U64;
+    if (t.code == 6 && t.bits == 8) return DType::Bool;
+  }
+  fail(ErrorCode::Unsupported, "{}: DLPack dtype (code {}, bits {}, lanes {}) has no hodu dtype", what, t.code, t.bits,
+       t.lanes);
+}
+
+DLDataType to_dl(DType t) {
+  DLDataType d{};
+  d.lanes = 1;
+  d.bits = static_cast<uint8_t>(dtype_bits(t));
+  d.code = t == DType::F32 || t == DType::F64 ? kDLFloat
+           : t == DType::Bool                 ? 6
+           : dtype_is_signed(t)               ? kDLInt
+                                              : kDLUInt;
+  return d;
+}
+
+class NativeExecutable : public Executable {
+ public:
+  NativeExecutable(std::shared_ptr<Api> api, const std::string& weights) : api_(std::move(api)) {
+    char err[600] = {0};
+    const char* w = weights.empty() ? nullptr : weights.c_str();
+    int st = api_->create_ex(w, &instance_, err, sizeof err);
+    HODU_CHECK(st == 0, ErrorCode::Io, "{}: cannot create the model instance: {}", api_->path, err);
+  }
+  ~NativeExecutable() override {
+    if (instance_) api_->destroy(instance_);
+  }
+
+  std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs) override {
+    int nin = api_->num_inputs(), nout = api_->num_outputs();
+    std::vector<Tensor> keep;
+    std::vector<DLTensor> in(nin), out(nout);
+    for (int i = 0; i < nin; ++i) {
+      std::string name = api_->input_name(i);
+      auto it = inputs.find(name);
+      HODU_CHECK(it != inputs.end() && it->second.is_tensor(), ErrorCode::InvalidArgument, "missing input '{}'", name);
+      Tensor t = it->second.tensor.contiguous();
+      keep.push_back(t);
+      DLTensor& d = in[i];
+      d.data = const_cast<void*>(keep.back().raw_data());
+      d.device = {kDLCPU, 0};
+      d.ndim = static_cast<int>(t.rank());
+      d.dtype = to_dl(t.dtype());
+      d.shape = const_cast<int64_t*>(keep.back().shape().data());
+      d.strides = nullptr;
+      d.byte_offset = 0;
+    }
+    std::vector<RuntimeValue> results;
+    for (int i = 0; i < nout; ++i) {
+      const int64_t* s = api_->output_shape(i);
+      std::vector<int64_t> shape(s, s + api_->output_ndim(i));
+      Tensor t = Tensor::empty(from_dl(api_->output_dtype(i), api_->output_name(i)), shape);
+      results.emplace_back(t);
+      DLTensor& d = out[i];
+      d.data = results.back().tensor.raw_data();
+      d.device = {kDLCPU, 0};
+      d.ndim = static_cast<int>(shape.size());
+      d.dtype = api_->output_dtype(i);
+      d.shape = const_cast<int64_t*>(results.back().tensor.shape().data());
+      d.strides = nullptr;
+      d.byte_offset = 0;
+    }
+    int st = api_->run(instance_, in.data(), nin, out.data(), nout);
+    HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}", api_->path,
+               api_->last_error(instance_));
+    return results;
+  }
+
+ private:
+  std::shared_ptr<Api> api_;
+  void* instance_ = nullptr;
+};
+
+std::string library_of(const Model& model) {
+  for (const auto& [k, v] : model.metadata)
+    if (k == kLibraryKey) return v;
+  return "";
+}
+
+class NativeEngine : public Engine {
+ public:
+  std::string name() const override { return "native"; }
+  std::string description() const override {
+    return "runs models compiled by hodu build (.so); other models are compiled to a temporary .so first";
+  }
+  bool supports(const Device& d) const override { return d.kind == Device::Kind::CPU; }
+
+  std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions&) override {
+    std::string lib = library_of(model);
+    if (!lib.empty()) {
+      std::string weights = fs::exists(lib + ".weights") ? lib + ".weights" : "";
+      return std::make_unique<NativeExecutable>(open_library(lib), weights);
+    }
+    // Compile first: a scratch .so, loaded and then removed (the mapping stays).
+    std::string tmpl = (fs::temp_directory_path() / "hodu-native-XXXXXX").string();
+    HODU_CHECK(mkdtemp(tmpl.data()) != nullptr, ErrorCode::Io, "cannot create a scratch folder");
+    fs::path dir = tmpl;
+    struct Cleanup {
+      fs::path d;
+      ~Cleanup() {
+        std::error_code ec;
+        fs::remove_all(d, ec);
+      }
+    } cleanup{dir};
+    compilers::c::BuildOptions o;
+    o.format = compilers::c::ArtifactFormat::SharedLibrary;
+    std::string so = (dir / "model.so").string();
+    compilers::c::build_model(model, so, o);
+    return std::make_unique<NativeExecutable>(open_library(so), "");
+  }
+};
+
+}  // namespace
+
+std::shared_ptr<Engine> make_native_engine() { return std::make_shared<NativeEngine>(); }
+
+void register_native_kernels(KernelRegistry& registry) {
+  registry.add({.op = "*", .device = Device::Kind::CPU, .name = "aot-c", .engine = "native", .priority = -1,
+                .description = "the whole graph compiled to C by hodu build and run as a shared library"});
+}
+
+bool is_native_library(const std::string& path) { return fs::path(path).extension() == ".so"; }
+
+Model describe_library(const std::string& path) {
+  HODU_CHECK(fs::exists(path), ErrorCode::Io, "{}: no such file", path);
+  auto api = open_library(path);
+  Model m;
+  m.producer_name = "hodu build";
+  m.graph.name = api->prefix;
+  m.metadata.push_back({kLibraryKey, api->path});
+  for (int i = 0; i < api->num_inputs(); ++i) {
+    const int64_t* s = api->input_shape(i);
+    m.graph.inputs.push_back(Value{api->input_name(i),
+                                   ValueType::tensor(from_dl(api->input_dtype(i), api->input_name(i)),
+                                                     Shape::from(std::vector<int64_t>(s, s + api->input_ndim(i)))),
+                                   {}});
+  }
+  for (int i = 0; i < api->num_outputs(); ++i) {
+    const int64_t* s = api->output_shape(i);
+    m.graph.outputs.push_back(Value{api->output_name(i),
+                                    ValueType::tensor(from_dl(api->output_dtype(i), api->output_name(i)),
+                                                      Shape::from(std::vector<int64_t>(s, s + api->output_ndim(i)))),
+                                    {}});
+  }
+  return m;
+}
+
+}  // namespace hodu::native

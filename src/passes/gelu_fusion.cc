@@ -1,0 +1,89 @@
+// GELU as exported by PyTorch at opsets < 20:
+//   Mul(Mul(x, Add(Erf(Div(x, 1.41421)), 1)), 0.5)   or   Mul(Mul(x, 0.5), Add(Erf(...), 1))
+// (Div by sqrt 2 may be Mul by 1/sqrt 2) → hodu.Gelu(x).
+#include <cmath>
+
+#include "passes/graph_utils.h"
+#include "passes/passes.h"
+
+namespace hodu::passes {
+namespace {
+
+bool near(std::optional<double> v, double want) { return v && std::abs(*v - want) < 1e-4 * std::abs(want); }
+
+bool is_op(const Node& n, const char* op) { return n.op_type == op && n.domain.empty() && n.inputs.size() == 2; }
+
+// For a binary node reading `v`, the other input.
+std::string other_input(const Node& n, const std::string& v) {
+  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : std::string();
+}
+
+}  // namespace
+
+bool fuse_gelu(Graph& g) {
+  bool changed = false;
+  auto uses = use_counts(g);
+  auto readers = consumers(g);
+  auto only_reader = [&](const std::string& v) -> int {
+    auto r = readers.find(v);
+    if (uses[v] != 1 || r == readers.end() || r->second.size() != 1 || is_graph_output(g, v)) return -1;
+    return static_cast<int>(r->second[0]);
+  };
+  std::set<size_t> removed;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& erf = g.nodes[k];
+    if (erf.op_type != "Erf" || !erf.domain.empty() || removed.count(k)) continue;
+    int d = g.producer_of(erf.inputs[0]);
+    if (d < 0 || uses[erf.inputs[0]] != 1) continue;
+    const Node& div = g.nodes[d];
+    std::string x;
+    if (is_op(div, "Div") && near(scalar_constant(g, div.inputs[1]), std::sqrt(2.0))) x = div.inputs[0];
+    else if (is_op(div, "Mul") && near(scalar_constant(g, div.inputs[1]), std::sqrt(0.5))) x = div.inputs[0];
+    else if (is_op(div, "Mul") && near(scalar_constant(g, div.inputs[0]), std::sqrt(0.5))) x = div.inputs[1];
+    if (x.empty()) continue;
+    int a = only_reader(erf.outputs[0]);
+    if (a < 0 || !is_op(g.nodes[a], "Add") || !near(scalar_constant(g, other_input(g.nodes[a], erf.outputs[0])), 1.0))
+      continue;
+    const std::string& one_plus = g.nodes[a].outputs[0];
+    int m1 = only_reader(one_plus);
+    if (m1 < 0 || !is_op(g.nodes[m1], "Mul")) continue;
+    std::string partner = other_input(g.nodes[m1], one_plus);
+    std::set<size_t> chain = {static_cast<size_t>(d), k, static_cast<size_t>(a), static_cast<size_t>(m1)};
+    size_t last;
+    if (partner == x) {
+      // (x * (1 + erf)) * 0.5
+      int m2 = only_reader(g.nodes[m1].outputs[0]);
+      if (m2 < 0 || !is_op(g.nodes[m2], "Mul") ||
+          !near(scalar_constant(g, other_input(g.nodes[m2], g.nodes[m1].outputs[0])), 0.5))
+        continue;
+      chain.insert(m2);
+      last = m2;
+    } else {
+      // (x * 0.5) * (1 + erf)
+      int h = g.producer_of(partner);
+      if (h < 0 || uses[partner] != 1 || !is_op(g.nodes[h], "Mul") ||
+          other_input(g.nodes[h], x).empty() || !near(scalar_constant(g, other_input(g.nodes[h], x)), 0.5))
+        continue;
+      chain.insert(h);
+      last = m1;
+    }
+    bool overlap = false;
+    for (size_t c : chain) overlap |= removed.count(c) > 0;
+    if (overlap) continue;
+    // The fused node replaces the last node of the chain (its position keeps the order valid).
+    Node gelu;
+    gelu.name = g.nodes[last].name;
+    gelu.op_type = "Gelu";
+    gelu.domain = "hodu";
+    gelu.inputs = {x};
+    gelu.outputs = {g.nodes[last].outputs[0]};
+    chain.erase(last);
+    g.nodes[last] = gelu;
+    removed.insert(chain.begin(), chain.end());
+    changed = true;
+  }
+  erase_nodes(g, removed);
+  return changed;
+}
+
+}  // namespace hodu::passes

@@ -1,0 +1,149 @@
+#include "passes/graph_utils.h"
+
+#include <functional>
+#include <limits>
+
+namespace hodu::passes {
+namespace {
+
+void collect_subgraph_reads(const Graph& sg, std::set<std::string>& reads) {
+  for (const auto& n : sg.nodes) {
+    for (const auto& in : n.inputs)
+      if (!in.empty()) reads.insert(in);
+    for (const auto& a : n.attributes) {
+      if (a.g) collect_subgraph_reads(*a.g, reads);
+      for (const auto& s : a.graphs) collect_subgraph_reads(*s, reads);
+    }
+  }
+  for (const auto& o : sg.outputs) reads.insert(o.name);
+}
+
+void rename_in_subgraph(Graph& sg, const std::string& from, const std::string& to) {
+  // A subgraph that defines `from` itself shadows the outer value.
+  for (const auto& in : sg.inputs)
+    if (in.name == from) return;
+  for (auto& n : sg.nodes) {
+    for (auto& in : n.inputs)
+      if (in == from) in = to;
+    for (auto& a : n.attributes) {
+      if (a.g) rename_in_subgraph(*a.g, from, to);
+      for (auto& s : a.graphs) rename_in_subgraph(*s, from, to);
+    }
+  }
+  for (auto& o : sg.outputs)
+    if (o.name == from && sg.producer_of(from) < 0 && !sg.initializer(from)) {
+      // A subgraph output that passes an outer value straight through: keep its name, add an Identity.
+      Node id;
+      id.op_type = "Identity";
+      id.inputs = {to};
+      id.outputs = {from};
+      sg.nodes.push_back(id);
+    }
+}
+
+}  // namespace
+
+std::map<std::string, int> use_counts(const Graph& g) {
+  std::map<std::string, int> uses;
+  for (const auto& n : g.nodes) {
+    for (const auto& in : n.inputs)
+      if (!in.empty()) ++uses[in];
+    std::set<std::string> reads;
+    for (const auto& a : n.attributes) {
+      if (a.g) collect_subgraph_reads(*a.g, reads);
+      for (const auto& s : a.graphs) collect_subgraph_reads(*s, reads);
+    }
+    for (const auto& r : reads) ++uses[r];
+  }
+  for (const auto& o : g.outputs) ++uses[o.name];
+  return uses;
+}
+
+std::map<std::string, std::vector<size_t>> consumers(const Graph& g) {
+  std::map<std::string, std::vector<size_t>> c;
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    for (const auto& in : g.nodes[k].inputs)
+      if (!in.empty()) c[in].push_back(k);
+  return c;
+}
+
+const Tensor* constant_of(const Graph& g, const std::string& value) {
+  if (value.empty() || g.input(value)) return nullptr;
+  return g.initializer(value);
+}
+
+std::optional<double> scalar_constant(const Graph& g, const std::string& value) {
+  const Tensor* t = constant_of(g, value);
+  if (!t || t->numel() != 1 || t->dtype() == DType::String) return std::nullopt;
+  return t->get_double(0);
+}
+
+bool is_graph_output(const Graph& g, const std::string& value) { return g.output(value) != nullptr; }
+
+void replace_uses(Graph& g, std::string from, std::string to) {
+  for (auto& n : g.nodes) {
+    for (auto& in : n.inputs)
+      if (in == from) in = to;
+    for (auto& a : n.attributes) {
+      if (a.g) rename_in_subgraph(*a.g, from, to);
+      for (auto& s : a.graphs) rename_in_subgraph(*s, from, to);
+    }
+  }
+}
+
+void erase_nodes(Graph& g, const std::set<size_t>& indices) {
+  if (indices.empty()) return;
+  std::vector<Node> kept;
+  kept.reserve(g.nodes.size() - indices.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k)
+    if (!indices.count(k)) kept.push_back(std::move(g.nodes[k]));
+  g.nodes = std::move(kept);
+}
+
+std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& value) {
+  if (const Tensor* t = constant_of(g, value)) return t->shape();
+  auto t = g.type_of(value);
+  if (!t || !t->is_tensor()) return std::nullopt;
+  return t->shape.to_static();
+}
+
+bool is_random_op(const Node& n) {
+  static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                            "RandomUniformLike", "Bernoulli", "Multinomial", "Dropout"};
+  return ops.count(n.op_type) > 0;
+}
+
+bool has_subgraph(const Node& n) {
+  for (const auto& a : n.attributes)
+    if (a.g || !a.graphs.empty()) return true;
+  return false;
+}
+
+std::optional<Activation> as_activation(const Graph& g, const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") {
+    if (n.domain == "hodu" && n.op_type == "Gelu" && !n.has_input(1))
+      return Activation{n.get_string("approximate", "none") == "tanh" ? "GeluTanh" : "Gelu", {}};
+    return std::nullopt;
+  }
+  const std::string& op = n.op_type;
+  if (op == "Relu" || op == "Sigmoid" || op == "Tanh") return Activation{op, {}};
+  if (op == "LeakyRelu") return Activation{op, {n.get_float("alpha", 0.01f)}};
+  if (op == "HardSigmoid") return Activation{op, {n.get_float("alpha", 0.2f), n.get_float("beta", 0.5f)}};
+  if (op == "Clip") {
+    float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+    if (n.has_input(1)) {
+      auto v = scalar_constant(g, n.inputs[1]);
+      if (!v) return std::nullopt;
+      lo = static_cast<float>(*v);
+    }
+    if (n.has_input(2)) {
+      auto v = scalar_constant(g, n.inputs[2]);
+      if (!v) return std::nullopt;
+      hi = static_cast<float>(*v);
+    }
+    return Activation{op, {lo, hi}};
+  }
+  return std::nullopt;
+}
+
+}  // namespace hodu::passes

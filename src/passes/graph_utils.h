@@ -1,0 +1,46 @@
+// Small helpers the passes share: who reads a value, constants, rewiring.
+#pragma once
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace hodu::passes {
+
+// Number of readers of each value: node inputs (subgraphs' implicit reads of
+// outer values count for the node owning the subgraph) and graph outputs.
+std::map<std::string, int> use_counts(const Graph& g);
+
+// Index of the nodes reading each value (top level only).
+std::map<std::string, std::vector<size_t>> consumers(const Graph& g);
+
+// The constant behind a value: an initializer that is not an overridable graph input.
+const Tensor* constant_of(const Graph& g, const std::string& value);
+// A constant with exactly one element, as double.
+std::optional<double> scalar_constant(const Graph& g, const std::string& value);
+
+bool is_graph_output(const Graph& g, const std::string& value);
+// Replaces every read of `from` by `to` (node inputs, subgraph reads, not graph outputs).
+void replace_uses(Graph& g, std::string from, std::string to);  // by value: callers pass names held by nodes it edits
+// Erases the nodes with the given indices.
+void erase_nodes(Graph& g, const std::set<size_t>& indices);
+
+// Static shape of a value from its type or its constant.
+std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& value);
+
+// True for ops whose result differs between runs (never folded or merged).
+bool is_random_op(const Node& n);
+bool has_subgraph(const Node& n);
+
+// "Relu", "Clip", ... when `n` is an activation FusedConv/FusedMatMul can take,
+// with its parameters; nullopt otherwise.
+struct Activation {
+  std::string name;
+  std::vector<float> params;
+};
+std::optional<Activation> as_activation(const Graph& g, const Node& n);
+
+}  // namespace hodu::passes

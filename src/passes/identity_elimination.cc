@@ -1,0 +1,56 @@
+// Identity elimination: ops that pass their input through unchanged.
+#include "passes/graph_utils.h"
+#include "passes/passes.h"
+
+namespace hodu::passes {
+namespace {
+
+bool is_identity(const Graph& g, const Node& n) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  if (n.op_type == "Identity") return n.has_input(0);
+  if (n.op_type == "Dropout") {
+    // Inference mode (no training_mode input, or a constant false) and the mask unused.
+    if (n.has_output(1)) return false;
+    if (n.has_input(2)) {
+      auto t = scalar_constant(g, n.inputs[2]);
+      if (!t || *t != 0) return false;
+    }
+    return n.has_input(0);
+  }
+  if (n.op_type == "Cast") {
+    auto in = g.type_of(n.inputs[0]);
+    return in && in->is_tensor() && static_cast<int64_t>(in->dtype) != 0 &&
+           n.get_int("to", 0) == static_cast<int64_t>(dtype_to_onnx(in->dtype));
+  }
+  return false;
+}
+
+}  // namespace
+
+bool eliminate_identities(Graph& g) {
+  bool changed = false;
+  std::set<size_t> removed;
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    const Node& n = g.nodes[k];
+    if (!is_identity(g, n)) continue;
+    const std::string in = n.inputs[0];
+    const std::string out = n.outputs[0];
+    if (is_graph_output(g, out)) {
+      // The output name must survive: rename the producer's output instead, when it is a plain node output.
+      int p = g.producer_of(in);
+      if (p < 0 || is_graph_output(g, in) || g.input(in)) continue;
+      for (auto& o : g.nodes[p].outputs)
+        if (o == in) o = out;
+      replace_uses(g, in, out);
+      g.value_types.erase(in);
+    } else {
+      replace_uses(g, out, in);
+    }
+    removed.insert(k);
+    changed = true;
+  }
+  erase_nodes(g, removed);
+  return changed;
+}
+
+}  // namespace hodu::passes

@@ -1,0 +1,75 @@
+// Graph passes: each is a transform of a Graph that depends on nothing but the
+// graph (and, for shape folding, the input shapes given). They mutate the graph
+// in place and return whether anything changed, so a driver can iterate to a
+// fixed point. optimize() runs them by level (docs/passes.md).
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace hodu::passes {
+
+// Nodes whose inputs are all constant (initializers, not overridable graph
+// inputs) are run once through the interpreter's kernels and replaced by
+// initializers. Random ops and ops with subgraphs are left alone.
+bool fold_constants(Graph& g);
+
+// Removes nodes none of whose outputs reach a graph output, and initializers
+// nothing reads.
+bool eliminate_dead_code(Graph& g);
+
+// Removes Identity, inference-mode Dropout and Cast to the same type,
+// rewiring their consumers to the input.
+bool eliminate_identities(Graph& g);
+
+// Common-subexpression elimination: two nodes with the same op, domain,
+// inputs and attributes become one. Random ops are never merged.
+bool eliminate_common_subexpressions(Graph& g);
+
+// With the graph input shapes (those given here override the declared ones;
+// symbolic dims bound by `input_shapes`), runs shape inference and replaces
+// Shape/Size of statically known tensors by constants; fold_constants then
+// evaluates the Shape → Gather → Concat → Reshape chains.
+bool fold_shapes(Graph& g, const std::map<std::string, std::vector<int64_t>>& input_shapes = {});
+
+// Transpose of a Transpose becomes one Transpose; an identity Transpose goes.
+bool fold_transposes(Graph& g);
+
+// Conv followed by BatchNormalization with constant parameters: the BN is
+// folded into the conv's weights and bias.
+bool fold_conv_batchnorm(Graph& g);
+
+// Conv [+ Add of a same-shaped tensor] [+ activation] → hodu.FusedConv.
+bool fuse_conv(Graph& g);
+
+// MatMul [+ Add of a constant bias over the last dim] [+ activation] and
+// Gemm [+ activation] → hodu.FusedMatMul / hodu.FusedGemm; a Transpose
+// swapping the last two dims of B becomes transB.
+bool fuse_matmul(Graph& g);
+
+// Erf-based GELU (x * 0.5 * (1 + erf(x / sqrt(2)))) → hodu.Gelu.
+bool fuse_gelu(Graph& g);
+
+// LayerNormalization / RMSNormalization and their decomposed forms
+// (ReduceMean, Sub, Pow, Add, Sqrt, Div, Mul, Add) → hodu.LayerNorm.
+bool fuse_layer_norm(Graph& g);
+
+// MatMul(Q, Kᵀ) [* scale] [+ mask] → Softmax → MatMul(·, V) on rank-4
+// tensors → hodu.Attention.
+bool fuse_attention(Graph& g);
+
+struct OptimizeOptions {
+  int level = 2;  // 0..3, see docs/passes.md
+  // Concrete input shapes, when known (an engine preparing for one shape).
+  std::map<std::string, std::vector<int64_t>> input_shapes;
+};
+
+// Runs the passes of a level to a fixed point and re-infers value types.
+// Records the level in the model's metadata ("hodu.opt_level").
+void optimize(Model& model, const OptimizeOptions& options);
+// The level a model was optimized at (from its metadata), or -1.
+int optimized_level(const Model& model);
+
+}  // namespace hodu::passes

@@ -1,0 +1,414 @@
+// Tests of the graph passes: each builds a small graph, runs one pass, checks
+// the rewritten structure, and checks that the interpreter gives the same
+// outputs before and after (the passes must not change results).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engines/interp/interpreter.h"
+#include "ir/schema.h"
+#include "ir/verifier.h"
+#include "passes/passes.h"
+
+namespace hodu::passes {
+namespace {
+
+// A tiny graph builder.
+struct Builder {
+  Model m;
+  Graph& g = m.graph;
+  Builder() { m.opset_imports[""] = 21; }
+  void input(const std::string& name, std::vector<int64_t> shape, DType dt = DType::F32) {
+    g.inputs.push_back({name, ValueType::tensor(dt, Shape::from(shape)), ""});
+  }
+  void output(const std::string& name) { g.outputs.push_back({name, {}, ""}); }
+  Node& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+             std::vector<Attribute> attrs = {}, const std::string& domain = "") {
+    Node n;
+    n.name = outs[0] + "_node";
+    n.op_type = op;
+    n.domain = domain;
+    n.inputs = std::move(ins);
+    n.outputs = std::move(outs);
+    n.attributes = std::move(attrs);
+    g.nodes.push_back(n);
+    return g.nodes.back();
+  }
+  void constant(const std::string& name, std::vector<int64_t> shape, uint32_t seed, float lo = -1, float hi = 1) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> d(lo, hi);
+    std::vector<float> v(shape_numel(shape));
+    for (auto& x : v) x = d(rng);
+    g.set_initializer(name, Tensor::from_vector(DType::F32, shape, v));
+  }
+  void scalar(const std::string& name, float v) { g.set_initializer(name, Tensor::scalar<float>(DType::F32, v)); }
+  void finish() {
+    infer_types(g);
+    for (auto& o : g.outputs) o.type = *g.type_of(o.name);
+  }
+};
+
+Tensor random_tensor(std::vector<int64_t> shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d;
+  std::vector<float> v(shape_numel(shape));
+  for (auto& x : v) x = d(rng);
+  return Tensor::from_vector(DType::F32, shape, v);
+}
+
+std::vector<RuntimeValue> run(const Model& m, const std::map<std::string, RuntimeValue>& feeds) {
+  interp::Interpreter in(m);
+  return in.run(feeds);
+}
+
+void expect_close(const std::vector<RuntimeValue>& a, const std::vector<RuntimeValue>& b, double tol = 1e-4) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].tensor.shape(), b[i].tensor.shape());
+    auto x = a[i].tensor.to_doubles(), y = b[i].tensor.to_doubles();
+    double num = 0, den = 0;
+    for (size_t j = 0; j < x.size(); ++j) {
+      num += (x[j] - y[j]) * (x[j] - y[j]);
+      den += y[j] * y[j];
+    }
+    EXPECT_LE(std::sqrt(num / std::max(den, 1e-30)), tol) << "output " << i;
+  }
+}
+
+int count_op(const Graph& g, const std::string& op) {
+  int n = 0;
+  for (const auto& node : g.nodes) n += node.op_type == op;
+  return n;
+}
+
+// Optimizes a copy at `level` and checks outputs are unchanged; returns the optimized model.
+Model optimize_and_compare(const Model& m, const std::map<std::string, RuntimeValue>& feeds, int level) {
+  Model opt = m;
+  optimize(opt, {level, {}});
+  verify_model(opt);
+  expect_close(run(opt, feeds), run(m, feeds));
+  return opt;
+}
+
+TEST(ConstantFolding, FoldsConstantSubgraphAndKeepsResults) {
+  Builder b;
+  b.input("x", {2, 3});
+  b.constant("c1", {2, 3}, 1);
+  b.constant("c2", {2, 3}, 2);
+  b.node("Add", {"c1", "c2"}, {"s"});
+  b.node("Exp", {"s"}, {"e"});
+  b.node("Mul", {"x", "e"}, {"y"});
+  b.output("y");
+  b.finish();
+  Model opt = b.m;
+  EXPECT_TRUE(fold_constants(opt.graph));
+  eliminate_dead_code(opt.graph);
+  EXPECT_EQ(opt.graph.nodes.size(), 1u);
+  EXPECT_EQ(opt.graph.nodes[0].op_type, "Mul");
+  EXPECT_NE(opt.graph.initializer("e"), nullptr);
+  EXPECT_EQ(opt.graph.initializer("c1"), nullptr);  // dead now
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3}, 7))}};
+  expect_close(run(opt, feeds), run(b.m, feeds), 0);
+}
+
+TEST(ConstantFolding, LeavesRandomOpsAndOverridableInputs) {
+  Builder b;
+  b.input("x", {2});
+  b.input("c", {2});
+  b.constant("c", {2}, 3);  // an initializer that is also an input: the caller may override it
+  b.node("RandomNormal", {}, {"r"}, {Attribute::make_ints("shape", {2})});
+  b.node("Neg", {"c"}, {"n"});
+  b.node("Add", {"r", "n"}, {"s"});
+  b.node("Add", {"s", "x"}, {"y"});
+  b.output("y");
+  b.finish();
+  EXPECT_FALSE(fold_constants(b.g));
+  EXPECT_EQ(count_op(b.g, "RandomNormal"), 1);
+  EXPECT_EQ(count_op(b.g, "Neg"), 1);
+}
+
+TEST(DeadCode, RemovesUnreachableNodesAndInitializers) {
+  Builder b;
+  b.input("x", {4});
+  b.constant("w", {4}, 1);
+  b.node("Relu", {"x"}, {"y"});
+  b.node("Mul", {"x", "w"}, {"unused"});
+  b.output("y");
+  b.finish();
+  EXPECT_TRUE(eliminate_dead_code(b.g));
+  EXPECT_EQ(b.g.nodes.size(), 1u);
+  EXPECT_EQ(b.g.initializer("w"), nullptr);
+  EXPECT_FALSE(eliminate_dead_code(b.g));
+}
+
+TEST(Identities, RemovesIdentityDropoutAndSameTypeCast) {
+  Builder b;
+  b.input("x", {3});
+  b.node("Identity", {"x"}, {"a"});
+  b.node("Dropout", {"a"}, {"d"}, {Attribute::make_float("ratio", 0.5f)});
+  b.node("Cast", {"d"}, {"c"}, {Attribute::make_int("to", 1)});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Identity", {"r"}, {"y"});  // graph output: the Relu takes its name
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(eliminate_identities(b.g));
+  ASSERT_EQ(b.g.nodes.size(), 1u);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(b.g.nodes[0].outputs[0], "y");
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({3}, 1))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+}
+
+TEST(Cse, MergesEqualNodesOnly) {
+  Builder b;
+  b.input("x", {3});
+  b.node("Exp", {"x"}, {"e1"});
+  b.node("Exp", {"x"}, {"e2"});
+  b.node("LeakyRelu", {"x"}, {"l1"}, {Attribute::make_float("alpha", 0.1f)});
+  b.node("LeakyRelu", {"x"}, {"l2"}, {Attribute::make_float("alpha", 0.2f)});
+  b.node("Add", {"e1", "e2"}, {"s"});
+  b.node("Add", {"l1", "l2"}, {"t"});
+  b.node("Add", {"s", "t"}, {"y"});
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(eliminate_common_subexpressions(b.g));
+  EXPECT_EQ(count_op(b.g, "Exp"), 1);
+  EXPECT_EQ(count_op(b.g, "LeakyRelu"), 2);
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({3}, 2))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+}
+
+TEST(ShapeFolding, FoldsShapeGatherConcatReshapeChain) {
+  Builder b;
+  b.input("x", {-1, 6});
+  b.g.inputs[0].type.shape = Shape({Dim::sym("batch"), Dim(6)});
+  b.node("Shape", {"x"}, {"s"});
+  b.g.set_initializer("i0", Tensor::scalar<int64_t>(DType::I64, 0));
+  b.node("Gather", {"s", "i0"}, {"b0"}, {Attribute::make_int("axis", 0)});
+  b.g.set_initializer("ax", Tensor::from_vector<int64_t>(DType::I64, {1}, {0}));
+  b.node("Unsqueeze", {"b0", "ax"}, {"b1"});
+  b.g.set_initializer("rest", Tensor::from_vector<int64_t>(DType::I64, {2}, {2, 3}));
+  b.node("Concat", {"b1", "rest"}, {"shape"}, {Attribute::make_int("axis", 0)});
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  b.finish();
+  Model opt = b.m;
+  optimize(opt, {1, {{"x", {4, 6}}}});
+  ASSERT_EQ(opt.graph.nodes.size(), 1u);
+  EXPECT_EQ(opt.graph.nodes[0].op_type, "Reshape");
+  const Tensor* shape = opt.graph.initializer(opt.graph.nodes[0].inputs[1]);
+  ASSERT_NE(shape, nullptr);
+  EXPECT_EQ(shape->to_int64s(), (std::vector<int64_t>{4, 2, 3}));
+  // Without a concrete batch the chain stays.
+  Model sym = b.m;
+  optimize(sym, {1, {}});
+  EXPECT_EQ(count_op(sym.graph, "Shape"), 1);
+  EXPECT_THROW(optimize(opt, {1, {{"x", {4, 6, 1}}}}), Error);
+}
+
+TEST(TransposeFolding, ComposesAndRemovesIdentity) {
+  Builder b;
+  b.input("x", {2, 3, 4});
+  b.node("Transpose", {"x"}, {"t1"}, {Attribute::make_ints("perm", {1, 2, 0})});
+  b.node("Transpose", {"t1"}, {"t2"}, {Attribute::make_ints("perm", {2, 0, 1})});  // back to x
+  b.node("Relu", {"t2"}, {"r"});
+  b.node("Transpose", {"r"}, {"t3"}, {Attribute::make_ints("perm", {0, 2, 1})});
+  b.node("Transpose", {"t3"}, {"y"}, {Attribute::make_ints("perm", {1, 0, 2})});
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(fold_transposes(b.g));
+  eliminate_dead_code(b.g);
+  EXPECT_EQ(count_op(b.g, "Transpose"), 1);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3, 4}, 3))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+}
+
+// ResNet block: Conv → BN → Add(residual) → Relu.
+Builder conv_block() {
+  Builder b;
+  b.input("x", {1, 4, 8, 8});
+  b.constant("w", {4, 4, 3, 3}, 1);
+  b.constant("cb", {4}, 2);
+  b.constant("gamma", {4}, 3, 0.5f, 1.5f);
+  b.constant("beta", {4}, 4);
+  b.constant("mean", {4}, 5);
+  b.constant("var", {4}, 6, 0.5f, 2.0f);
+  b.node("Conv", {"x", "w", "cb"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("BatchNormalization", {"c", "gamma", "beta", "mean", "var"}, {"bn"});
+  b.node("Add", {"bn", "x"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  b.finish();
+  return b;
+}
+
+TEST(ConvFusion, ConvBatchNormAddReluBecomesOneFusedConv) {
+  Builder b = conv_block();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 4, 8, 8}, 9))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  ASSERT_EQ(opt.graph.nodes.size(), 1u);
+  const Node& n = opt.graph.nodes[0];
+  EXPECT_EQ(n.op_type, "FusedConv");
+  EXPECT_EQ(n.domain, "hodu");
+  EXPECT_EQ(n.inputs.size(), 4u);
+  EXPECT_EQ(n.inputs[3], "x");
+  EXPECT_EQ(n.get_string("activation", ""), "Relu");
+  EXPECT_EQ(n.outputs[0], "y");
+  // O1 keeps the ops apart.
+  Model o1 = optimize_and_compare(b.m, feeds, 1);
+  EXPECT_EQ(count_op(o1.graph, "Conv"), 1);
+  EXPECT_EQ(count_op(o1.graph, "BatchNormalization"), 1);
+}
+
+TEST(ConvFusion, ClipAndSiluActivations) {
+  Builder b;
+  b.input("x", {1, 2, 5, 5});
+  b.constant("w", {3, 2, 1, 1}, 1);
+  b.constant("w2", {3, 3, 1, 1}, 2);
+  b.scalar("lo", 0.0f);
+  b.scalar("hi", 6.0f);
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Clip", {"c", "lo", "hi"}, {"r6"});
+  b.node("Conv", {"r6", "w2"}, {"c2"});
+  b.node("Sigmoid", {"c2"}, {"sg"});
+  b.node("Mul", {"c2", "sg"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 2, 5, 5}, 4))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  ASSERT_EQ(opt.graph.nodes.size(), 2u);
+  EXPECT_EQ(opt.graph.nodes[0].get_string("activation", ""), "Clip");
+  EXPECT_EQ(opt.graph.nodes[0].get_floats("activation_params"), (std::vector<float>{0.0f, 6.0f}));
+  EXPECT_EQ(opt.graph.nodes[1].get_string("activation", ""), "Silu");
+}
+
+TEST(MatMulFusion, MatMulBiasGeluBecomesFusedMatMul) {
+  Builder b;
+  b.input("x", {2, 5, 8});
+  b.constant("w", {8, 16}, 1);
+  b.constant("bias", {16}, 2);
+  b.scalar("sqrt2", std::sqrt(2.0f));
+  b.scalar("one", 1.0f);
+  b.scalar("half", 0.5f);
+  b.node("MatMul", {"x", "w"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"h"});
+  b.node("Div", {"h", "sqrt2"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "one"}, {"e1"});
+  b.node("Mul", {"h", "e1"}, {"he"});
+  b.node("Mul", {"he", "half"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 5, 8}, 5))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  ASSERT_EQ(opt.graph.nodes.size(), 1u);
+  EXPECT_EQ(opt.graph.nodes[0].op_type, "FusedMatMul");
+  EXPECT_EQ(opt.graph.nodes[0].inputs.size(), 3u);
+  EXPECT_EQ(opt.graph.nodes[0].get_string("activation", ""), "Gelu");
+}
+
+TEST(MatMulFusion, GemmReluAndTransposedB) {
+  Builder b;
+  b.input("x", {3, 4});
+  b.input("k", {6, 4});
+  b.constant("w", {5, 4}, 1);
+  b.constant("c", {5}, 2);
+  b.node("Gemm", {"x", "w", "c"}, {"g"}, {Attribute::make_int("transB", 1)});
+  b.node("Relu", {"g"}, {"y"});
+  b.node("Transpose", {"k"}, {"kt"}, {Attribute::make_ints("perm", {1, 0})});
+  b.node("MatMul", {"x", "kt"}, {"z"});
+  b.output("y");
+  b.output("z");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({3, 4}, 6))},
+                                               {"k", RuntimeValue(random_tensor({6, 4}, 7))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  EXPECT_EQ(count_op(opt.graph, "FusedGemm"), 1);
+  EXPECT_EQ(count_op(opt.graph, "FusedMatMul"), 1);
+  EXPECT_EQ(count_op(opt.graph, "Transpose"), 0);
+}
+
+TEST(LayerNormFusion, DecomposedLayerNormAndRmsNorm) {
+  Builder b;
+  b.input("x", {2, 3, 8});
+  b.g.set_initializer("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {-1}));
+  b.scalar("two", 2.0f);
+  b.scalar("eps", 1e-5f);
+  b.constant("s", {8}, 1);
+  b.constant("bb", {8}, 2);
+  b.node("ReduceMean", {"x", "axes"}, {"m"});
+  b.node("Sub", {"x", "m"}, {"d"});
+  b.node("Pow", {"d", "two"}, {"p"});
+  b.node("ReduceMean", {"p", "axes"}, {"v"});
+  b.node("Add", {"v", "eps"}, {"ve"});
+  b.node("Sqrt", {"ve"}, {"sd"});
+  b.node("Div", {"d", "sd"}, {"n"});
+  b.node("Mul", {"n", "s"}, {"ns"});
+  b.node("Add", {"ns", "bb"}, {"ln"});
+  // RMSNorm of the result.
+  b.node("Pow", {"ln", "two"}, {"p2"});
+  b.node("ReduceMean", {"p2", "axes"}, {"v2"});
+  b.node("Add", {"v2", "eps"}, {"ve2"});
+  b.node("Sqrt", {"ve2"}, {"sd2"});
+  b.node("Reciprocal", {"sd2"}, {"r2"});
+  b.node("Mul", {"ln", "r2"}, {"n2"});
+  b.node("Mul", {"n2", "s"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3, 8}, 8))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  ASSERT_EQ(opt.graph.nodes.size(), 2u);
+  EXPECT_EQ(opt.graph.nodes[0].op_type, "LayerNorm");
+  EXPECT_EQ(opt.graph.nodes[0].get_int("rms", 0), 0);
+  EXPECT_EQ(opt.graph.nodes[1].op_type, "LayerNorm");
+  EXPECT_EQ(opt.graph.nodes[1].get_int("rms", 0), 1);
+}
+
+TEST(AttentionFusion, ScaledDotProductWithMask) {
+  Builder b;
+  b.input("q", {1, 2, 5, 4});
+  b.input("k", {1, 2, 5, 4});
+  b.input("v", {1, 2, 5, 4});
+  b.constant("mask", {1, 1, 5, 5}, 3);
+  b.scalar("c", 2.0f);
+  b.node("Transpose", {"k"}, {"kt"}, {Attribute::make_ints("perm", {0, 1, 3, 2})});
+  b.node("MatMul", {"q", "kt"}, {"s"});
+  b.node("Div", {"s", "c"}, {"ss"});
+  b.node("Add", {"ss", "mask"}, {"sm"});
+  b.node("Softmax", {"sm"}, {"p"}, {Attribute::make_int("axis", -1)});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"q", RuntimeValue(random_tensor({1, 2, 5, 4}, 1))},
+                                               {"k", RuntimeValue(random_tensor({1, 2, 5, 4}, 2))},
+                                               {"v", RuntimeValue(random_tensor({1, 2, 5, 4}, 3))}};
+  Model opt = optimize_and_compare(b.m, feeds, 3);
+  ASSERT_EQ(opt.graph.nodes.size(), 1u);
+  EXPECT_EQ(opt.graph.nodes[0].op_type, "Attention");
+  EXPECT_FLOAT_EQ(opt.graph.nodes[0].get_float("scale", 0), 0.5f);
+  // O2 leaves attention unfused.
+  Model o2 = optimize_and_compare(b.m, feeds, 2);
+  EXPECT_EQ(count_op(o2.graph, "Attention"), 0);
+}
+
+TEST(Optimize, RecordsLevelAndRejectsBadLevel) {
+  Builder b = conv_block();
+  Model m = b.m;
+  EXPECT_EQ(optimized_level(m), -1);
+  optimize(m, {2, {}});
+  EXPECT_EQ(optimized_level(m), 2);
+  EXPECT_THROW(optimize(m, {4, {}}), Error);
+  Model o0 = b.m;
+  optimize(o0, {0, {}});
+  EXPECT_EQ(o0.graph.nodes.size(), b.m.graph.nodes.size());
+}
+
+}  // namespace
+}  // namespace hodu::passes

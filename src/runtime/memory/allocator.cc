@@ -1,0 +1,35 @@
+#include "runtime/memory/allocator.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace hodu {
+
+void Stat::increase(int64_t bytes) {
+  current += bytes;
+  peak = std::max(peak, current);
+  allocated++;
+}
+
+void Stat::decrease(int64_t bytes) {
+  current -= bytes;
+  freed++;
+}
+
+std::string format_bytes(int64_t bytes) {
+  double b = static_cast<double>(bytes);
+  if (bytes < 1024) return fmt::format("{} B", bytes);
+  if (bytes < (1 << 20)) return fmt::format("{:.1f} KiB", b / 1024);
+  if (bytes < (int64_t{1} << 30)) return fmt::format("{:.1f} MiB", b / (1 << 20));
+  return fmt::format("{:.2f} GiB", b / (int64_t{1} << 30));
+}
+
+std::string MemoryStats::summary() const {
+  return fmt::format("allocated {} (peak {}), reserved {} (peak {}), active {}, cached free {}, segments {}",
+                     format_bytes(allocated().current), format_bytes(allocated().peak),
+                     format_bytes(reserved().current), format_bytes(reserved().peak), format_bytes(active().current),
+                     format_bytes(reserved().current - active().current), segments[2].current);
+}
+
+}  // namespace hodu

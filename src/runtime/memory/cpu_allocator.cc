@@ -1,0 +1,64 @@
+#include "runtime/memory/cpu_allocator.h"
+
+#include <cstdlib>
+
+#include "core/error.h"
+
+namespace hodu {
+
+CpuAllocator::~CpuAllocator() {
+  for (auto& [p, n] : sizes_) std::free(p);
+}
+
+void* CpuAllocator::allocate(size_t bytes, StreamId) {
+  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  std::lock_guard lock(mutex_);
+  int64_t now = stats_.allocated().current;
+  void* p = nullptr;
+  if (limit_ == 0 || static_cast<size_t>(now) + rounded <= limit_) p = std::aligned_alloc(kAlignment, rounded);
+  if (!p) {
+    stats_.num_ooms++;
+    fail(ErrorCode::OutOfMemory, "cpu: out of memory allocating {}{}; {}", format_bytes(static_cast<int64_t>(bytes)),
+         limit_ ? " (limit " + format_bytes(static_cast<int64_t>(limit_)) + ")" : "", stats_.summary());
+  }
+  sizes_[p] = rounded;
+  int pool = rounded < (1 << 20) ? 0 : 1;
+  for (int i : {pool, 2}) {
+    stats_.allocated_bytes[i].increase(static_cast<int64_t>(rounded));
+    stats_.reserved_bytes[i].increase(static_cast<int64_t>(rounded));
+    stats_.active_bytes[i].increase(static_cast<int64_t>(rounded));
+    stats_.segments[i].increase(1);
+  }
+  return p;
+}
+
+void CpuAllocator::deallocate(void* ptr) {
+  if (!ptr) return;
+  std::lock_guard lock(mutex_);
+  auto it = sizes_.find(ptr);
+  HODU_CHECK(it != sizes_.end(), ErrorCode::InvalidArgument, "cpu allocator: {} was not allocated here (or freed twice)",
+             ptr);
+  int64_t n = static_cast<int64_t>(it->second);
+  int pool = n < (1 << 20) ? 0 : 1;
+  for (int i : {pool, 2}) {
+    stats_.allocated_bytes[i].decrease(n);
+    stats_.reserved_bytes[i].decrease(n);
+    stats_.active_bytes[i].decrease(n);
+    stats_.segments[i].decrease(1);
+  }
+  std::free(ptr);
+  sizes_.erase(it);
+}
+
+MemoryStats CpuAllocator::stats() const {
+  std::lock_guard lock(mutex_);
+  return stats_;
+}
+
+void CpuAllocator::reset_peak_stats() {
+  std::lock_guard lock(mutex_);
+  for (auto* group : {stats_.allocated_bytes, stats_.reserved_bytes, stats_.active_bytes, stats_.segments})
+    for (int i = 0; i < 3; ++i) group[i].peak = group[i].current;
+}
+
+}  // namespace hodu

@@ -1,0 +1,47 @@
+#include "runtime/memory/memory_manager.h"
+
+#include "core/error.h"
+#include "runtime/memory/caching_allocator.h"
+#include "runtime/memory/cpu_allocator.h"
+#include "runtime/memory/cuda_backend.h"
+
+namespace hodu {
+
+MemoryManager& MemoryManager::instance() {
+  static MemoryManager m;
+  return m;
+}
+
+Allocator& MemoryManager::allocator(const Device& device) {
+  std::lock_guard lock(mutex_);
+  auto key = std::make_pair(static_cast<int>(device.kind), device.index);
+  auto& slot = allocators_[key];
+  if (!slot) {
+    if (device.kind == Device::Kind::CPU) {
+      HODU_CHECK(device.index == 0, ErrorCode::InvalidArgument, "device {}: only cpu (index 0) exists",
+                 device.to_string());
+      slot = std::make_shared<CpuAllocator>();
+    } else {
+      try {
+        slot = std::make_shared<CachingAllocator>(std::make_shared<CudaBackend>(device.index));
+      } catch (...) {
+        allocators_.erase(key);
+        throw;
+      }
+    }
+  }
+  return *slot;
+}
+
+Allocator& MemoryManager::pinned_host() {
+  std::lock_guard lock(mutex_);
+  if (!pinned_) pinned_ = std::make_shared<PinnedHostAllocator>();
+  return *pinned_;
+}
+
+void MemoryManager::set_allocator(const Device& device, std::shared_ptr<Allocator> allocator) {
+  std::lock_guard lock(mutex_);
+  allocators_[{static_cast<int>(device.kind), device.index}] = std::move(allocator);
+}
+
+}  // namespace hodu

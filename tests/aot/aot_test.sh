@@ -1,0 +1,103 @@
+#!/usr/bin/env bash
+# hodu build end to end: every artifact format, a C client that only includes
+# model.h, valgrind, concurrent instances, --weights file, --standalone, the
+# executable, and an aarch64 cross build under qemu.
+# usage: aot_test.sh HODU_BIN SOURCE_DIR
+set -u
+HODU=$1
+SRC=$2
+ROOT=$SRC/../shared/onnx-tests
+T=$(mktemp -d /tmp/hodu-aot-test-XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+pass() { echo "ok   $1"; }
+bad() { echo "FAIL $1"; fails=$((fails + 1)); }
+check() { local what=$1; shift; if "$@" >"$T/log" 2>&1; then pass "$what"; else bad "$what"; tail -20 "$T/log"; fi; }
+
+MODEL=$T/cnn.onnx
+/usr/bin/python3 "$SRC/tests/aot/make_test_model.py" "$MODEL" "$T/x.npy" || { echo "FAIL cannot write the test model"; exit 1; }
+IN=x
+
+# 1. Every format.
+for f in c o so a s ll bc; do
+  check "build .$f" "$HODU" build "$MODEL" -o "$T/m.$f" -q
+  [ -s "$T/m.$f" ] || bad "build .$f wrote nothing"
+done
+check "build executable" "$HODU" build "$MODEL" -o "$T/m_exe" -q
+[ -f "$T/model.h" ] && pass "model.h beside the library" || bad "model.h beside the library"
+grep -q "^define" "$T/m.ll" && pass ".ll is LLVM IR" || bad ".ll is LLVM IR"
+# The .c output compiles on its own in its folder (it .incbins m.c.weights).
+check ".c compiles by itself" bash -c "cd '$T' && cc -std=gnu11 -O1 -c m.c -o m_from_c.o"
+
+# 2. A C client that includes only model.h: .so and .a, valgrind, threads.
+check "api_test links the .so" cc -std=gnu11 -I"$T" "$SRC/tests/aot/api_test.c" -o "$T/api_so" "$T/m.so" -lpthread -Wl,-rpath,"$T"
+check "api_test (.so)" "$T/api_so" 1
+check "api_test links the .a" cc -std=gnu11 -I"$T" "$SRC/tests/aot/api_test.c" -o "$T/api_a" "$T/m.a" -lm -lpthread
+check "api_test (.a), 8 threads" "$T/api_a" 8
+if command -v valgrind >/dev/null; then
+  check "valgrind: no errors, no leaks" valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=all "$T/api_a" 2
+fi
+
+# 3. Outputs: the executable, the .so through the native engine, the interpreter.
+check "run executable" "$T/m_exe" -i "$IN=$T/x.npy" -o "$T/out_exe"
+check "hodu run m.so" "$HODU" run "$T/m.so" -i "$IN=$T/x.npy" -f npy -o "$T/out_so"
+check "hodu run --engine native (compiles on the fly)" "$HODU" run "$MODEL" --engine native -i "$IN=$T/x.npy" -f npy -o "$T/out_native"
+check "hodu run (reference)" "$HODU" run "$MODEL" --engine interp -i "$IN=$T/x.npy" -f npy -o "$T/out_ref"
+check "outputs agree (exe, .so, native, interp)" /usr/bin/python3 - "$T" <<'EOF'
+import sys, os, numpy as np
+t = sys.argv[1]
+ref = {f: np.load(os.path.join(t, "out_ref", f)) for f in os.listdir(os.path.join(t, "out_ref"))}
+assert ref
+for d in ("out_exe", "out_so", "out_native"):
+    for f, r in ref.items():
+        a = np.load(os.path.join(t, d, f))
+        assert a.shape == r.shape and np.allclose(a, r, rtol=1e-4, atol=1e-5), (d, f)
+EOF
+
+# 4. --weights file: a side file checked at create time.
+mkdir -p "$T/wf"
+check "build --weights file" "$HODU" build "$MODEL" -o "$T/wf/w.so" --weights file -q
+[ -s "$T/wf/w.so.weights" ] && pass "w.so.weights written" || bad "w.so.weights written"
+check "hodu run w.so (file weights)" "$HODU" run "$T/wf/w.so" -f npy -o "$T/out_wf" -i "$IN=$T/x.npy"
+check "file weights give the same outputs" bash -c "cmp '$T/out_wf/probs.npy' '$T/out_so/probs.npy' && cmp '$T/out_wf/res.npy' '$T/out_so/res.npy'"
+printf 'garbage' > "$T/wf/w.so.weights"
+if "$HODU" run "$T/wf/w.so" -i "$IN=$T/x.npy" >"$T/log" 2>&1; then
+  bad "corrupt weights rejected"
+else
+  grep -q "weights" "$T/log" && pass "corrupt weights rejected with a message" || { bad "corrupt weights message"; cat "$T/log"; }
+fi
+
+# 5. --standalone: libc and libm only.
+mkdir -p "$T/st"
+check "build --standalone" "$HODU" build "$MODEL" -o "$T/st/st.so" --standalone -q
+needed=$(readelf -d "$T/st/st.so" | grep NEEDED | grep -o '\[.*\]' | tr -d '[]' | sort | tr '\n' ' ')
+case "$needed" in
+  "libc.so.6 libm.so.6 "|"libc.so.6 ") pass "standalone needs only: $needed" ;;
+  *) bad "standalone needs: $needed" ;;
+esac
+grep -q "MODEL_STANDALONE 1" "$T/st/model.h" && pass "standalone header" || bad "standalone header"
+
+# 6. Errors are clear.
+if "$HODU" build "$MODEL" -o "$T/m.zip" >"$T/log" 2>&1; then bad "unknown format rejected"; else
+  grep -q "unknown output format" "$T/log" && pass "unknown format rejected" || bad "unknown format message"; fi
+if "$HODU" build "$ROOT/node/test_hardmax_axis_0/model.onnx" -o "$T/h.so" >"$T/log" 2>&1; then bad "unsupported op rejected"; else
+  grep -q "Hardmax.*not supported by the C compiler" "$T/log" && pass "unsupported op named" || { bad "unsupported op message"; cat "$T/log"; }; fi
+
+# 7. aarch64 under qemu.
+if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then
+  check "build --target aarch64-linux-gnu" "$HODU" build "$MODEL" -o "$T/m_arm" --target aarch64-linux-gnu -q
+  file "$T/m_arm" | grep -q aarch64 && pass "aarch64 ELF" || bad "aarch64 ELF"
+  check "run under qemu-aarch64" qemu-aarch64 -L /usr/aarch64-linux-gnu "$T/m_arm" -i "$IN=$T/x.npy" -o "$T/out_arm"
+  check "aarch64 outputs agree" /usr/bin/python3 -c "
+import os, numpy as np
+t = '$T'
+for f in os.listdir(t + '/out_ref'):
+    a, r = np.load(t + '/out_arm/' + f), np.load(t + '/out_ref/' + f)
+    assert a.shape == r.shape and np.allclose(a, r, rtol=1e-4, atol=1e-5), f
+"
+else
+  echo "skip aarch64: install gcc-aarch64-linux-gnu and qemu-user"
+fi
+
+echo "aot_test: $fails failures"
+[ "$fails" -eq 0 ]

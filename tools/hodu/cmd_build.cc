@@ -1,0 +1,121 @@
+// hodu build MODEL -o OUT [-f FORMAT] [--target TRIPLE] [-O0..-O3] [--standalone]
+//                  [--weights embed|file] [--name PREFIX] [--shape NAME=1x3x224x224] [--dim N=V]
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+
+#include "commands.h"
+#include "compilers/c/toolchain.h"
+#include "core/error.h"
+#include "formats/model_io.h"
+
+namespace hodu::cli {
+namespace {
+
+struct BuildArgs {
+  std::string model, out, format, target, weights = "embed", name = "model", device = "cpu";
+  std::vector<std::string> shapes, dims;
+  int opt_level = 2;
+  bool standalone = false, quiet = false, keep_temp = false;
+};
+
+std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
+  std::vector<int64_t> dims;
+  size_t at = 0;
+  while (at <= text.size()) {
+    size_t x = text.find_first_of("x,", at);
+    std::string part = text.substr(at, x == std::string::npos ? std::string::npos : x - at);
+    char* end = nullptr;
+    long long v = std::strtoll(part.c_str(), &end, 10);
+    HODU_CHECK(!part.empty() && end && *end == '\0' && v >= 0, ErrorCode::InvalidArgument,
+               "{}: '{}' is not a shape like 1x3x224x224", what, text);
+    dims.push_back(v);
+    if (x == std::string::npos) break;
+    at = x + 1;
+  }
+  return dims;
+}
+
+int run_build(const BuildArgs& a) {
+  using namespace compilers::c;
+  auto start = std::chrono::steady_clock::now();
+  HODU_CHECK(a.device == "cpu", ErrorCode::Unsupported, "-d {}: hodu build compiles for cpu only (for now)", a.device);
+  BuildOptions o;
+  o.format = artifact_format(a.out, a.format);
+  o.target = a.target;
+  o.keep_temp = a.keep_temp;
+  o.codegen.name = a.name;
+  o.codegen.standalone = a.standalone;
+  HODU_CHECK(a.opt_level >= 0 && a.opt_level <= 3, ErrorCode::InvalidArgument, "-O{}: expected -O0 to -O3",
+             a.opt_level);
+  o.codegen.opt_level = a.opt_level;
+  HODU_CHECK(a.weights == "embed" || a.weights == "file", ErrorCode::InvalidArgument,
+             "--weights {}: expected embed or file", a.weights);
+  o.codegen.embed_weights = a.weights == "embed";
+  for (const auto& s : a.shapes) {
+    auto eq = s.rfind('=');
+    HODU_CHECK(eq != std::string::npos && eq > 0, ErrorCode::InvalidArgument,
+               "--shape {}: expected NAME=1x3x224x224", s);
+    o.codegen.input_shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s);
+  }
+  for (const auto& s : a.dims) {
+    auto eq = s.rfind('=');
+    HODU_CHECK(eq != std::string::npos && eq > 0, ErrorCode::InvalidArgument, "--dim {}: expected NAME=VALUE", s);
+    auto v = parse_dims(s.substr(eq + 1), "--dim " + s);
+    HODU_CHECK(v.size() == 1, ErrorCode::InvalidArgument, "--dim {}: expected one number", s);
+    o.codegen.dims[s.substr(0, eq)] = v[0];
+  }
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  if (!a.quiet)
+    o.progress = [&](const std::string& line) { std::fprintf(stderr, "[%6.2fs] %s\n", elapsed(), line.c_str()); };
+  if (!a.quiet) std::fprintf(stderr, "[%6.2fs] loading %s\n", elapsed(), a.model.c_str());
+  Model model = load_model(a.model);
+  auto r = build_model(model, a.out, o);
+  if (!a.quiet) {
+    for (const auto& f : r.files)
+      std::fprintf(stderr, "[%6.2fs] wrote %s (%.1f KiB)\n", elapsed(), f.c_str(),
+                   std::filesystem::file_size(f) / 1024.0);
+    if (!r.temp_dir.empty()) std::fprintf(stderr, "scratch folder kept: %s\n", r.temp_dir.c_str());
+    std::fprintf(stderr, "built %s (%s) in %.2f s (generate %.2f s, compile %.2f s)\n", a.out.c_str(),
+                 artifact_format_name(o.format), elapsed(), r.generate_seconds, r.compile_seconds);
+  }
+  return 0;
+}
+
+}  // namespace
+
+CommandFn add_build_command(CLI::App& app) {
+  auto a = std::make_shared<BuildArgs>();
+  app.footer(R"(Formats (from -f or the extension of OUT):
+  .c    C source, plus <name>.h and OUT.weights beside it (compile with: cc -c OUT.c in that folder)
+  .o    object file        .so  shared library      .a  static library
+  (none) executable: OUT -i NAME=x.npy -o DIR writes DIR/<output>.npy
+  .s    assembly           .ll  LLVM IR (clang)     .bc LLVM bitcode (clang)
+Libraries come with <name>.h beside them: the C API (create/run/destroy with DLPack tensors).
+Weights: --weights embed puts them in the artifact (.incbin; .c/.s/.ll/.bc read OUT.weights when
+assembled); --weights file leaves OUT.weights, loaded at create time.
+Optimization: -O0 plain code, no buffer sharing; -O1 fused elementwise loops + memory reuse;
+-O2 (default) also folds BatchNorm into Conv and activations into Conv/Gemm/MatMul; -O3 also -funroll-loops and -march=native (host builds: fastest, runs only on CPUs like this one).
+Symbolic input dims must be bound at build time: --shape input=1x3x224x224 or --dim batch=1.
+--standalone: the artifact needs only libc and libm and never allocates while running
+(create it in your own memory with <name>_create_in). Kernels are hodu's portable C kernels in
+both modes for now.
+Cross builds: --target aarch64-linux-gnu uses aarch64-linux-gnu-gcc (Debian gcc-aarch64-linux-gnu).
+See docs/aot.md.)");
+  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
+  app.add_option("-o,--output", a->out, "output file; its extension picks the format")->required();
+  app.add_option("-f,--format", a->format, "output format: c, o, so, a, exe, s, ll, bc (default: from the extension)");
+  app.add_option("-d,--device", a->device, "device to compile for: cpu")->capture_default_str();
+  app.add_option("--target", a->target, "GNU target triple to cross-compile for (e.g. aarch64-linux-gnu)");
+  app.add_option("-O", a->opt_level, "optimization level -O0..-O3 (see below)")->capture_default_str();
+  app.add_flag("--standalone", a->standalone, "artifact needs only libc/libm; no allocation while running");
+  app.add_option("--weights", a->weights, "embed (in the artifact) or file (OUT.weights beside it)")->capture_default_str();
+  app.add_option("--name", a->name, "prefix of the C API and header name (<name>.h)")->capture_default_str();
+  app.add_option("--shape", a->shapes, "bind an input's shape: NAME=1x3x224x224; repeatable");
+  app.add_option("--dim", a->dims, "bind a symbolic dim: NAME=VALUE; repeatable");
+  app.add_flag("-q,--quiet", a->quiet, "no progress lines");
+  app.add_flag("--keep-temp", a->keep_temp, "keep the scratch folder with the generated sources");
+  return [a] { return run_build(*a); };
+}
+
+}  // namespace hodu::cli
