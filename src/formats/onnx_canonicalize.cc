@@ -274,6 +274,69 @@ void prelu_per_channel(Canon& c, Graph& g, Node& n, Emit& e) {
   n.inputs[1] = s;
 }
 
+void scan8_batch(Canon& c, Graph& g, Node& n, Emit& e) {
+  // Scan-8 had a leading sequence_lens input and a batch axis 0 on every state
+  // and scan tensor; Scan-9 has neither. With no sequence_lens and a static
+  // batch B it is B Scan-9s over the batch entries, their outputs stacked back.
+  // (Otherwise the node stays in its opset-8 form, which the interpreter also
+  // runs and the exporter refuses with a clear message.)
+  const Attribute* body = n.attr("body");
+  if (!body || !body->g || n.inputs.size() != body->g->inputs.size() + 1) return;
+  if (const Attribute* d = n.attr("directions")) {  // today's name, kept if the node stays in its 8 form
+    Attribute renamed = *d;
+    renamed.name = "scan_input_directions";
+    n.remove_attr("directions");
+    n.set_attr(std::move(renamed));
+  }
+  if (n.has_input(0)) return;
+  std::optional<int64_t> batch;
+  for (size_t i = 1; i < n.inputs.size() && !batch; ++i)
+    if (auto t = c.type_of(n.inputs[i]); t && t->is_tensor() && t->shape.rank_known() && t->shape.rank() > 0 &&
+                                           t->shape[0].is_known())
+      batch = t->shape[0].value;
+    else if (const Tensor* k = c.constant(n.inputs[i]); k && k->rank() > 0)
+      batch = k->shape()[0];
+  if (!batch || *batch < 1) return;
+  std::vector<int64_t> directions = n.get_ints("scan_input_directions", {});
+  std::string base = base_name(n);
+  std::string axis0 = c.ints_const(g, base + "_batch_axis", {0});
+  std::vector<std::vector<std::string>> per_batch_outputs(n.outputs.size());
+  for (int64_t b = 0; b < *batch; ++b) {
+    Node scan = c.make("Scan", base + "_b" + std::to_string(b), {}, {});
+    scan.attributes = n.attributes;
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      std::string x = n.inputs[i];
+      if (*batch > 1) {
+        std::string sliced = c.fresh(x + "_b" + std::to_string(b) + "_slice");
+        e.before.push_back(c.make("Slice", base + "_slice", {x, c.ints_const(g, base + "_start", {b}),
+                                                             c.ints_const(g, base + "_end", {b + 1}), axis0},
+                                  {sliced}));
+        x = sliced;
+      }
+      std::string squeezed = c.fresh(n.inputs[i] + "_b" + std::to_string(b));
+      e.before.push_back(c.make("Squeeze", base + "_squeeze", {x, axis0}, {squeezed}));
+      scan.inputs.push_back(squeezed);
+    }
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      std::string y = n.outputs[o].empty() ? c.fresh(base + "_unused") : c.fresh(n.outputs[o] + "_b" + std::to_string(b));
+      scan.outputs.push_back(y);
+      if (n.outputs[o].empty()) continue;
+      std::string stacked = *batch == 1 ? n.outputs[o] : c.fresh(y + "_unsqueezed");
+      e.after.push_back(c.make("Unsqueeze", base + "_unsqueeze", {y, axis0}, {stacked}));
+      per_batch_outputs[o].push_back(stacked);
+    }
+    e.before.push_back(std::move(scan));
+  }
+  if (*batch > 1)
+    for (size_t o = 0; o < n.outputs.size(); ++o) {
+      if (n.outputs[o].empty()) continue;
+      Node cat = c.make("Concat", base + "_stack", per_batch_outputs[o], {n.outputs[o]});
+      cat.set_attr(Attribute::make_int("axis", 0));
+      e.after.push_back(std::move(cat));
+    }
+  e.drop = true;
+}
+
 void gemm_attrs(Canon&, Graph&, Node& n, Emit&) {
   // Gemm < 7 had `broadcast` for C; C broadcasts unidirectionally since.
   n.remove_attr("broadcast");
@@ -510,6 +573,7 @@ const std::vector<Rule>& rules() {
       {"ConstantFill", 1, 1 << 30, "experimental op, removed: ConstantOfShape", constant_fill},
       {"ImageScaler", 1, 1 << 30, "experimental op, removed: Mul + Add", image_scaler},
       {"DFT", 17, 20, "axis became an input (default -2) in 20", dft_axis},
+      {"Scan", 8, 9, "Scan-8 had a batch axis and a sequence_lens input; 9 has neither", scan8_batch},
       {"GridSample", 16, 20, "modes renamed bilinear→linear, bicubic→cubic in 20", grid_sample_modes},
       {"GroupNormalization", 18, 21, "scale/bias per channel instead of per group in 21", group_norm_scale},
   };

@@ -38,10 +38,7 @@ for _s in onnx.defs.get_all_schemas_with_history():
 CHECKER_MAX_OPSET = CHECKER_MAX["ai.onnx"]
 # Models hodu refuses to export, with the reason it gives; anything else that
 # fails to export is a failure.
-KNOWN_EXPORT_LIMITS = {
-    "node/test_scan_sum": "Scan in its opset-8 form (batch axis, sequence_lens) has no equivalent at opset 13+, "
-                          "the lowest hodu writes",
-}
+KNOWN_EXPORT_LIMITS = {}
 # Exports the checker rejects because of bugs in Debian's onnx 1.12 that newer
 # onnx fixed; ONNX Runtime's own check still runs on them below.
 KNOWN_CHECKER_BUGS = {

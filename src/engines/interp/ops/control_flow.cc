@@ -103,7 +103,8 @@ void scan8_kernel(KernelContext& ctx, const Graph& body) {
   int64_t n = total - m;
   int64_t k = static_cast<int64_t>(body.outputs.size()) - n;
   if (k < 0) ctx.fail(ErrorCode::InvalidModel, "the body has fewer outputs than state variables");
-  auto dirs = ctx.node.get_ints("directions", std::vector<int64_t>(m, 0));
+  // The importer renames Scan-8's `directions` to today's scan_input_directions.
+  auto dirs = ctx.node.get_ints("scan_input_directions", ctx.node.get_ints("directions", std::vector<int64_t>(m, 0)));
   if (static_cast<int64_t>(dirs.size()) != m) ctx.fail(ErrorCode::InvalidModel, "directions has the wrong length");
   std::vector<Tensor> states, xs;
   int64_t batch = -1, len = -1;
@@ -178,7 +179,7 @@ void scan_kernel(KernelContext& ctx) {
   int64_t m = ctx.node.get_int("num_scan_inputs", -1);
   int64_t total = static_cast<int64_t>(ctx.num_inputs());
   if (static_cast<int64_t>(body.inputs.size()) + 1 == total && !ctx.node.has_attr("scan_input_axes") &&
-      !ctx.node.has_attr("scan_input_directions") && !ctx.node.has_attr("scan_output_axes"))
+      !ctx.node.has_attr("scan_output_axes"))
     return scan8_kernel(ctx, body);
   if (m < 1 || m > total) ctx.fail(ErrorCode::InvalidModel, "num_scan_inputs {} is invalid for {} inputs", m, total);
   int64_t n = total - m;
