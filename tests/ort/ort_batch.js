@@ -9,6 +9,8 @@ const path = require('path');
 const ort = require('onnxruntime-node');
 const { readNpy, writeNpy } = require('./npy');
 
+ort.env.logLevel = 'fatal';  // expected refusals (old opsets, unsupported ops) are reported per job
+
 async function runJob(job) {
   const feeds = {};
   for (const [name, file] of Object.entries(job.feeds)) {
