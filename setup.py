@@ -1,7 +1,7 @@
 """Builds the _hodu extension with hodu's own CMake build (pyproject.toml has
-the metadata). `pip install .` runs this: it configures CMake in a temporary
-build folder (with the Python found by pip), builds the `_hodu` target
-and puts the module into the package."""
+the metadata). `pip install .` runs this: it configures CMake in build-pip/
+(with the Python pip runs), builds the `_hodu` target and puts the module into
+the package. HODU_CMAKE_BUILD_DIR=<build> reuses an existing build folder instead."""
 import os
 import shutil
 import subprocess
@@ -20,12 +20,19 @@ class CMakeExtension(Extension):
 
 class CMakeBuild(build_ext):
     def build_extension(self, ext):
-        build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
-        os.makedirs(build_dir, exist_ok=True)
-        generator = ["-G", "Ninja"] if shutil.which("ninja") else []
-        subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, *generator, "-DCMAKE_BUILD_TYPE=Release",
-                               "-DHODU_BUILD_PYTHON=ON", "-DHODU_BUILD_TESTS=ON",  # OFF breaks src/compilers/c today
-                               f"-DPython_EXECUTABLE={sys.executable}"])
+        # HODU_CMAKE_BUILD_DIR: reuse a configured hodu build folder (only _hodu is built there).
+        build_dir = os.environ.get("HODU_CMAKE_BUILD_DIR")
+        if build_dir:
+            build_dir = os.path.abspath(build_dir)
+            if not os.path.exists(os.path.join(build_dir, "CMakeCache.txt")):
+                raise RuntimeError(f"HODU_CMAKE_BUILD_DIR={build_dir} is not a configured CMake build folder")
+        else:
+            build_dir = os.path.abspath(os.path.join(self.build_temp, "cmake"))
+            os.makedirs(build_dir, exist_ok=True)
+            generator = ["-G", "Ninja"] if shutil.which("ninja") else []
+            subprocess.check_call(["cmake", "-S", ROOT, "-B", build_dir, *generator, "-DCMAKE_BUILD_TYPE=Release",
+                                   "-DHODU_BUILD_PYTHON=ON", "-DHODU_BUILD_TESTS=ON",  # OFF breaks src/compilers/c today
+                                   f"-DPython_EXECUTABLE={sys.executable}"])
         jobs = os.environ.get("CMAKE_BUILD_PARALLEL_LEVEL", str(min(os.cpu_count() or 1, 4)))
         subprocess.check_call(["cmake", "--build", build_dir, "--target", "_hodu", "--parallel", jobs])
         built_dir = os.path.join(build_dir, "python", "hodu")

@@ -8,6 +8,12 @@ const ortDir = path.join(__dirname, '..', 'tests', 'ort');
 const ort = require(path.join(ortDir, 'node_modules', 'onnxruntime-node'));
 const { readNpy, writeNpy } = require(path.join(ortDir, 'npy'));
 
+// Peak resident memory of this process (VmHWM; maxRSS would include the parent's over fork + exec).
+function peakRssMb() {
+  const m = /VmHWM:\s+(\d+) kB/.exec(fs.readFileSync('/proc/self/status', 'utf8'));
+  return m ? Number(m[1]) / 1024 : process.resourceUsage().maxRSS / 1024;
+}
+
 function percentile(sorted, p) {
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil(p * sorted.length) - 1));
   return sorted[i];
@@ -56,7 +62,7 @@ async function main() {
   console.log(JSON.stringify({
     engine: 'onnxruntime', threads, load_ms: loadMs, first_run_ms: firstMs, median_ms: percentile(sorted, 0.5),
     p90_ms: percentile(sorted, 0.9), min_ms: sorted[0], mean_ms: times.reduce((a, b) => a + b, 0) / times.length,
-    iters, warmup, peak_rss_mb: process.resourceUsage().maxRSS / 1024,
+    iters, warmup, peak_rss_mb: peakRssMb(),
   }));
 }
 

@@ -9,10 +9,14 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-onnx
   python3-torch python3-pip python3-venv python3-setuptools python3-wheel  # Python SDK: DLPack tests, pip install .
-  graphviz valgrind nodejs npm
+  graphviz valgrind
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev python3-pil
   clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # hodu build: .ll/.bc, aarch64 cross builds
 )
+# Node.js runs ONNX Runtime (onnxruntime-node). Some machines carry a Node.js
+# build that bundles npm; Debian's separate npm package conflicts with it.
+command -v node >/dev/null || packages+=(nodejs)
+command -v npm >/dev/null || packages+=(npm)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -161,3 +161,50 @@ def test_run_dlpack_with_torch(add_model):
     # A strided view is packed before the run (as a non-contiguous numpy array is).
     xt = torch.arange(6, dtype=torch.float32).reshape(3, 2).t()
     np.testing.assert_array_equal(s.run(None, {"x": xt, "y": y})[0], (xt + y).numpy())
+
+
+def _fake_cuda_capsule(deleted):
+    """A DLPack capsule (DLPack 0.6 ABI) that claims to live on cuda:0, built with ctypes."""
+    import ctypes
+
+    class DLDevice(ctypes.Structure):
+        _fields_ = [("device_type", ctypes.c_int), ("device_id", ctypes.c_int)]
+
+    class DLDataType(ctypes.Structure):
+        _fields_ = [("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16)]
+
+    class DLTensor(ctypes.Structure):
+        _fields_ = [("data", ctypes.c_void_p), ("device", DLDevice), ("ndim", ctypes.c_int), ("dtype", DLDataType),
+                    ("shape", ctypes.POINTER(ctypes.c_int64)), ("strides", ctypes.POINTER(ctypes.c_int64)),
+                    ("byte_offset", ctypes.c_uint64)]
+
+    deleter_type = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+    class DLManagedTensor(ctypes.Structure):
+        _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", deleter_type)]
+
+    buf = (ctypes.c_float * 6)()
+    shape = (ctypes.c_int64 * 2)(2, 3)
+    deleter = deleter_type(lambda _: deleted.append(1))
+    managed = DLManagedTensor(DLTensor(ctypes.cast(buf, ctypes.c_void_p), DLDevice(2, 0), 2, DLDataType(2, 32, 1),
+                                       shape, None, 0), None, deleter)
+    keep = (buf, shape, deleter, managed)
+    new_capsule = ctypes.pythonapi.PyCapsule_New
+    new_capsule.restype, new_capsule.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+    return new_capsule(ctypes.addressof(managed), b"dltensor", None), keep
+
+
+def test_feed_on_the_wrong_device(add_model):
+    deleted = []
+    capsule, keep = _fake_cuda_capsule(deleted)
+    t = hodu.from_dlpack(capsule)
+    assert t.device == "cuda:0" and t.__dlpack_device__() == (2, 0)
+    s = hodu.InferenceSession(add_model)
+    with pytest.raises(hodu.InvalidArgumentError, match="input 'x' is on cuda:0 but the session runs on cpu"):
+        s.run(None, {"x": t, "y": np.ones((2, 3), np.float32)})
+    with pytest.raises(hodu.InvalidArgumentError, match="cannot become a numpy array"):
+        t.numpy()
+    assert deleted == []
+    del t
+    gc.collect()
+    assert deleted == [1]  # the producer's deleter ran exactly once, when hodu let go

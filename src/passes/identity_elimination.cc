@@ -5,12 +5,12 @@
 namespace hodu::passes {
 namespace {
 
-bool is_identity(const Graph& g, const Node& n) {
+bool is_identity(const Graph& g, const Node& n, const std::map<std::string, int>& uses) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
   if (n.op_type == "Identity") return n.has_input(0);
   if (n.op_type == "Dropout") {
     // Inference mode (no training_mode input, or a constant false) and the mask unused.
-    if (n.has_output(1)) return false;
+    if (n.has_output(1) && uses.count(n.outputs[1])) return false;
     if (n.has_input(2)) {
       auto t = scalar_constant(g, n.inputs[2]);
       if (!t || *t != 0) return false;
@@ -30,9 +30,10 @@ bool is_identity(const Graph& g, const Node& n) {
 bool eliminate_identities(Graph& g) {
   bool changed = false;
   std::set<size_t> removed;
+  const auto uses = use_counts(g);  // only a Dropout's mask is looked up: no pass below changes its uses
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
-    if (!is_identity(g, n)) continue;
+    if (!is_identity(g, n, uses)) continue;
     const std::string in = n.inputs[0];
     const std::string out = n.outputs[0];
     if (is_graph_output(g, out)) {
@@ -46,6 +47,7 @@ bool eliminate_identities(Graph& g) {
     } else {
       replace_uses(g, out, in);
     }
+    if (n.outputs.size() > 1 && n.has_output(1)) g.value_types.erase(n.outputs[1]);  // an unused Dropout mask
     removed.insert(k);
     changed = true;
   }

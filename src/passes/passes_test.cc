@@ -162,6 +162,23 @@ TEST(Identities, RemovesIdentityDropoutAndSameTypeCast) {
   expect_close(run(b.m, feeds), run(before, feeds), 0);
 }
 
+TEST(Identities, DropoutWithUnusedMaskIsRemovedUsedMaskKept) {
+  Builder b;
+  b.input("x", {4});
+  b.node("Dropout", {"x"}, {"d", "unused_mask"}, {Attribute::make_float("ratio", 0.5f)});
+  b.node("Relu", {"d"}, {"r"});
+  b.node("Dropout", {"r"}, {"e", "mask"}, {Attribute::make_float("ratio", 0.5f)});
+  b.output("e");
+  b.output("mask");
+  b.finish();
+  EXPECT_TRUE(eliminate_identities(b.g));
+  ASSERT_EQ(b.g.nodes.size(), 2u);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(b.g.nodes[1].op_type, "Dropout");  // its mask is a graph output
+  EXPECT_FALSE(b.g.type_of("unused_mask"));
+}
+
 TEST(Cse, MergesEqualNodesOnly) {
   Builder b;
   b.input("x", {3});

@@ -75,6 +75,7 @@ case "$needed" in
   "libc.so.6 libm.so.6 "|"libc.so.6 ") pass "standalone needs only: $needed" ;;
   *) bad "standalone needs: $needed" ;;
 esac
+check "standalone run path makes no allocation" bash -c "cc -std=gnu11 -DCOUNT_MALLOC -I'$T/st' '$SRC/tests/aot/api_test.c' '$T/st/st.so' -Wl,-rpath,'$T/st' -lpthread -o '$T/st/api' && '$T/st/api' 1 | grep -q 'no allocation'"
 grep -q "MODEL_STANDALONE 1" "$T/st/model.h" && pass "standalone header" || bad "standalone header"
 
 # 6. Errors are clear.
@@ -82,6 +83,22 @@ if "$HODU" build "$MODEL" -o "$T/m.zip" >"$T/log" 2>&1; then bad "unknown format
   grep -q "unknown output format" "$T/log" && pass "unknown format rejected" || bad "unknown format message"; fi
 if "$HODU" build "$ROOT/node/test_hardmax_axis_0/model.onnx" -o "$T/h.so" >"$T/log" 2>&1; then bad "unsupported op rejected"; else
   grep -q "Hardmax.*not supported by the C compiler" "$T/log" && pass "unsupported op named" || { bad "unsupported op message"; cat "$T/log"; }; fi
+
+# 6b. --name sets the API prefix and header; symbolic dims must be bound.
+mkdir -p "$T/named"
+check "build --name net" "$HODU" build "$MODEL" -o "$T/named/net.o" --name net -q
+grep -q "int net_run(net_t\* m" "$T/named/net.h" && pass "net.h declares net_run" || bad "net.h declares net_run"
+nm "$T/named/net.o" | grep -q " T net_create$" && pass "net.o defines net_create" || bad "net.o defines net_create"
+/usr/bin/python3 - "$MODEL" "$T/sym.onnx" <<'EOF2'
+import sys, onnx
+m = onnx.load(sys.argv[1])
+m.graph.input[0].type.tensor_type.shape.dim[0].dim_param = "batch"
+onnx.save(m, sys.argv[2])
+EOF2
+if "$HODU" build "$T/sym.onnx" -o "$T/sym.so" -q >"$T/log" 2>&1; then bad "symbolic dims need binding"; else
+  grep -q "give --dim batch=N" "$T/log" && pass "symbolic dims: clear message" || { bad "symbolic dims message"; cat "$T/log"; }; fi
+check "build --dim batch=1" "$HODU" build "$T/sym.onnx" -o "$T/sym.so" --dim batch=1 -q
+check "build --shape x=1x3x16x16" "$HODU" build "$T/sym.onnx" -o "$T/sym2.so" --shape x=1x3x16x16 -q
 
 # 7. aarch64 under qemu.
 if command -v aarch64-linux-gnu-gcc >/dev/null && command -v qemu-aarch64 >/dev/null; then

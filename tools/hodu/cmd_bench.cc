@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
 #include <random>
 
 #include "commands.h"
@@ -79,6 +80,18 @@ Tensor synthesize(const Value& in, const std::vector<int64_t>& shape, std::mt199
     for (int64_t i = 0; i < n; ++i) t.set_double(i, static_cast<double>(rng() % 10));
   }
   return t;
+}
+
+// This process's peak resident memory (VmHWM). Not getrusage's ru_maxrss: Linux carries the
+// parent's high-water mark over fork + exec, so a small child would report its parent's peak.
+double peak_rss_megabytes() {
+  std::ifstream f("/proc/self/status");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
+  struct rusage ru {};
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
 }
 
 double percentile(std::vector<double> v, double p) {
@@ -151,9 +164,7 @@ int run_bench(const BenchArgs& a) {
   double mean = 0;
   for (double t : times) mean += t;
   mean /= times.size();
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  double peak_rss_mb = ru.ru_maxrss / 1024.0;
+  double peak_rss_mb = peak_rss_megabytes();
   double median = percentile(times, 0.5), p90 = percentile(times, 0.9),
          mn = *std::min_element(times.begin(), times.end());
   if (a.json) {

@@ -175,7 +175,7 @@ std::string Codegen::table(const std::vector<int64_t>& v) {
   std::string name = fmt::format("T{}", table_count++);
   std::string body;
   for (size_t i = 0; i < v.size(); ++i) body += fmt::format("{}{}{}", i ? ", " : "", v[i], v[i] < -2147483647 ? "LL" : "");
-  if (v.empty()) body = "0";
+  if (v.empty()) body.assign(1, '0');
   tables += fmt::format("static const int64_t {}[] = {{{}}};\n", name, body);
   return name;
 }
@@ -184,7 +184,7 @@ std::string Codegen::float_table(const std::vector<float>& v) {
   std::string name = fmt::format("T{}", table_count++);
   std::string body;
   for (size_t i = 0; i < v.size(); ++i) body += fmt::format("{}{}", i ? ", " : "", c_float(v[i]));
-  if (v.empty()) body = "0";
+  if (v.empty()) body.assign(1, '0');
   tables += fmt::format("static const float {}[] = {{{}}};\n", name, body);
   return name;
 }

@@ -195,6 +195,9 @@ void emit_resize(Codegen& cg, const Node& n) {
   HODU_CHECK(ctm != "tf_crop_and_resize" && n.get_int("antialias", 0) == 0 && n.get_ints("axes").empty() &&
                  n.get_string("keep_aspect_ratio_policy", "stretch") == "stretch",
              ErrorCode::Unsupported, "{}: tf_crop_and_resize, antialias, axes and keep_aspect_ratio_policy", n.describe());
+  for (size_t i = 1; i < 4; ++i)
+    HODU_CHECK(!n.has_input(i) || cg.is_constant(n.inputs[i]), ErrorCode::Unsupported,
+               "{}: compiled code needs input {} ('{}') to be a constant", n.describe(), i, n.inputs[i]);
   std::vector<double> scale(r, 1.0);
   if (n.has_input(2) && cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).numel() > 0) {
     auto sc = cg.constant(n.inputs[2]).to_doubles();
@@ -348,6 +351,10 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   if (is_view_op(n)) {
     HODU_CHECK(n.outputs.size() == 1 || !n.has_output(1), ErrorCode::Unsupported,
                "{}: the mask output is not supported by compiled code", n.describe());
+    // Dropout is the identity at inference only (training_mode absent or constant false).
+    if (n.op_type == "Dropout" && n.has_input(2))
+      HODU_CHECK(cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).get_double(0) == 0, ErrorCode::Unsupported,
+                 "{}: training-mode Dropout is not supported by compiled code", n.describe());
     cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
   } else if (op == "Transpose") emit_transpose(cg, n);
   else if (op == "Slice") emit_slice(cg, n);

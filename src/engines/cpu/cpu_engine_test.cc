@@ -223,6 +223,24 @@ TEST(CpuEngine, OpsWithoutCpuKernelFallBackToInterpreter) {
   EXPECT_EQ(plan.fallback_count(), 2);  // CumSum and Erf
 }
 
+// An interpreter kernel may return its input itself (inference Dropout does); that input
+// lives in the arena, whose bytes a later step reuses once the input is dead.
+TEST(CpuEngine, FallbackOutputThatIsItsInputSurvivesArenaReuse) {
+  Builder b;
+  b.input("x", Shape({Dim(64), Dim(64)}));
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Dropout", {"a"}, {"d", "mask"});  // the mask is a graph output, so the Dropout stays
+  b.node("Exp", {"d"}, {"e"});              // may take the dead `a`'s bytes
+  b.node("Add", {"e", "d"}, {"y"});
+  b.output("y");
+  b.output("mask");
+  Model m = b.finish();
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({64, 64}, 7))}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {64, 64}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 1);  // the Dropout
+}
+
 TEST(CpuEngine, SliceTransposeConcatGatherMatchInterpreter) {
   Builder b;
   b.input("x", Shape({Dim(2), Dim(6), Dim(5)}));

@@ -90,7 +90,11 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     w_user = dnnl::memory::desc(wdims, dt::f32, spatial == 1 ? tag::oiw : spatial == 2 ? tag::oihw : tag::oidhw);
   }
   bool blocked = b.blocked_layouts();
-  dnnl::memory::desc src_md = blocked ? dnnl::memory::desc(to_dims(xs), dt::f32, tag::any) : plain_md(xs);
+  // A plain input with few channels (the image into the first conv) is read as it is: oneDNN
+  // has direct kernels for it, and reordering it to a channel-blocked layout costs more than the conv.
+  const Slot& xslot = b.at(b.slot(n.inputs[0]));
+  bool plain_src = !blocked || (!xslot.blocked && xs[1] <= 4);
+  dnnl::memory::desc src_md = plain_src ? plain_md(xs) : dnnl::memory::desc(to_dims(xs), dt::f32, tag::any);
   dnnl::memory::desc dst_md = blocked ? dnnl::memory::desc(to_dims(ys), dt::f32, tag::any) : plain_md(ys);
   dnnl::memory::desc w_md(w_any_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({ys[1]}, dt::f32, tag::x);

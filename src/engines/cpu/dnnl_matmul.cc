@@ -96,10 +96,23 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     if (!bias_vector && beta != 1.0f) return false;
   }
 
+  // B shared by every batch (2-D weights) and A row-major: fold A's batch dims into M, one
+  // [batch·M, K] × [K, N] product instead of `batch` small ones ([197, 1, 768] in ViT is 197 GEMVs).
+  bool b_broadcast = true;
+  for (size_t i = 0; i + 2 < r; ++i) b_broadcast &= bs[i] == 1;
+  if (r > 2 && b_broadcast && !ta && (addend.empty() || bias_vector)) {
+    int64_t rows = shape_numel(as) / as[r - 1];
+    as = {rows, as[r - 1]};
+    bs = {bs[r - 2], bs[r - 1]};
+    r = 2;
+  }
   dnnl::memory::desc a_md = view_md(as, ta);
   dnnl::memory::desc b_user = view_md(bs, tb);
+  std::vector<int64_t> y2 = ys;
+  if (r == 2 && ys.size() > 2) y2 = {shape_numel(ys) / ys.back(), ys.back()};
+  bl = logical(bs, tb);
   dnnl::memory::desc b_md = bconst ? dnnl::memory::desc(to_dims(bl), dt::f32, tag::any) : b_user;
-  dnnl::memory::desc y_md = plain_md(ys);
+  dnnl::memory::desc y_md = plain_md(y2);
   std::vector<int64_t> bias_shape(r, 1);
   bias_shape[r - 1] = ncols;
   dnnl::memory::desc bias_md = plain_md(bias_shape);

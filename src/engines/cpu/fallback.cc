@@ -7,6 +7,18 @@
 namespace hodu::cpu {
 namespace {
 
+// A kernel may hand back its input (Identity, inference Dropout, SequenceConstruct) or a view of
+// it; when that lives in the arena, later steps reuse the bytes, so the output gets its own copy.
+void own_arena_tensors(RuntimeValue& v, const Storage* arena) {
+  auto own = [&](Tensor& t) {
+    if (arena && t.storage().get() == arena) t = t.clone();
+  };
+  own(v.tensor);
+  for (auto& t : v.sequence) own(t);
+  own(v.map_keys);
+  own(v.map_values);
+}
+
 class FallbackStep : public Step {
  public:
   FallbackStep(const Node& node, interp::KernelFn fn, const Graph& graph, uint64_t seed)
@@ -37,7 +49,8 @@ class FallbackStep : public Step {
       RuntimeValue& v = ctx.outputs[i];
       if (v.is_none()) fail(ErrorCode::Internal, "{}: kernel did not produce output {}", node_.describe(), i);
       if (v.is_tensor() && v.tensor.dtype() != DType::String && !v.tensor.is_contiguous())
-        v = RuntimeValue(v.tensor.contiguous());
+        v.tensor = v.tensor.contiguous();
+      own_arena_tensors(v, rs.arena);
       rs.slots[writes[w++]].value = std::move(v);
     }
   }

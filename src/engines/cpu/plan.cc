@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "runtime/dispatcher.h"
+#include "runtime/profiler.h"
 
 namespace hodu::cpu {
 namespace {
@@ -157,7 +158,10 @@ int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& m
   return id;
 }
 
-void PlanBuilder::add(std::unique_ptr<Step> step) { plan_.steps_.push_back(std::move(step)); }
+void PlanBuilder::add(std::unique_ptr<Step> step) {
+  step->node = current_;
+  plan_.steps_.push_back(std::move(step));
+}
 
 dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
   return dnnl::memory(md, rs.engine, rs.slots[slot].data());
@@ -206,6 +210,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,     make_attention,
                                      make_normalization, make_data_movement, make_elementwise};
   for (const auto& n : g.nodes) {
+    b.current_ = &n;
     bool done = false;
     bool reference = options_.dispatcher &&
                      options_.dispatcher->choose(n, dispatch_dtype(g, n), "cpu").kernel == "reference";
@@ -224,6 +229,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                      reference ? "chosen by the policy" : "no cpu kernel for these types/attributes");
     }
   }
+  b.current_ = nullptr;
   for (const auto& o : g.outputs) {
     int s = b.plain(o.name);
     if (slots_[s].kind == Slot::Kind::Arena) slots_[s].kind = Slot::Kind::Output;
@@ -315,12 +321,29 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
     if (s.kind == Slot::Kind::Output && s.value.tensor.storage().use_count() > 1)
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
   }
-  RunState rs{slots_, options_.threads, engine_, stream, interp_};
+  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get()};
+  Profiler* profiler = Profiler::active();
   for (auto& step : steps_) {
+    double t0 = profiler ? profiler->now_us() : 0;
     try {
       step->run(rs);
     } catch (const dnnl::error& e) {
       fail(ErrorCode::Internal, "{}: oneDNN: {}", step->label, e.what());
+    }
+    if (profiler) {
+      stream.wait();
+      ProfileEvent e;
+      e.category = "Node";
+      bool reorder = step->label.rfind("reorder", 0) == 0;
+      e.op = reorder || !step->node ? "Reorder" : step->node->op_type;
+      e.node = step->node ? step->node->name : "";
+      e.name = (e.node.empty() ? e.op : e.node) + "_kernel_time";
+      e.engine = "cpu";
+      e.kernel = step->label.substr(step->label.rfind(": ") == std::string::npos ? 0 : step->label.rfind(": ") + 2);
+      e.ts_us = t0;
+      e.dur_us = profiler->now_us() - t0;
+      e.tid = profiler_thread_id();
+      profiler->add(std::move(e));
     }
   }
   stream.wait();

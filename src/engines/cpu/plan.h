@@ -54,6 +54,7 @@ struct RunState {
   dnnl::engine& engine;
   dnnl::stream& stream;
   const interp::Interpreter& interp;
+  const Storage* arena;  // the plan's activation arena, reused across steps
 };
 
 // One thing the plan does at run time: a node's kernel or a layout change.
@@ -63,6 +64,7 @@ class Step {
   virtual void run(RunState& rs) = 0;
   std::string label;  // "node 'conv1' (hodu.FusedConv): onednn"
   std::vector<int> reads, writes;
+  const Node* node = nullptr;  // the node being planned when the step was added (profiles)
 };
 
 struct PlanOptions {
@@ -127,6 +129,7 @@ class PlanBuilder {
 
  private:
   friend class Plan;
+  const Node* current_ = nullptr;
   Plan& plan_;
   const Graph& graph_;
   std::map<std::string, int> by_name_;

@@ -136,6 +136,7 @@ class NativeExecutable : public Executable {
     int nin = api_->num_inputs(), nout = api_->num_outputs();
     std::vector<Tensor> keep;
     std::vector<DLTensor> in(nin), out(nout);
+    keep.reserve(nin);  // DLTensors point into these: no reallocation
     for (int i = 0; i < nin; ++i) {
       std::string name = api_->input_name(i);
       auto it = inputs.find(name);
@@ -152,6 +153,7 @@ class NativeExecutable : public Executable {
       d.byte_offset = 0;
     }
     std::vector<RuntimeValue> results;
+    results.reserve(nout);
     for (int i = 0; i < nout; ++i) {
       const int64_t* s = api_->output_shape(i);
       std::vector<int64_t> shape(s, s + api_->output_ndim(i));
