@@ -9,6 +9,7 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "ir/verifier.h"
+#include "passes/graph_utils.h"
 #include "passes/passes.h"
 
 namespace hodu::passes {
@@ -247,6 +248,25 @@ TEST(TransposeFolding, ComposesAndRemovesIdentity) {
   expect_close(run(b.m, feeds), run(before, feeds), 0);
 }
 
+// [1, S, E] → [S, 1, E] moves only a dim of size 1: the data is unchanged, a Reshape (a view) does it.
+TEST(TransposeFolding, UnitDimTransposeBecomesReshape) {
+  Builder b;
+  b.input("x", {1, 3, 4});
+  b.node("Transpose", {"x"}, {"t"}, {Attribute::make_ints("perm", {1, 0, 2})});
+  b.node("Relu", {"t"}, {"r"});
+  b.node("Transpose", {"r"}, {"y"}, {Attribute::make_ints("perm", {2, 1, 0})});  // a real transpose stays
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(fold_transposes(b.g));
+  EXPECT_EQ(count_op(b.g, "Transpose"), 1);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Reshape");
+  EXPECT_EQ(constant_of(b.g, b.g.nodes[0].inputs[1])->to_int64s(), (std::vector<int64_t>{3, 1, 4}));
+  verify_model(b.m);
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 3, 4}, 3))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+}
+
 // ResNet block: Conv → BN → Add(residual) → Relu.
 Builder conv_block() {
   Builder b;
@@ -413,6 +433,41 @@ TEST(AttentionFusion, ScaledDotProductWithMask) {
   // O2 leaves attention unfused.
   Model o2 = optimize_and_compare(b.m, feeds, 2);
   EXPECT_EQ(count_op(o2.graph, "Attention"), 0);
+}
+
+// nn.MultiheadAttention as PyTorch exports it: rank-3 heads, Q scaled before the product, Kᵀ by one Transpose.
+TEST(AttentionFusion, Rank3WithScaledQuery) {
+  Builder b;
+  b.input("q3", {5, 2, 4});
+  b.input("k3", {5, 2, 4});
+  b.input("v3", {5, 2, 4});
+  b.scalar("c", 2.0f);
+  b.node("Transpose", {"q3"}, {"q"}, {Attribute::make_ints("perm", {1, 0, 2})});
+  b.node("Div", {"q", "c"}, {"qs"});
+  b.node("Transpose", {"k3"}, {"kt"}, {Attribute::make_ints("perm", {1, 2, 0})});
+  b.node("Transpose", {"v3"}, {"v"}, {Attribute::make_ints("perm", {1, 0, 2})});
+  b.node("MatMul", {"qs", "kt"}, {"s"});
+  b.node("Softmax", {"s"}, {"p"}, {Attribute::make_int("axis", -1)});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"q3", RuntimeValue(random_tensor({5, 2, 4}, 1))},
+                                               {"k3", RuntimeValue(random_tensor({5, 2, 4}, 2))},
+                                               {"v3", RuntimeValue(random_tensor({5, 2, 4}, 3))}};
+  Model opt = optimize_and_compare(b.m, feeds, 3);
+  EXPECT_EQ(count_op(opt.graph, "Attention"), 1);
+  EXPECT_EQ(count_op(opt.graph, "Div"), 0);
+  EXPECT_EQ(count_op(opt.graph, "Softmax"), 0);
+  EXPECT_EQ(count_op(opt.graph, "MatMul"), 0);
+  for (const auto& n : opt.graph.nodes) {
+    if (n.op_type == "Attention") {
+      EXPECT_FLOAT_EQ(n.get_float("scale", 0), 0.5f);
+      EXPECT_EQ(opt.graph.type_of(n.inputs[0])->shape.rank(), 4u);
+    }
+    // K's Transpose now produces K ([heads, seq, dim]), not Kᵀ.
+    if (n.op_type == "Transpose" && n.inputs[0] == "k3")
+      EXPECT_EQ(n.get_ints("perm"), (std::vector<int64_t>{1, 0, 2}));
+  }
 }
 
 TEST(Optimize, RecordsLevelAndRejectsBadLevel) {

@@ -1,4 +1,5 @@
-// Transpose folding: consecutive Transposes compose; identities vanish.
+// Transpose folding: consecutive Transposes compose; identities vanish; a
+// Transpose that only moves dims of size 1 is a Reshape (a view, no copy).
 #include <numeric>
 
 #include "passes/graph_utils.h"
@@ -19,6 +20,18 @@ std::optional<std::vector<int64_t>> perm_of(const Graph& g, const Node& n) {
 }
 
 bool is_transpose(const Node& n) { return n.op_type == "Transpose" && (n.domain.empty() || n.domain == "ai.onnx"); }
+
+// True when transposing `shape` by `perm` keeps the dims larger than 1 in their order.
+bool moves_only_unit_dims(const std::vector<int64_t>& shape, const std::vector<int64_t>& perm) {
+  int64_t last = -1;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= static_cast<int64_t>(shape.size())) return false;
+    if (shape[p] == 1) continue;
+    if (p < last) return false;
+    last = p;
+  }
+  return true;
+}
 
 }  // namespace
 
@@ -48,6 +61,19 @@ bool fold_transposes(Graph& g) {
     if (identity && !is_graph_output(g, n.outputs[0])) {
       replace_uses(g, n.outputs[0], n.inputs[0]);
       removed.insert(k);
+      changed = true;
+      continue;
+    }
+    auto shape = static_shape(g, n.inputs[0]);
+    if (!identity && shape && shape_numel(*shape) > 0 && moves_only_unit_dims(*shape, *p2)) {
+      std::vector<int64_t> out(p2->size());
+      for (size_t i = 0; i < out.size(); ++i) out[i] = (*shape)[(*p2)[i]];
+      std::string shape_name = n.outputs[0] + "/shape";
+      g.set_initializer(shape_name, Tensor::from_vector(DType::I64, {static_cast<int64_t>(out.size())}, out));
+      n.op_type = "Reshape";
+      n.domain.clear();
+      n.attributes.clear();
+      n.inputs = {n.inputs[0], shape_name};
       changed = true;
     }
   }

@@ -1,6 +1,8 @@
 #include "engines/cpu/dnnl_common.h"
 
+#include <cstdlib>
 #include <limits>
+#include <new>
 
 namespace hodu::cpu {
 
@@ -29,8 +31,12 @@ bool append_activation(dnnl::post_ops& po, const std::string& act, const std::ve
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
                              const dnnl::memory::desc& to) {
   PackedConstant p;
-  p.buffer = Tensor::empty(DType::U8, {static_cast<int64_t>(std::max<size_t>(to.get_size(), 1))});
-  p.mem = dnnl::memory(to, eng, p.buffer.raw_data());
+  // 64-byte aligned for the JIT kernels; aligned_alloc wants a multiple of the alignment.
+  size_t bytes = (std::max<size_t>(to.get_size(), 1) + 63) / 64 * 64;
+  void* raw = std::aligned_alloc(64, bytes);
+  if (!raw) throw std::bad_alloc();
+  p.buffer = std::shared_ptr<void>(raw, [](void* q) { std::free(q); });
+  p.mem = dnnl::memory(to, eng, raw);
   Tensor src = t.contiguous();
   dnnl::memory src_mem(from, eng, const_cast<void*>(src.raw_data()));
   dnnl::stream s(eng);

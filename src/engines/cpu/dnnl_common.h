@@ -2,6 +2,7 @@
 #pragma once
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,7 +21,7 @@ bool append_activation(dnnl::post_ops& po, const std::string& act, const std::ve
 
 // A constant reordered once, at plan time, into the layout a primitive wants.
 struct PackedConstant {
-  Tensor buffer;  // owns the bytes
+  std::shared_ptr<void> buffer;  // owns the bytes (not zeroed first: the reorder writes every one)
   dnnl::memory mem;
 };
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,

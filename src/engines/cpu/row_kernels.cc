@@ -7,11 +7,19 @@
 namespace hodu::cpu {
 namespace {
 
-// exp on [-87, 88] with a degree-6 polynomial: about 2 ulp, and written so that
-// GCC vectorizes the loops that call it (no libm call, no branches).
+// Reductions keep one partial result per lane and combine them at the end: without
+// -ffast-math GCC vectorizes a loop over independent lanes, never a serial float reduction.
+constexpr int64_t kLanes = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// exp on [-87, 88] with a degree-6 polynomial: about 2 ulp. Written with plain compares and
+// the 1.5·2²³ rounding trick (round to nearest, as nearbyint) so that no libm call is left
+// and GCC vectorizes the loops that call it.
 inline float fast_exp(float x) {
-  x = std::fmin(std::fmax(x, -87.0f), 88.0f);
-  float k = std::nearbyint(x * 1.44269504088896341f);
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  float k = (x * 1.44269504088896341f + kRound) - kRound;
   float r = x - k * 0.693359375f + k * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -26,45 +34,90 @@ inline float fast_exp(float x) {
   return p * scale;
 }
 
+inline float lanes_max(const float* m) {
+  float r = m[0];
+  for (int64_t l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+inline float lanes_sum(const float* s) {
+  float r = 0;
+  for (int64_t l = 0; l < kLanes; ++l) r += s[l];
+  return r;
+}
+
 }  // namespace
 
-__attribute__((target_clones("avx2,fma", "default")))
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void softmax_row(const float* x, const float* add, int64_t add_stride, float* y, int64_t n, int64_t masked_from) {
-  float mx = -std::numeric_limits<float>::infinity();
-  for (int64_t j = 0; j < n; ++j) {
-    float v = x[j] + (add ? add[j * add_stride] : 0.0f);
-    y[j] = j < masked_from ? v : -std::numeric_limits<float>::infinity();
-    mx = std::fmax(mx, y[j]);
+  const int64_t live = masked_from < n ? masked_from : n;
+  if (add && add_stride == 1) {
+    for (int64_t j = 0; j < live; ++j) y[j] = x[j] + add[j];
+  } else if (add && add_stride == 0) {
+    const float a = add[0];
+    for (int64_t j = 0; j < live; ++j) y[j] = x[j] + a;
+  } else if (add) {
+    for (int64_t j = 0; j < live; ++j) y[j] = x[j] + add[j * add_stride];
+  } else if (y != x) {
+    for (int64_t j = 0; j < live; ++j) y[j] = x[j];
   }
-  if (mx == -std::numeric_limits<float>::infinity()) {
+  float mlanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = kNegInf;
+  const int64_t body = live / kLanes * kLanes;
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = y[j + l] > mlanes[l] ? y[j + l] : mlanes[l];
+  float mx = lanes_max(mlanes);
+  for (int64_t j = body; j < live; ++j) mx = y[j] > mx ? y[j] : mx;
+  if (mx == kNegInf) {
     for (int64_t j = 0; j < n; ++j) y[j] = 0;  // a fully masked row
     return;
   }
-  float sum = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    float e = y[j] == -std::numeric_limits<float>::infinity() ? 0.0f : fast_exp(y[j] - mx);
+  // exp(-inf - mx) is 0 through the clamp at -87 only approximately: masked entries are zeroed.
+  float slanes[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float v = y[j + l];
+      float e = v == kNegInf ? 0.0f : fast_exp(v - mx);
+      y[j + l] = e;
+      slanes[l] += e;
+    }
+  float sum = lanes_sum(slanes);
+  for (int64_t j = body; j < live; ++j) {
+    float e = y[j] == kNegInf ? 0.0f : fast_exp(y[j] - mx);
     y[j] = e;
     sum += e;
   }
-  float inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < live; ++j) y[j] *= inv;
+  for (int64_t j = live; j < n; ++j) y[j] = 0;  // causally masked columns
 }
 
-__attribute__((target_clones("avx2,fma", "default")))
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps, bool rms) {
-  // Two passes in double-free float with a shifted mean keep the error small for n up to a few thousand.
+  // Two passes (mean, then the centred variance) keep the error small for n up to a few thousand.
+  const int64_t body = n / kLanes * kLanes;
   float mean = 0;
   if (!rms) {
-    for (int64_t j = 0; j < n; ++j) mean += x[j];
+    float s[kLanes] = {};
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) s[l] += x[j + l];
+    mean = lanes_sum(s);
+    for (int64_t j = body; j < n; ++j) mean += x[j];
     mean /= static_cast<float>(n);
   }
-  float var = 0;
-  for (int64_t j = 0; j < n; ++j) {
+  float v[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float d = x[j + l] - mean;
+      v[l] += d * d;
+    }
+  float var = lanes_sum(v);
+  for (int64_t j = body; j < n; ++j) {
     float d = x[j] - mean;
     var += d * d;
   }
   var /= static_cast<float>(n);
-  float inv = 1.0f / std::sqrt(var + eps);
+  const float inv = 1.0f / std::sqrt(var + eps);
   if (bias) {
     for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
   } else {
