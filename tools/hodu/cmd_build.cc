@@ -1,5 +1,6 @@
 // hodu build MODEL -o OUT [-f FORMAT] [--target TRIPLE] [-O0..-O3] [--standalone]
 //                  [--weights embed|file] [--name PREFIX] [--shape NAME=1x3x224x224] [--dim N=V]
+//                  [-p|--plugin NAME]
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -8,12 +9,14 @@
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
 #include "formats/model_io.h"
+#include "plugins/engine_choice.h"
 
 namespace hodu::cli {
 namespace {
 
 struct BuildArgs {
   std::string model, out, format, target, weights = "embed", name = "model", device = "cpu";
+  std::string plugin;  // -p: a compiler plugin builds it instead
   std::vector<std::string> shapes, dims;
   int opt_level = 2;
   bool standalone = false, quiet = false, keep_temp = false;
@@ -36,7 +39,37 @@ std::vector<int64_t> parse_dims(const std::string& text, const std::string& what
   return dims;
 }
 
+// -p NAME: the compiler plugin builds it; the model crosses as .hdss bytes and
+// the flags become the plugin's build options (docs/plugins.md).
+int run_plugin_build(const BuildArgs& a) {
+  auto compiler = plugins::find_compiler(plugins::PluginManager::instance(), a.plugin);
+  HODU_CHECK(compiler->info().supports(Device::parse(a.device)), ErrorCode::Unsupported,
+             "-d {}: compiler '{}' does not compile for it", a.device, compiler->name());
+  plugins::BuildRequest r;
+  r.format = a.format;
+  if (r.format.empty()) {
+    std::string ext = std::filesystem::path(a.out).extension().string();
+    r.format = ext.empty() ? "exe" : ext.substr(1);
+  }
+  r.target = a.target;
+  r.name = a.name;
+  r.opt_level = a.opt_level;
+  if (a.standalone) r.options.push_back("standalone=1");
+  if (a.weights != "embed") r.options.push_back("weights=" + a.weights);
+  r.input_shapes = a.shapes;
+  for (const auto& s : a.dims) r.options.push_back("dim." + s);
+  auto start = std::chrono::steady_clock::now();
+  std::string hdss = write_hdss(load_model(a.model));
+  compiler->build(hdss, r, a.out);
+  if (!a.quiet)
+    std::fprintf(stderr, "built %s (%s) with plugin %s %s in %.2f s\n", a.out.c_str(), r.format.c_str(),
+                 compiler->name().c_str(), compiler->info().version.c_str(),
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+  return 0;
+}
+
 int run_build(const BuildArgs& a) {
+  if (!a.plugin.empty()) return run_plugin_build(a);
   using namespace compilers::c;
   auto start = std::chrono::steady_clock::now();
   HODU_CHECK(a.device == "cpu", ErrorCode::Unsupported, "-d {}: hodu build compiles for cpu only (for now)", a.device);
@@ -115,6 +148,7 @@ See docs/aot.md.)");
   app.add_option("--dim", a->dims, "bind a symbolic dim: NAME=VALUE; repeatable");
   app.add_flag("-q,--quiet", a->quiet, "no progress lines");
   app.add_flag("--keep-temp", a->keep_temp, "keep the scratch folder with the generated sources");
+  app.add_option("-p,--plugin", a->plugin, "build with this compiler plugin (or pack), e.g. c (hodu plugin list)");
   return [a] { return run_build(*a); };
 }
 

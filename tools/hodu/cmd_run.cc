@@ -1,6 +1,9 @@
 // hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
 //               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
 //               [--policy P.json] [--profile TRACE.json] [-v] [-O0..-O3] [--dump-graph]
+//               [--compiler NAME | --compiler-plugin PATH] [--runtime NAME | --runtime-plugin PATH] [--pack NAME]
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -12,6 +15,8 @@
 #include "engines/native/native_engine.h"
 #include "ir/hoduscript.h"
 #include "passes/passes.h"
+#include "plugins/engine_choice.h"
+#include "plugins/hodu_config.h"
 #include "formats/tensor_io.h"
 #include "input_files.h"
 #include "runtime/log.h"
@@ -38,7 +43,40 @@ struct RunArgs {
   CLI::App* app = nullptr;
   int opt_level = -1;       // -O: passes applied before the engine (-1: the engine's default)
   bool dump_graph = false;  // print the optimized graph as HoduScript instead of running
+  // Plugins (docs/plugins.md): names, library paths, or a pack (compiler + runtime).
+  std::string compiler, runtime, compiler_plugin, runtime_plugin, pack;
 };
+
+// The engine for this run: from the flags, config.toml, or the best for the
+// device. Says which on stderr when a person is watching (a terminal) or at -v,
+// so scripts that merge stderr into their output see no change.
+void choose_engine(const RunArgs& a, SessionOptions& so) {
+  plugins::EngineRequest r;
+  r.engine = so.engine;
+  r.compiler = a.compiler;
+  r.runtime = a.runtime;
+  r.compiler_plugin = a.compiler_plugin;
+  r.runtime_plugin = a.runtime_plugin;
+  r.pack = a.pack;
+  r.device = so.device;
+  r.build.opt_level = a.opt_level >= 0 ? a.opt_level : 2;
+  bool uses_plugins = !(a.compiler.empty() && a.runtime.empty() && a.compiler_plugin.empty() &&
+                        a.runtime_plugin.empty() && a.pack.empty());
+  plugins::EngineChoice choice;
+  if (uses_plugins) {
+    auto& manager = plugins::PluginManager::instance();
+    for (const auto& e : manager.errors()) log_verbose("plugin not loaded: {}", e.message);
+    choice = plugins::choose_engine(r, manager);
+  } else {
+    // No plugin flag: no plugin is loaded at all (a plain run stays as fast as before).
+    plugins::PluginManager none({});
+    choice = plugins::choose_engine(r, none);
+  }
+  so.engine = choice.engine;
+  if (a.verbose || isatty(STDERR_FILENO))
+    std::fprintf(stderr, "Using: %s%s\n", choice.summary.c_str(), choice.auto_selected ? " (auto-selected)" : "");
+}
+
 
 // Every character outside [A-Za-z0-9._-] becomes '_'.
 std::string sanitize(const std::string& name) {
@@ -72,6 +110,11 @@ int run_run(const RunArgs& a) {
              "-f {} writes files: give an output folder with -o DIR", a.format);
   // A library built by `hodu build` runs on the native engine.
   if (native::is_native_library(a.model) && so.engine.empty()) so.engine = "native";
+  if (!a.app->count("--device") && a.policy.empty()) {
+    auto config = plugins::load_config();
+    if (!config.default_device.empty()) so.device = Device::parse(config.default_device);
+  }
+  if (a.policy.empty() && !a.dump_graph) choose_engine(a, so);
   std::unique_ptr<Session> session;
   if (native::is_native_library(a.model)) {
     session = Session::from_model(native::describe_library(a.model), so);
@@ -144,7 +187,7 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("-o,--output-dir", a->out_dir, "write each output to DIR/<name>.<format>");
   app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
   app.add_option("--threads", a->threads, "threads (default: physical cores)");
-  app.add_option("--engine", a->engine, "engine: interp (default: best for the device)");
+  app.add_option("--engine", a->engine, "built-in engine: cpu, interp, native (default: best for the device)");
   app.add_option("--seed", a->seed, "seed for random ops")->capture_default_str();
   app.add_option("--policy", a->policy, "policy JSON file: {\"execution\": {...}, \"kernels\": {...}}");
   app.add_option("--profile", a->profile, "write a chrome-trace profile here; per-op summary to stderr");
@@ -152,6 +195,13 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("-O,--opt-level", a->opt_level, "graph optimization level 0-3 (docs/passes.md; default: the engine's)")
       ->check(CLI::Range(0, 3));
   app.add_flag("--dump-graph", a->dump_graph, "print the optimized graph as HoduScript and exit");
+  app.add_option("--compiler", a->compiler, "compiler plugin (or pack) to build the model with (hodu plugin list)");
+  app.add_option("--runtime", a->runtime, "runtime plugin (or pack) to run the model or the compiled artifact");
+  app.add_option("--compiler-plugin", a->compiler_plugin, "compiler plugin library to load and use (.so)");
+  app.add_option("--runtime-plugin", a->runtime_plugin, "runtime plugin library to load and use (.so)");
+  app.add_option("--pack", a->pack, "compiler + runtime of one pack, e.g. c (= hodu-compiler-c + hodu-runtime-native)");
+  app.footer("Without --engine or a plugin flag, config.toml's default_engine or the best engine for the device runs "
+             "the model. Compiled artifacts are cached in $HODU_HOME/cache (docs/plugins.md).");
   a->app = &app;
   return [a] { return run_run(*a); };
 }

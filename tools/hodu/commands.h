@@ -14,5 +14,7 @@ CommandFn add_convert_command(CLI::App& app);
 CommandFn add_build_command(CLI::App& app);
 CommandFn add_devices_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
+CommandFn add_plugin_command(CLI::App& app);
+CommandFn add_install_command(CLI::App& app);
 
 }  // namespace hodu::cli

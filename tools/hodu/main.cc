@@ -26,6 +26,8 @@ int main(int argc, char** argv) {
   add("build", "compile a model ahead of time to C, .o, .so, .a, an executable, .s, .ll or .bc", hodu::cli::add_build_command);
   add("devices", "list the CPU and CUDA devices hodu can run on", hodu::cli::add_devices_command);
   add("bench", "time a model: load, first run, median/p90/min of steady runs, peak memory", hodu::cli::add_bench_command);
+  add("plugin", "list, describe, add and remove compiler and runtime plugins", hodu::cli::add_plugin_command);
+  add("install", "copy hodu (binary, headers, plugins, CMake package) under a prefix", hodu::cli::add_install_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
