@@ -1,4 +1,4 @@
-// hodu build MODEL -o OUT [-f FORMAT] [--target TRIPLE] [-O0..-O3] [--standalone]
+// hodu build MODEL -o OUT [-f FORMAT] [--target TRIPLE] [-O0..-O3] [--standalone] [--kernels onednn|portable]
 //                  [--weights embed|file] [--name PREFIX] [--shape NAME=1x3x224x224] [--dim N=V]
 //                  [-p|--plugin NAME]
 #include <chrono>
@@ -15,7 +15,7 @@ namespace hodu::cli {
 namespace {
 
 struct BuildArgs {
-  std::string model, out, format, target, weights = "embed", name = "model", device = "cpu";
+  std::string model, out, format, target, weights = "embed", name = "model", device = "cpu", kernels = "onednn";
   std::string plugin;  // -p: a compiler plugin builds it instead
   std::vector<std::string> shapes, dims;
   int opt_level = 2;
@@ -79,6 +79,9 @@ int run_build(const BuildArgs& a) {
   o.keep_temp = a.keep_temp;
   o.codegen.name = a.name;
   o.codegen.standalone = a.standalone;
+  HODU_CHECK(a.kernels == "onednn" || a.kernels == "portable", ErrorCode::InvalidArgument,
+             "--kernels {}: expected onednn or portable", a.kernels);
+  o.codegen.kernel_library = a.kernels == "onednn";
   HODU_CHECK(a.opt_level >= 0 && a.opt_level <= 3, ErrorCode::InvalidArgument, "-O{}: expected -O0 to -O3",
              a.opt_level);
   o.codegen.opt_level = a.opt_level;
@@ -131,8 +134,11 @@ Optimization: -O0 plain code, no buffer sharing; -O1 fused elementwise loops + m
 -O2 (default) also folds BatchNorm into Conv and activations into Conv/Gemm/MatMul; -O3 also -funroll-loops and -march=native (host builds: fastest, runs only on CPUs like this one).
 Symbolic input dims must be bound at build time: --shape input=1x3x224x224 or --dim batch=1.
 --standalone: the artifact needs only libc and libm and never allocates while running
-(create it in your own memory with <name>_create_in). Kernels are hodu's portable C kernels in
-both modes for now.
+(create it in your own memory with <name>_create_in), on hodu's portable C kernels.
+Kernels: by default Conv, MatMul/Gemm and pooling call hodu's kernel library libhodu_kernels.so
+(oneDNN, multithreaded: <name>_create_threads or HODU_NUM_THREADS, default physical cores); .so and
+executables link it with an rpath, .o/.a/.c need -lhodu_kernels (printed). --kernels portable:
+hodu's portable single-threaded C kernels, no library (cross builds always use these).
 Cross builds: --target aarch64-linux-gnu uses aarch64-linux-gnu-gcc (Debian gcc-aarch64-linux-gnu).
 See docs/aot.md.)");
   app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
@@ -142,6 +148,8 @@ See docs/aot.md.)");
   app.add_option("--target", a->target, "GNU target triple to cross-compile for (e.g. aarch64-linux-gnu)");
   app.add_option("-O", a->opt_level, "optimization level -O0..-O3 (see below)")->capture_default_str();
   app.add_flag("--standalone", a->standalone, "artifact needs only libc/libm; no allocation while running");
+  app.add_option("--kernels", a->kernels, "onednn (libhodu_kernels.so) or portable (C kernels in the artifact)")
+      ->capture_default_str();
   app.add_option("--weights", a->weights, "embed (in the artifact) or file (OUT.weights beside it)")->capture_default_str();
   app.add_option("--name", a->name, "prefix of the C API and header name (<name>.h)")->capture_default_str();
   app.add_option("--shape", a->shapes, "bind an input's shape: NAME=1x3x224x224; repeatable");

@@ -32,11 +32,16 @@ struct ApiSpec {
   std::string tables;         // file-scope tables of the run body
   std::string body;           // the run body (kernel calls)
   std::string model_doc;      // one line for the header comment
+  // Default mode: the instance holds a libhodu_kernels context and its ops,
+  // prepared at create time by `prepare` (statements; `st`, `m`, `W` in scope).
+  bool kernel_library = false;
+  int library_ops = 0;
+  std::string prepare;
 };
 
 std::string emit_header(const ApiSpec& spec);
 // Kernel library + tables + API implementation.
-std::string emit_source(const ApiSpec& spec, const std::string& kernels);
+std::string emit_source(const ApiSpec& spec, const std::string& kernels, const std::string& kernel_abi);
 std::string emit_main(const ApiSpec& spec);
 // The blob's 64-byte header followed by the data.
 std::string weights_blob(const std::string& data, uint64_t fingerprint);

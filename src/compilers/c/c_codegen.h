@@ -15,6 +15,10 @@ struct CodegenOptions {
   std::string name = "model";   // prefix of every API symbol and the header name (<name>.h)
   int opt_level = 2;            // 0: no fusion/reuse; 1: fusion + memory reuse; 2,3: + build-time folding of BN/activations
   bool standalone = false;      // libc/libm only; no file I/O helpers beyond stdio
+  // Default mode: Conv, MatMul/Gemm and pooling call hodu's oneDNN kernel library
+  // (libhodu_kernels.so, include/hodu/kernels.h) and elementwise loops run on its
+  // threads. false (--kernels portable, --standalone, cross targets): portable C only.
+  bool kernel_library = true;
   bool embed_weights = true;    // .incbin the blob; otherwise load `<weights file>` at create time
   std::string weights_file;     // file name the .incbin directive reads (relative to the assembler's cwd)
   std::map<std::string, std::vector<int64_t>> input_shapes;  // --shape NAME=1x3x224x224
@@ -35,6 +39,7 @@ struct GeneratedModel {
   int steps = 0;        // emitted kernel calls
   int fused_nodes = 0;  // nodes merged into another node's loop
   int folded_nodes = 0; // nodes evaluated at build time
+  int library_ops = 0;  // calls into libhodu_kernels (0 in portable mode)
 };
 
 // Throws Unsupported naming the op and node (and listing supported ops) for an
@@ -47,5 +52,7 @@ std::vector<std::string> supported_ops();
 
 // The kernel library's C text (src/compilers/c/kernels/hodu_kernels.c).
 const char* kernel_library_source();
+// The C ABI of libhodu_kernels (include/hodu/kernels.h), pasted into default-mode sources.
+const char* kernel_library_abi();
 
 }  // namespace hodu::compilers::c

@@ -25,6 +25,13 @@ const char* kernel_library_source() {
   return text;
 }
 
+const char* kernel_library_abi() {
+  static const char* text =
+#include "kernel_abi.inc"
+      ;
+  return text;
+}
+
 // ---- Context ----------------------------------------------------------------
 
 const char* c_type(DType t) {
@@ -210,5 +217,24 @@ bool Codegen::reusable(const std::string& name, int64_t bytes) const {
 }
 
 int Codegen::buffer_of(const std::string& name) const { return values.at(name).index; }
+
+std::string Codegen::library_op(const Node& n, const std::string& desc_type, const std::string& desc,
+                                const std::string& prepare_call) {
+  std::string op = fmt::format("m->ops[{}]", library_ops++);
+  std::string call = prepare_call;
+  call.replace(call.find("&OP"), 3, "&" + op);
+  prepare += fmt::format("  {{\n    static const {} d = {{{}}};\n"
+                         "    if ((st = hm_prepared(m, {}, {}, errbuf, errbuf_size))) return st;\n  }}\n",
+                         desc_type, desc, call, c_string_literal(n.describe()));
+  return op;
+}
+
+void Codegen::emit_library_call(const Node& n, const std::string& op, const std::string& library_call,
+                                const std::string& portable) {
+  // A single statement, or lines captured from the run body (already indented).
+  std::string fallback = portable.empty() || portable.back() != '\n' ? "    " + portable + "\n" : portable;
+  code += fmt::format("  if ({}) {{\n    if ({}) return hm_kernel_fail(m, {});\n  }} else {{\n{}  }}\n", op,
+                      library_call, c_string_literal(n.describe()), fallback);
+}
 
 }  // namespace hodu::compilers::c

@@ -54,6 +54,11 @@ struct Codegen {
   // [act_lo, act_hi] and write `act_output` instead of the node's output.
   std::string act_output;
   float act_lo = 0, act_hi = 0;
+  // Default mode: ops prepared in libhodu_kernels at create time (`prepare`
+  // fills m->ops[i]) and run by the body; a NULL op runs the portable code.
+  bool kernel_library = false;
+  std::string prepare;
+  int library_ops = 0;
 
   const ValueInfo& info(const std::string& name);
   DType dtype_of(const std::string& name) const;
@@ -81,6 +86,13 @@ struct Codegen {
   // True when the value dies at this step and its buffer can be written in place.
   bool reusable(const std::string& name, int64_t bytes) const;
   int buffer_of(const std::string& name) const;
+  // A library op: `prepare_call` (a hodu_*_prepare call whose last argument is
+  // written "&OP") runs at create time; returns the op's C expression (m->ops[i]).
+  std::string library_op(const Node& n, const std::string& desc_type, const std::string& desc,
+                         const std::string& prepare_call);
+  // The run-time statement: `library_call` when the op was prepared, else `portable`.
+  void emit_library_call(const Node& n, const std::string& op, const std::string& library_call,
+                         const std::string& portable);
 };
 
 // Op emitters. Each returns false when it does not handle the op.

@@ -123,6 +123,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   PreparedGraph prep = prepare_graph(model, options.input_shapes, options.dims);
   Graph& g = prep.graph;
   Codegen cg(g, options);
+  cg.kernel_library = options.kernel_library && !options.standalone;
 
   // Every op must be supported: one error listing what is not, and what is.
   {
@@ -312,16 +313,22 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   spec.arena_bytes = plan.arena_bytes;
   spec.weights_bytes = static_cast<int64_t>(cg.weights.size());
   spec.fingerprint = fingerprint_of(cg.weights);
-  spec.tables = cg.tables;
+  spec.tables = cg.tables + cg.functions;
   spec.body = resolve(cg.code);
   spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,
                                cg.steps_emitted, plan.arena_bytes, cg.weights.size(), options.opt_level,
-                               options.standalone ? ", standalone" : "");
+                               options.standalone       ? ", standalone"
+                               : cg.kernel_library ? fmt::format(", {} libhodu_kernels ops", cg.library_ops)
+                                                   : ", portable kernels");
+  spec.kernel_library = cg.kernel_library;
+  spec.library_ops = cg.library_ops;
+  spec.prepare = resolve(cg.prepare);
 
   GeneratedModel out;
   out.name = options.name;
   out.header = emit_header(spec);
-  out.source = emit_source(spec, kernel_library_source());
+  out.source = emit_source(spec, kernel_library_source(), kernel_library_abi());
+  out.library_ops = cg.library_ops;
   out.main_source = emit_main(spec);
   out.weights = weights_blob(cg.weights, spec.fingerprint);
   out.arena_bytes = plan.arena_bytes;

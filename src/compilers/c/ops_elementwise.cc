@@ -162,6 +162,23 @@ std::string node_expr(const Codegen& cg, const Node& n, const std::vector<std::s
   fail(ErrorCode::Internal, "no elementwise expression for {}", op);
 }
 
+// Elements per thread below which a loop is not worth splitting.
+constexpr int64_t kParallelRange = 16384;
+
+// Loop body lines are indented for the run function; one level less in an outlined one.
+std::string replace_indent(const std::string& body) {
+  std::string out;
+  size_t at = 0;
+  while (at < body.size()) {
+    size_t end = body.find('\n', at);
+    std::string line = body.substr(at, end == std::string::npos ? std::string::npos : end - at + 1);
+    out += line.rfind("  ", 0) == 0 ? line.substr(2) : line;
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return out;
+}
+
 // The dtype the node computes in (its inputs' dtype; Where: the data inputs').
 DType compute_dtype(const Codegen& cg, const Node& n) {
   size_t i = n.op_type == "Where" ? 1 : 0;
@@ -212,6 +229,7 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
   // Operands: outside inputs get a pointer local; scalars constants a literal.
   std::map<std::string, std::string> operand;  // value → C expression per element
   std::string pre, body;
+  std::string unpack, pointers;  // the parallel form: pointers passed through a void* array
   std::vector<std::string> outside;
   int temp = 0;
   auto out_strides = contiguous_strides(out_shape);
@@ -228,7 +246,10 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
         continue;
       }
       std::string p = fmt::format("p{}", outside.size());
-      pre += fmt::format("    const {}* {} = {};\n", c_type(dt), p, cg.ptr(in));
+      std::string where = cg.ptr(in);
+      pre += fmt::format("    const {}* {} = {};\n", c_type(dt), p, where);
+      unpack += fmt::format("  const {0}* {1} = (const {0}*)a[{2}];\n", c_type(dt), p, outside.size());
+      pointers += fmt::format("(void*){}, ", where);
       outside.push_back(in);
       // Broadcast index: right-aligned dims; size-1 dims of the input do not move.
       std::string idx;
@@ -285,8 +306,21 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
   std::string comment;
   for (const Node* n : group) comment += (comment.empty() ? "" : " + ") + n->op_type;
   cg.emit(fmt::format("/* {} */ {{", comment));
+  const char* out_type = c_type(cg.dtype_of(out_name));
+  if (cg.kernel_library && numel >= 2 * kParallelRange) {
+    // Outlined, so the kernel library's threads can each run a range of it.
+    std::string fn = fmt::format("hm_loop{}", cg.function_count++);
+    cg.functions += fmt::format(
+        "static void {}(void* arg, int64_t begin, int64_t end) {{\n  void* const* a = (void* const*)arg;\n{}"
+        "  {}* o = ({}*)a[{}];\n  for (int64_t i = begin; i < end; ++i) {{\n{}    o[i] = {};\n  }}\n}}\n",
+        fn, unpack, out_type, out_type, outside.size(), replace_indent(body), operand.at(out_name));
+    cg.code += fmt::format("    void* a[] = {{{}(void*){}}};\n", pointers, cg.ptr(out_name));
+    cg.code += fmt::format("    hodu_kernels_parallel_for(m->kernels, {}, {}, {}, a);\n  }}\n", numel, kParallelRange, fn);
+    cg.fused_nodes += static_cast<int>(group.size()) - 1;
+    return;
+  }
   cg.code += pre;
-  cg.code += fmt::format("    {}* o = {};\n", c_type(cg.dtype_of(out_name)), cg.ptr(out_name));
+  cg.code += fmt::format("    {}* o = {};\n", out_type, cg.ptr(out_name));
   cg.code += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n{}      o[i] = {};\n    }}\n  }}\n", numel, body,
                          operand.at(out_name));
   cg.fused_nodes += static_cast<int>(group.size()) - 1;

@@ -66,6 +66,12 @@ struct Target {
   float lo = -INFINITY, hi = INFINITY;
 };
 
+// hodu_kernels.h activation fields of a target: "kind, alpha, beta".
+std::string activation_fields(const Target& t) {
+  if (t.lo == -INFINITY && t.hi == INFINITY) return "HODU_ACTIVATION_NONE, 0.f, 0.f";
+  return fmt::format("HODU_ACTIVATION_CLIP, {}, {}", c_float(t.lo), c_float(t.hi));
+}
+
 Target take_target(Codegen& cg, const Node& n) {
   Target t{n.outputs[0]};
   if (!cg.act_output.empty()) {
@@ -93,10 +99,23 @@ void emit_conv(Codegen& cg, const Node& n) {
   std::string col = pointwise || depthwise ? "NULL" : cg.scratch(Cg * w.kernel[0] * w.kernel[1] * w.out[0] * w.out[1] * 4);
   std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
   cg.define(t.name, DType::F32, ys);
-  cg.emit(fmt::format("hk_conv2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});",
-                      x, wp, b, cg.ptr(t.name), N, C, w.in[0], w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1],
-                      w.strides[0], w.strides[1], w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], group,
-                      c_float(t.lo), c_float(t.hi), col, pack));
+  std::string y = cg.ptr(t.name);
+  std::string portable = fmt::format(
+      "hk_conv2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, wp,
+      b, y, N, C, w.in[0], w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
+      w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], group, c_float(t.lo), c_float(t.hi), col, pack);
+  // oneDNN reorders the weights once at create time: they must be constants.
+  if (!cg.kernel_library || !cg.is_constant(n.inputs[1]) || (n.has_input(2) && !cg.is_constant(n.inputs[2]))) {
+    cg.emit(portable);
+    return;
+  }
+  std::string op = cg.library_op(
+      n, "hodu_conv2d_desc",
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}", N, C, w.in[0], w.in[1],
+                  M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1], w.dilations[0],
+                  w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group, activation_fields(t)),
+      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, &OP)", wp, b));
+  cg.emit_library_call(n, op, fmt::format("hodu_conv2d_run(m->kernels, {}, {}, NULL, {})", op, x, y), portable);
 }
 
 void emit_pool(Codegen& cg, const Node& n) {
@@ -111,10 +130,23 @@ void emit_pool(Codegen& cg, const Node& n) {
   int include_pad = static_cast<int>(n.get_int("count_include_pad", 0));
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], DType::F32, ys);
-  cg.emit(fmt::format("hk_pool2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
-                      cg.ptr(n.outputs[0]), xs[0] * xs[1], w.in[0], w.in[1], w.out[0], w.out[1], w.kernel[0],
-                      w.kernel[1], w.strides[0], w.strides[1], w.dilations[0], w.dilations[1], w.begin[0], w.begin[1],
-                      w.end[0], w.end[1], kind, include_pad));
+  std::string y = cg.ptr(n.outputs[0]);
+  std::string portable = fmt::format(
+      "hk_pool2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, y, xs[0] * xs[1],
+      w.in[0], w.in[1], w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1], w.dilations[0],
+      w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], kind, include_pad);
+  if (!cg.kernel_library) {
+    cg.emit(portable);
+    return;
+  }
+  std::string op = cg.library_op(
+      n, "hodu_pool2d_desc",
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", xs[0], xs[1], w.in[0], w.in[1],
+                  w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1], w.dilations[0],
+                  w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1],
+                  kind == 0 ? "HODU_POOL_MAX" : include_pad ? "HODU_POOL_AVERAGE_INCLUDE_PAD" : "HODU_POOL_AVERAGE"),
+      "hodu_pool2d_prepare(m->kernels, &d, &OP)");
+  cg.emit_library_call(n, op, fmt::format("hodu_pool2d_run(m->kernels, {}, {}, {})", op, x, y), portable);
 }
 
 void emit_global_pool(Codegen& cg, const Node& n) {
@@ -124,8 +156,21 @@ void emit_global_pool(Codegen& cg, const Node& n) {
   for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], DType::F32, cg.shape_of(n.outputs[0]));
-  cg.emit(fmt::format("hk_global_pool({}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), xs[0] * xs[1], inner,
-                      n.op_type == "GlobalMaxPool" ? 0 : 1));
+  std::string y = cg.ptr(n.outputs[0]);
+  std::string portable = fmt::format("hk_global_pool({}, {}, {}, {}, {});", x, y, xs[0] * xs[1], inner,
+                                     n.op_type == "GlobalMaxPool" ? 0 : 1);
+  if (!cg.kernel_library || xs.size() < 3 || xs.size() > 4) {
+    cg.emit(portable);
+    return;
+  }
+  // One window over the whole image (1-D: height 1).
+  int64_t h = xs.size() == 4 ? xs[2] : 1, w = xs.back();
+  std::string op = cg.library_op(
+      n, "hodu_pool2d_desc",
+      fmt::format("{}, {}, {}, {}, 1, 1, {}, {}, 1, 1, 1, 1, 0, 0, 0, 0, {}", xs[0], xs[1], h, w, h, w,
+                  n.op_type == "GlobalMaxPool" ? "HODU_POOL_MAX" : "HODU_POOL_AVERAGE"),
+      "hodu_pool2d_prepare(m->kernels, &d, &OP)");
+  cg.emit_library_call(n, op, fmt::format("hodu_pool2d_run(m->kernels, {}, {}, {})", op, x, y), portable);
 }
 
 std::vector<double> const_doubles(Codegen& cg, const Node& n, size_t i) {
@@ -202,6 +247,31 @@ void emit_softmax(Codegen& cg, const Node& n) {
                       n.op_type == "LogSoftmax" ? 1 : 0));
 }
 
+// The statements `emit` adds to the run body, taken out of it (the portable
+// fallback of a library op).
+template <class F>
+std::string captured(Codegen& cg, F&& emit) {
+  std::string saved = std::move(cg.code);
+  cg.code.clear();
+  emit();
+  std::string text = std::move(cg.code);
+  cg.code = std::move(saved);
+  return text;
+}
+
+// hodu_matmul_desc fields: rank, a_dims[6], b_dims[6], transposes, alpha, b_constant, has_bias, activation.
+std::string matmul_desc(std::vector<int64_t> a, std::vector<int64_t> b, bool ta, bool tb, float alpha, bool b_constant,
+                        bool bias, const Target& t) {
+  auto dims = [](std::vector<int64_t> v) {
+    v.resize(6, 0);
+    std::string s;
+    for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", v[i]);
+    return "{" + s + "}";
+  };
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}", a.size(), dims(a), dims(b), ta ? 1 : 0, tb ? 1 : 0,
+                     c_float(alpha), b_constant ? 1 : 0, bias ? 1 : 0, activation_fields(t));
+}
+
 void emit_matmul(Codegen& cg, const Node& n) {
   require_f32(cg, n, 0);
   require_f32(cg, n, 1);
@@ -224,6 +294,7 @@ void emit_matmul(Codegen& cg, const Node& n) {
   Target t = take_target(cg, n);
   cg.define(t.name, DType::F32, ys);
   std::string y = cg.ptr(t.name);
+  std::string portable = captured(cg, [&] {
   if (shape_numel(bbatch) == 1) {
     // B shared by every batch: one GEMM with the batches stacked as rows.
     int64_t rows = nb * M;
@@ -255,6 +326,19 @@ void emit_matmul(Codegen& cg, const Node& n) {
   if (t.lo != -INFINITY || t.hi != INFINITY)
     cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
                         shape_numel(ys), y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+  });
+  if (!cg.kernel_library || rank + 2 > 6) {
+    cg.code += portable;
+    return;
+  }
+  std::vector<int64_t> a_dims = abatch, b_dims = bbatch;
+  a_dims.insert(a_dims.end(), {M, K});
+  b_dims.insert(b_dims.end(), {K, N});
+  bool b_constant = cg.is_constant(n.inputs[1]);
+  std::string op = cg.library_op(n, "hodu_matmul_desc", matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, false, t),
+                                 fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, NULL, &OP)", b_constant ? b : "NULL"));
+  cg.emit_library_call(n, op, fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {})", op, a, b_constant ? "NULL" : b, y),
+                       portable);
 }
 
 void emit_gemm(Codegen& cg, const Node& n) {
@@ -275,19 +359,21 @@ void emit_gemm(Codegen& cg, const Node& n) {
   }
   std::string c = n.has_input(2) ? cg.ptr(n.inputs[2]) : "";
   std::string pack = cg.scratch(kGemmPackBytes);
-  if (ta) {
-    std::string s = cg.scratch(M * K * 4);
-    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", a, s, K, M));
-    a = s;
-  }
-  if (tb) {
-    std::string s = cg.scratch(K * N * 4);
-    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", b, s, N, K));
-    b = s;
-  }
+  const std::string a_stored = a, b_stored = b;
+  const bool ta_stored = ta;
+  std::string ta_scratch = ta ? cg.scratch(M * K * 4) : "", tb_scratch = tb ? cg.scratch(K * N * 4) : "";
   Target t = take_target(cg, n);
   cg.define(t.name, DType::F32, ys);
   std::string y = cg.ptr(t.name);
+  std::string portable = captured(cg, [&] {
+  if (ta) {
+    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", a, ta_scratch, K, M));
+    a = ta_scratch;
+  }
+  if (tb) {
+    cg.emit(fmt::format("hk_transpose2d({}, {}, {}, {});", b, tb_scratch, N, K));
+    b = tb_scratch;
+  }
   cg.emit(fmt::format("hk_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {});", M, N, K, a, K, b, N, y, N, pack));
   if (!c.empty() || alpha != 1.f) {
     int64_t rs = 0, cs = 0;
@@ -304,6 +390,39 @@ void emit_gemm(Codegen& cg, const Node& n) {
   if (t.lo != -INFINITY || t.hi != INFINITY)
     cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
                         M * N, y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+  });
+  // The library takes C as a bias vector of N (times beta, folded at build time) and
+  // alpha folded into a constant B; anything else runs the portable code.
+  bool b_constant = cg.is_constant(n.inputs[1]) && !tb;
+  std::string bias = "NULL";
+  bool library = cg.kernel_library && (alpha == 1.f || b_constant);
+  if (library && !c.empty()) {
+    auto s = cg.shape_of(n.inputs[2]);
+    bool vector = cg.is_constant(n.inputs[2]) && shape_numel(s) == N && (s.empty() || s.back() == N);
+    if (!vector) {
+      library = false;
+    } else if (beta == 1.f) {
+      bias = c;
+    } else {
+      std::vector<float> v(N);
+      for (int64_t i = 0; i < N; ++i) v[i] = static_cast<float>(cg.constant(n.inputs[2]).get_double(i) * beta);
+      bias = fmt::format("((const float*)(W + {}))",
+                         cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {N}, v))]);
+    }
+  }
+  if (!library) {
+    cg.code += portable;
+    return;
+  }
+  std::vector<int64_t> a_dims = ta_stored ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K};
+  std::vector<int64_t> b_dims = tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+  std::string op = cg.library_op(
+      n, "hodu_matmul_desc", matmul_desc(a_dims, b_dims, ta_stored, tb, alpha, b_constant, bias != "NULL", t),
+      fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b_stored : "NULL", bias));
+  cg.emit_library_call(n, op,
+                       fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {})", op, a_stored,
+                                   b_constant ? "NULL" : b_stored, y),
+                       portable);
 }
 
 }  // namespace

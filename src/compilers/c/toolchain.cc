@@ -127,6 +127,29 @@ std::string c_compiler_for(const std::string& target) {
        target, target, target.substr(0, target.find('-')));
 }
 
+std::string kernel_library_dir() {
+  std::vector<fs::path> places;
+  if (const char* env = std::getenv("HODU_KERNELS_DIR"); env && *env) {
+    places.emplace_back(env);  // given: the only place
+  } else {
+    std::error_code ec;
+    fs::path self = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) places.push_back(self.parent_path().parent_path() / "lib");
+#ifdef HODU_KERNELS_BUILD_DIR
+    places.emplace_back(HODU_KERNELS_BUILD_DIR);
+#endif
+  }
+  std::string looked;
+  for (const auto& dir : places) {
+    if (fs::exists(dir / "libhodu_kernels.so")) return fs::canonical(dir).string();
+    looked += (looked.empty() ? "" : ", ") + dir.string();
+  }
+  fail(ErrorCode::Io,
+       "hodu's kernel library libhodu_kernels.so is not in {} (default-mode artifacts link it): build it "
+       "(ninja hodu_kernels), point HODU_KERNELS_DIR at its folder, or build with --kernels portable",
+       looked.empty() ? "any known place" : looked);
+}
+
 BuildResult build_model(const Model& model, const std::string& out_path, const BuildOptions& options) {
   using clock = std::chrono::steady_clock;
   auto say = [&](const std::string& s) {
@@ -140,6 +163,11 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   bool llvm = format == ArtifactFormat::LlvmIr || format == ArtifactFormat::Bitcode;
   fs::path weights_side = out.string() + ".weights";
   CodegenOptions co = options.codegen;
+  if (co.kernel_library && (co.standalone || !options.target.empty())) {
+    co.kernel_library = false;  // libhodu_kernels is built for the host only
+    if (!co.standalone) say("cross build: portable kernels (libhodu_kernels is built for the host only)");
+  }
+  std::string kernels_dir = co.kernel_library ? kernel_library_dir() : "";
   // The .incbin reads the side file by name from the compiler's working folder.
   co.weights_file = weights_side.filename().string();
 
@@ -187,6 +215,10 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   };
   bool side_file = !co.embed_weights || format == ArtifactFormat::CSource || format == ArtifactFormat::Assembly || llvm;
   if (format == ArtifactFormat::CSource) {
+    if (co.kernel_library) {
+      result.link_flags = fmt::format("-L{0} -lhodu_kernels -Wl,-rpath,{0}", kernels_dir);
+      say("link it with: " + result.link_flags);
+    }
     put_text(gen.source, out);
     put_text(gen.header, out.parent_path() / (name + ".h"));
     put_text(gen.weights, weights_side);
@@ -210,12 +242,18 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   // -ffp-contract=off: the same numbers on every target (no fused multiply-add surprises).
   base.push_back("-ffp-contract=off");
   result.compiler = cc;
+  std::vector<std::string> link;  // what the artifact links besides libc/libm
+  if (co.kernel_library) {
+    link = {"-L" + kernels_dir, "-lhodu_kernels", "-Wl,-rpath," + kernels_dir};
+    result.link_flags = join(link);
+  }
   auto t1 = clock::now();
   say(fmt::format("compiling {:.1f} KiB of C with {} -O{} ({})", gen.source.size() / 1024.0, cc, co.opt_level,
                   artifact_format_name(format)));
-  auto with = [&](std::vector<std::string> extra) {
+  auto with = [&](std::vector<std::string> extra, const std::vector<std::string>& libs = {}) {
     std::vector<std::string> a = base;
     a.insert(a.end(), extra.begin(), extra.end());
+    a.insert(a.end(), libs.begin(), libs.end());
     return a;
   };
   std::string src = name + ".c";
@@ -225,7 +263,7 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
       put(tmp / "out.o", out);
       break;
     case ArtifactFormat::SharedLibrary:
-      run(with({"-shared", src, "-o", "out.so", "-lm"}), tmp);
+      run(with({"-shared", src, "-o", "out.so", "-lm"}, link), tmp);
       put(tmp / "out.so", out);
       break;
     case ArtifactFormat::StaticLibrary: {
@@ -239,7 +277,7 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
     }
     case ArtifactFormat::Executable:
       write_file(tmp / "main.c", gen.main_source);
-      run(with({src, "main.c", "-o", "out.exe", "-lm"}), tmp);
+      run(with({src, "main.c", "-o", "out.exe", "-lm"}, link), tmp);
       put(tmp / "out.exe", out);
       break;
     case ArtifactFormat::Assembly:
@@ -260,6 +298,8 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   if (format != ArtifactFormat::Executable)
     put_text(gen.header, out.parent_path() / (name + ".h"));
   if (side_file) put(tmp / co.weights_file, weights_side);
+  bool linked = format == ArtifactFormat::SharedLibrary || format == ArtifactFormat::Executable;
+  if (co.kernel_library && !linked) say("link it with: " + result.link_flags);
   result.compile_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   if (options.keep_temp) result.temp_dir = tmp.string();
   result.files = files;

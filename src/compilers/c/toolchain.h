@@ -32,6 +32,9 @@ struct BuildResult {
   double generate_seconds = 0, compile_seconds = 0;
   std::string compiler;            // the compiler command used
   std::string temp_dir;            // when keep_temp
+  // Default mode: what linking the artifact needs ("-L DIR -lhodu_kernels -Wl,-rpath,DIR");
+  // empty for portable and standalone builds.
+  std::string link_flags;
 };
 
 // Throws Unsupported for unsupported ops, InvalidArgument for bad options,
@@ -40,5 +43,10 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
 
 // The C compiler for a target ("" = host): "cc", "<triple>-gcc" when installed, else clang.
 std::string c_compiler_for(const std::string& target);
+
+// The folder holding libhodu_kernels.so: $HODU_KERNELS_DIR when set, else ../lib next to
+// the running program, else the build tree's lib folder. Io error naming the
+// places looked at (and --kernels portable) when none has it.
+std::string kernel_library_dir();
 
 }  // namespace hodu::compilers::c

@@ -25,6 +25,8 @@ struct Api {
   std::string path, prefix;
   int (*abi_version)() = nullptr;
   int (*create_ex)(const char*, void**, char*, size_t) = nullptr;
+  // Libraries built before it existed lack it; then the library picks its threads.
+  int (*create_threads)(const char*, int, void**, char*, size_t) = nullptr;
   void (*destroy)(void*) = nullptr;
   int (*num_inputs)() = nullptr;
   int (*num_outputs)() = nullptr;
@@ -75,6 +77,8 @@ std::shared_ptr<Api> open_library(const std::string& path) {
              "{}: built with C API version {}, this hodu runs version {} (rebuild it with hodu build)", path,
              api->abi_version(), kAbiVersion);
   sym("create_ex", api->create_ex);
+  api->create_threads = reinterpret_cast<decltype(api->create_threads)>(
+      dlsym(api->handle, (api->prefix + "_create_threads").c_str()));
   sym("destroy", api->destroy);
   sym("num_inputs", api->num_inputs);
   sym("num_outputs", api->num_outputs);
@@ -122,10 +126,11 @@ DLDataType to_dl(DType t) {
 
 class NativeExecutable : public Executable {
  public:
-  NativeExecutable(std::shared_ptr<Api> api, const std::string& weights) : api_(std::move(api)) {
+  NativeExecutable(std::shared_ptr<Api> api, const std::string& weights, int threads) : api_(std::move(api)) {
     char err[600] = {0};
     const char* w = weights.empty() ? nullptr : weights.c_str();
-    int st = api_->create_ex(w, &instance_, err, sizeof err);
+    int st = api_->create_threads ? api_->create_threads(w, threads, &instance_, err, sizeof err)
+                                  : api_->create_ex(w, &instance_, err, sizeof err);
     HODU_CHECK(st == 0, ErrorCode::Io, "{}: cannot create the model instance: {}", api_->path, err);
   }
   ~NativeExecutable() override {
@@ -193,11 +198,11 @@ class NativeEngine : public Engine {
   }
   bool supports(const Device& d) const override { return d.kind == Device::Kind::CPU; }
 
-  std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions&) override {
+  std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions& options) override {
     std::string lib = library_of(model);
     if (!lib.empty()) {
       std::string weights = fs::exists(lib + ".weights") ? lib + ".weights" : "";
-      return std::make_unique<NativeExecutable>(open_library(lib), weights);
+      return std::make_unique<NativeExecutable>(open_library(lib), weights, options.threads);
     }
     // Compile first: a scratch .so, loaded and then removed (the mapping stays).
     std::string tmpl = (fs::temp_directory_path() / "hodu-native-XXXXXX").string();
@@ -214,7 +219,7 @@ class NativeEngine : public Engine {
     o.format = compilers::c::ArtifactFormat::SharedLibrary;
     std::string so = (dir / "model.so").string();
     compilers::c::build_model(model, so, o);
-    return std::make_unique<NativeExecutable>(open_library(so), "");
+    return std::make_unique<NativeExecutable>(open_library(so), "", options.threads);
   }
 };
 

@@ -1,0 +1,153 @@
+// 2-D convolution on oneDNN. The primitive picks its layouts; weights are
+// reordered once at prepare. The caller's tensors are plain NCHW, so when the
+// primitive wants a blocked activation layout the run reorders through the
+// context's scratch buffers. Bias, the residual (sum post-op) and the
+// activation (eltwise post-ops) run inside the convolution.
+#include <cstring>
+
+#include "kernels/cpu/kernels_context.h"
+
+namespace hodu::kernels {
+namespace {
+
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+struct Conv2dKernel : hodu_kernel {
+  Conv2dKernel() : hodu_kernel(Kind::Conv2d) {}
+  bool accumulate = false;
+  size_t dst_bytes = 0;
+  dnnl::memory src_user, dst_user, src_mem, dst_mem, scratch_mem;
+  Execution conv;
+  Execution src_reorder, dst_reorder, residual_reorder;  // empty primitive: not needed
+  PackedConstant weights, bias;
+};
+
+bool plain(const dnnl::memory::desc& a, const dnnl::memory::desc& b) { return a == b; }
+
+Execution reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  Execution e;
+  e.primitive = dnnl::reorder(from, to);
+  e.add(DNNL_ARG_FROM, from);
+  e.add(DNNL_ARG_TO, to);
+  return e;
+}
+
+void check(const hodu_conv2d_desc& d) {
+  bool ok = d.batch > 0 && d.in_channels > 0 && d.out_channels > 0 && d.groups > 0 &&
+            d.in_channels % d.groups == 0 && d.out_channels % d.groups == 0 && d.kernel_height > 0 &&
+            d.kernel_width > 0 && d.stride_height > 0 && d.stride_width > 0 && d.dilation_height > 0 &&
+            d.dilation_width > 0 && d.pad_top >= 0 && d.pad_left >= 0 && d.pad_bottom >= 0 && d.pad_right >= 0;
+  if (!ok) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: inconsistent descriptor");
+}
+
+}  // namespace
+
+std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b) {
+  check(d);
+  auto op = std::make_unique<Conv2dKernel>();
+  dnnl::memory::dims src_dims = {d.batch, d.in_channels, d.in_height, d.in_width};
+  dnnl::memory::dims dst_dims = {d.batch, d.out_channels, d.out_height, d.out_width};
+  dnnl::memory::desc src_plain(src_dims, dt::f32, tag::nchw), dst_plain(dst_dims, dt::f32, tag::nchw);
+  dnnl::memory::dims w_dims = {d.out_channels, d.in_channels / d.groups, d.kernel_height, d.kernel_width};
+  dnnl::memory::desc w_user(w_dims, dt::f32, tag::oihw);
+  if (d.groups > 1) {
+    w_dims.insert(w_dims.begin(), d.groups);
+    w_dims[1] /= d.groups;
+    w_user = dnnl::memory::desc(w_dims, dt::f32, tag::goihw);
+  }
+  // An image with few channels (the first conv) is read as it is: oneDNN has direct
+  // kernels for it, and blocking 3 channels costs more than the conv gains.
+  dnnl::memory::desc src_md = d.in_channels <= 4 ? src_plain : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+  dnnl::memory::desc dst_md(dst_dims, dt::f32, tag::any);
+  dnnl::memory::desc w_md(w_dims, dt::f32, tag::any);
+  dnnl::memory::desc b_md({d.out_channels}, dt::f32, tag::x);
+
+  dnnl::post_ops po;
+  if (d.accumulate) po.append_sum(1.0f);
+  append_activation(po, d.activation, d.activation_alpha, d.activation_beta);
+  dnnl::primitive_attr attr;
+  attr.set_post_ops(po);
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  dnnl::memory::dims strides = {d.stride_height, d.stride_width}, dilation = {d.dilation_height - 1, d.dilation_width - 1},
+                     pad_l = {d.pad_top, d.pad_left}, pad_r = {d.pad_bottom, d.pad_right};
+  auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                                  src_md, w_md, b_md, dst_md, strides, dilation, pad_l, pad_r)
+                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
+                                                  src_md, w_md, dst_md, strides, dilation, pad_l, pad_r);
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, k.engine);
+
+  op->weights = k.pack(w, w_user, pd.weights_desc());
+  op->src_user = dnnl::memory(src_plain, k.engine, nullptr);
+  op->dst_user = dnnl::memory(dst_plain, k.engine, nullptr);
+  op->src_mem = plain(pd.src_desc(), src_plain) ? op->src_user : dnnl::memory(pd.src_desc(), k.engine, nullptr);
+  op->dst_mem = plain(pd.dst_desc(), dst_plain) ? op->dst_user : dnnl::memory(pd.dst_desc(), k.engine, nullptr);
+  op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
+  k.scratchpad.reserve(pd.scratchpad_desc().get_size());
+  op->conv.primitive = dnnl::convolution_forward(pd);
+  op->conv.add(DNNL_ARG_SRC, op->src_mem);
+  op->conv.add(DNNL_ARG_WEIGHTS, op->weights.mem);
+  if (b) {
+    op->bias = k.pack(b, b_md, pd.bias_desc());
+    op->conv.add(DNNL_ARG_BIAS, op->bias.mem);
+  }
+  op->conv.add(DNNL_ARG_DST, op->dst_mem);
+  op->conv.add(DNNL_ARG_SCRATCHPAD, op->scratch_mem);
+  if (op->src_mem != op->src_user) {
+    k.src_buffer.reserve(pd.src_desc().get_size());
+    op->src_reorder = reorder(op->src_user, op->src_mem);
+  }
+  if (op->dst_mem != op->dst_user) {
+    k.dst_buffer.reserve(pd.dst_desc().get_size());
+    op->dst_reorder = reorder(op->dst_mem, op->dst_user);
+    // The residual enters the blocked destination before the sum post-op adds to it.
+    if (d.accumulate) op->residual_reorder = reorder(op->dst_user, op->dst_mem);
+  }
+  op->accumulate = d.accumulate != 0;
+  op->dst_bytes = dst_plain.get_size();
+  return op;
+}
+
+void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const float* residual, float* dst) {
+  if (base.kind != hodu_kernel::Kind::Conv2d) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d_run: not a conv2d op");
+  auto& op = static_cast<Conv2dKernel&>(base);
+  if (!src || !dst || (op.accumulate && !residual))
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d_run: NULL tensor");
+  op.src_user.set_data_handle(const_cast<float*>(src));
+  op.dst_user.set_data_handle(dst);
+  op.scratch_mem.set_data_handle(k.scratchpad.data());
+  if (op.src_reorder.primitive) {
+    op.src_mem.set_data_handle(k.src_buffer.data());
+    op.src_reorder.run(k.stream);
+  }
+  bool blocked_dst = static_cast<bool>(op.dst_reorder.primitive);
+  if (blocked_dst) op.dst_mem.set_data_handle(k.dst_buffer.data());
+  if (op.accumulate) {
+    if (blocked_dst) {
+      op.dst_user.set_data_handle(const_cast<float*>(residual));
+      op.residual_reorder.run(k.stream);
+      op.dst_user.set_data_handle(dst);
+    } else if (residual != dst) {
+      std::memcpy(dst, residual, op.dst_bytes);
+    }
+  }
+  op.conv.run(k.stream);
+  if (blocked_dst) op.dst_reorder.run(k.stream);
+}
+
+}  // namespace hodu::kernels
+
+extern "C" int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights,
+                                   const float* bias, hodu_kernel** out) {
+  if (!k || !desc || !weights || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  *out = nullptr;
+  return k->guarded([&] {
+    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias));
+    *out = k->ops.back().get();
+  });
+}
+
+extern "C" int hodu_conv2d_run(hodu_kernels* k, hodu_kernel* op, const float* src, const float* residual, float* dst) {
+  if (!k || !op) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  return k->guarded([&] { hodu::kernels::run_conv2d(*k, *op, src, residual, dst); });
+}

@@ -1,0 +1,136 @@
+// Context lifetime, threads and the helpers the ops share.
+#include "kernels/cpu/kernels_context.h"
+
+#include <omp.h>
+#include <sched.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <utility>
+
+namespace hodu::kernels {
+
+AlignedBytes aligned_bytes(size_t bytes) {
+  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  if (!p) throw std::bad_alloc();
+  return AlignedBytes(static_cast<char*>(p));
+}
+
+void Scratch::reserve(size_t n) {
+  if (n <= size) return;
+  bytes = aligned_bytes(n);
+  size = n;
+}
+
+ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
+ThreadScope::~ThreadScope() { omp_set_num_threads(saved_); }
+
+void Execution::run(dnnl::stream& s) const {
+  dnnl_status_t st = dnnl_primitive_execute(primitive.get(), s.get(), static_cast<int>(args.size()), args.data());
+  if (st != dnnl_success) fail(HODU_KERNELS_ERR_RUNTIME, "oneDNN primitive failed with status " + std::to_string(st));
+}
+
+void fail(int status, std::string message) { throw KernelError{status, std::move(message)}; }
+
+void append_activation(dnnl::post_ops& po, int activation, float alpha, float beta) {
+  using alg = dnnl::algorithm;
+  switch (activation) {
+    case HODU_ACTIVATION_NONE: return;
+    case HODU_ACTIVATION_CLIP:
+      if (alpha == 0.0f && beta == INFINITY) po.append_eltwise(1.0f, alg::eltwise_relu, 0.0f, 0.0f);
+      else po.append_eltwise(1.0f, alg::eltwise_clip_v2, alpha, beta);
+      return;
+    case HODU_ACTIVATION_SIGMOID: po.append_eltwise(1.0f, alg::eltwise_logistic, 0.0f, 0.0f); return;
+    case HODU_ACTIVATION_TANH: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); return;
+    case HODU_ACTIVATION_SILU: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); return;
+    case HODU_ACTIVATION_GELU: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); return;
+    default: fail(HODU_KERNELS_ERR_UNSUPPORTED, "unknown activation " + std::to_string(activation));
+  }
+}
+
+int physical_cores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
+  std::set<std::pair<int, int>> cores;  // (package, core) of each CPU we may run on
+  int logical = 0;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    ++logical;
+    std::string base = "/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/";
+    int package = -1, core = -1;
+    std::ifstream(base + "physical_package_id") >> package;
+    std::ifstream(base + "core_id") >> core;
+    cores.insert({package, core < 0 ? cpu : core});
+  }
+  int n = static_cast<int>(cores.size());
+  return n > 0 ? n : std::max(logical, 1);
+}
+
+}  // namespace hodu::kernels
+
+using namespace hodu::kernels;
+
+hodu_kernels::hodu_kernels(int n) : threads(n), engine(dnnl::engine::kind::cpu, 0), stream(engine) {}
+
+PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+  PackedConstant p;
+  p.bytes = aligned_bytes(to.get_size());
+  p.mem = dnnl::memory(to, engine, p.bytes.get());
+  dnnl::memory src(from, engine, const_cast<float*>(data));
+  dnnl::reorder(src, p.mem).execute(stream, src, p.mem);
+  stream.wait();
+  return p;
+}
+
+extern "C" {
+
+int hodu_kernels_abi_version(void) { return HODU_KERNELS_ABI_VERSION; }
+
+int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_t errbuf_size) {
+  auto report = [&](const char* msg) {
+    if (errbuf && errbuf_size) std::snprintf(errbuf, errbuf_size, "%s", msg);
+  };
+  if (!out) {
+    report("out is NULL");
+    return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  }
+  *out = nullptr;
+  if (num_threads <= 0) {
+    const char* env = std::getenv("HODU_NUM_THREADS");
+    num_threads = env && *env ? std::atoi(env) : 0;
+    if (num_threads <= 0) num_threads = physical_cores();
+  }
+  try {
+    *out = new hodu_kernels(num_threads);
+    return HODU_KERNELS_OK;
+  } catch (const std::bad_alloc&) {
+    report("out of memory");
+    return HODU_KERNELS_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    report(e.what());
+    return HODU_KERNELS_ERR_RUNTIME;
+  }
+}
+
+void hodu_kernels_destroy(hodu_kernels* k) { delete k; }
+
+int hodu_kernels_num_threads(const hodu_kernels* k) { return k ? k->threads : 0; }
+
+const char* hodu_kernels_last_error(const hodu_kernels* k) { return k ? k->error.c_str() : "context is NULL"; }
+
+void hodu_kernels_parallel_for(hodu_kernels* k, int64_t n, int64_t min_range, hodu_kernels_range_fn fn, void* arg) {
+  if (n <= 0) return;
+  int64_t chunks = std::min<int64_t>(k ? k->threads : 1, n / std::max<int64_t>(min_range, 1));
+  if (chunks < 2) {
+    fn(arg, 0, n);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c) fn(arg, n * c / chunks, n * (c + 1) / chunks);
+}
+
+}  // extern "C"

@@ -1,0 +1,115 @@
+// The per-instance context behind hodu/kernels.h: oneDNN engine and stream,
+// the thread count, the prepared ops, and scratch memory shared by the ops
+// (they run one at a time within an instance). Internal to libhodu_kernels.
+#pragma once
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "hodu/kernels.h"
+
+struct hodu_kernel {
+  enum class Kind { Conv2d, MatMul, Pool2d };
+  explicit hodu_kernel(Kind k) : kind(k) {}
+  virtual ~hodu_kernel() = default;
+  const Kind kind;
+};
+
+namespace hodu::kernels {
+
+struct FreeDeleter {
+  void operator()(void* p) const { std::free(p); }
+};
+using AlignedBytes = std::unique_ptr<char, FreeDeleter>;
+AlignedBytes aligned_bytes(size_t bytes);  // 64-byte aligned; throws std::bad_alloc
+
+// Scratch a run borrows from the context; grown only while ops are prepared.
+struct Scratch {
+  AlignedBytes bytes;
+  size_t size = 0;
+  void reserve(size_t n);
+  void* data() const { return bytes.get(); }
+};
+
+// The calling thread's OpenMP thread count set to the context's for a scope
+// (oneDNN reads it), then restored: the caller's setting is left alone.
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+// A primitive run through the C API with a fixed argument array: no
+// allocation on our side of the run path.
+struct Execution {
+  dnnl::primitive primitive;
+  std::vector<dnnl_exec_arg_t> args;
+  void add(int arg, const dnnl::memory& m) { args.push_back({arg, m.get()}); }
+  void run(dnnl::stream& s) const;
+};
+
+// A constant (weights, bias) reordered once into the layout a primitive wants.
+struct PackedConstant {
+  AlignedBytes bytes;
+  dnnl::memory mem;
+};
+
+// Failure with a status for the C ABI; the message goes to the context.
+struct KernelError {
+  int status;
+  std::string message;
+};
+[[noreturn]] void fail(int status, std::string message);
+
+// Appends an activation as eltwise post-ops; KernelError UNSUPPORTED for an unknown one.
+void append_activation(dnnl::post_ops& po, int activation, float alpha, float beta);
+
+// The physical cores in this process's CPU affinity mask (at least 1).
+int physical_cores();
+
+}  // namespace hodu::kernels
+
+struct hodu_kernels {
+  explicit hodu_kernels(int n);
+  int threads;
+  dnnl::engine engine;
+  dnnl::stream stream;
+  std::vector<std::unique_ptr<hodu_kernel>> ops;
+  hodu::kernels::Scratch scratchpad, src_buffer, dst_buffer;  // oneDNN scratchpad, reordered src/dst
+  std::string error;
+
+  hodu::kernels::PackedConstant pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+  // Runs `body` under the thread scope; maps exceptions to a status and the message.
+  template <class F>
+  int guarded(F&& body) noexcept;
+};
+
+template <class F>
+int hodu_kernels::guarded(F&& body) noexcept {
+  try {
+    hodu::kernels::ThreadScope scope(threads);
+    error.clear();
+    body();
+    return HODU_KERNELS_OK;
+  } catch (const hodu::kernels::KernelError& e) {
+    error = e.message;
+    return e.status;
+  } catch (const dnnl::error& e) {
+    error = std::string("oneDNN: ") + e.what();
+    return e.status == dnnl_unimplemented ? HODU_KERNELS_ERR_UNSUPPORTED : HODU_KERNELS_ERR_RUNTIME;
+  } catch (const std::bad_alloc&) {
+    error = "out of memory";
+    return HODU_KERNELS_ERR_OUT_OF_MEMORY;
+  } catch (const std::exception& e) {
+    error = e.what();
+    return HODU_KERNELS_ERR_RUNTIME;
+  }
+}
