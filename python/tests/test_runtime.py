@@ -1,5 +1,6 @@
 """hodu.runtime: devices, memory statistics, streams, profiling."""
 import json
+import os
 import threading
 
 import numpy as np
@@ -25,6 +26,17 @@ def test_memory_stats_and_empty_cache():
     hodu.runtime.empty_cache("cpu")
     with pytest.raises(hodu.InvalidArgumentError):
         hodu.runtime.memory_stats("tpu")
+
+
+def test_cpu_memory_stats_count_tensors():
+    model = os.path.join(os.environ.get("HODU_SOURCE_DIR", "."), "examples", "models", "tiny_cnn.onnx")
+    before = hodu.runtime.memory_stats("cpu")["allocated_bytes"]["all"]
+    sess = hodu.InferenceSession(model, engine="interp")
+    (y,) = sess.run(None, {"image": np.random.rand(1, 1, 8, 8).astype(np.float32)})
+    after = hodu.runtime.memory_stats("cpu")["allocated_bytes"]["all"]
+    assert after["allocated"] > before["allocated"]  # every tensor storage goes through the cpu allocator
+    assert after["peak"] >= y.nbytes
+    assert after["current"] >= 0
 
 
 def test_stream_runs_in_order():

@@ -70,8 +70,4 @@ def test_matches_onnxruntime(model, engine, tmp_path):
         want = np.load(ort_dir / (sanitize(meta.name) + ".npy"))
         assert got.shape == want.shape and got.dtype == want.dtype
         err = rel_l2(got, want)
-        if engine != "interp" and err > 1e-4:
-            # The engine itself differs (`hodu run --engine cpu` gives the same numbers); the Python layer is
-            # checked by the interpreter's run. Shows as XPASS once the engine is fixed.
-            pytest.xfail(f"{engine} engine differs from ONNX Runtime on {os.path.basename(model)}: rel-L2 {err:.3g}")
         assert err <= 1e-4, (meta.name, err)

@@ -1,7 +1,9 @@
 #include "core/tensor.h"
 
 #include <atomic>
+#include <algorithm>
 #include <cstdlib>
+#include <mutex>
 #include <numeric>
 
 #include "core/element_access.h"
@@ -36,20 +38,50 @@ void for_each_index(const std::vector<int64_t>& shape, const std::vector<int64_t
 
 // ---- Storage ---------------------------------------------------------------
 
+namespace {
+
+class SystemHostMemory : public HostMemory {
+ public:
+  void* allocate(size_t bytes) override {
+    size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded);
+    if (!p) fail(ErrorCode::OutOfMemory, "out of memory allocating {} bytes on the CPU", bytes);
+    return p;
+  }
+  void deallocate(void* ptr) override { std::free(ptr); }
+};
+
+std::mutex g_host_memory_mutex;
+std::shared_ptr<HostMemory>& host_memory() {
+  static auto* memory = new std::shared_ptr<HostMemory>(std::make_shared<SystemHostMemory>());  // never destroyed
+  return *memory;
+}
+
+}  // namespace
+
+void Storage::set_host_memory(std::shared_ptr<HostMemory> memory) {
+  HODU_CHECK(memory, ErrorCode::InvalidArgument, "Storage::set_host_memory: null allocator");
+  std::lock_guard lock(g_host_memory_mutex);
+  host_memory() = std::move(memory);
+}
+
 std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
              "Storage::allocate: device {} needs its engine's allocator", device.to_string());
+  std::shared_ptr<HostMemory> memory;
+  {
+    std::lock_guard lock(g_host_memory_mutex);
+    memory = host_memory();
+  }
   auto s = std::shared_ptr<Storage>(new Storage());
-  size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-  if (rounded == 0) rounded = kAlignment;
-  void* p = std::aligned_alloc(kAlignment, rounded);
-  if (!p) fail(ErrorCode::OutOfMemory, "out of memory allocating {} bytes on the CPU", bytes);
+  size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
+  void* p = memory->allocate(rounded);
   std::memset(p, 0, rounded);
   g_allocations.fetch_add(1, std::memory_order_relaxed);
   s->data_ = p;
   s->bytes_ = bytes;
   s->device_ = device;
-  s->release_ = [p] { std::free(p); };
+  s->release_ = [p, memory = std::move(memory)] { memory->deallocate(p); };
   return s;
 }
 

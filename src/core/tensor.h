@@ -16,10 +16,22 @@
 
 namespace hodu {
 
+// Where Storage::allocate takes host memory from. The runtime installs its CPU
+// allocator (statistics, limits; runtime/memory); until then the C library's
+// aligned_alloc. Blocks must be 64-byte aligned.
+class HostMemory {
+ public:
+  virtual ~HostMemory() = default;
+  virtual void* allocate(size_t bytes) = 0;  // throws Error(OutOfMemory) on failure
+  virtual void deallocate(void* ptr) = 0;
+};
+
 // A block of bytes on a device. Either owned (allocated by hodu) or borrowed
 // from the caller with a release callback (numpy arrays, mmapped files).
 class Storage {
  public:
+  // Blocks allocated before keep their allocator (each holds a reference to it).
+  static void set_host_memory(std::shared_ptr<HostMemory> memory);
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device = Device::cpu());
   // Wraps memory hodu does not own; `release` runs when the last user is gone.
   static std::shared_ptr<Storage> wrap(void* data, size_t bytes, std::function<void()> release,

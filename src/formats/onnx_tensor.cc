@@ -22,19 +22,19 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
     else if (kv.key() == "offset") offset = std::stoll(kv.value());
     else if (kv.key() == "length") length = std::stoll(kv.value());
   }
-  HODU_CHECK(!location.empty(), ErrorCode::InvalidModel, "tensor '{}': external data without a location", what);
+  HODU_CHECK(!location.empty(), ErrorCode::InvalidModel, "{}: external data without a location", what);
   std::filesystem::path rel(location);
   HODU_CHECK(!rel.is_absolute() && location.find("..") == std::string::npos, ErrorCode::InvalidModel,
-             "tensor '{}': external data location '{}' must be a relative path inside the model's folder", what,
+             "{}: external data location '{}' must be a relative path inside the model's folder", what,
              location);
   std::filesystem::path full = std::filesystem::path(base_dir) / rel;
   std::ifstream f(full, std::ios::binary);
-  HODU_CHECK(f.good(), ErrorCode::Io, "tensor '{}': cannot open external data file '{}'", what, full.string());
+  HODU_CHECK(f.good(), ErrorCode::Io, "{}: cannot open external data file '{}'", what, full.string());
   f.seekg(0, std::ios::end);
   int64_t size = f.tellg();
   if (length < 0) length = static_cast<int64_t>(expected_bytes);
   HODU_CHECK(offset >= 0 && offset + length <= size, ErrorCode::InvalidModel,
-             "tensor '{}': external data [{}, {}) is outside '{}' ({} bytes)", what, offset, offset + length,
+             "{}: external data [{}, {}) is outside '{}' ({} bytes)", what, offset, offset + length,
              full.string(), size);
   std::string out(static_cast<size_t>(length), '\0');
   f.seekg(offset);
@@ -44,7 +44,7 @@ std::string read_external(const onnx::TensorProto& p, const std::string& base_di
 
 template <typename Src, typename Fn>
 void fill_from(const google::protobuf::RepeatedField<Src>& field, int64_t n, const std::string& what, Fn&& put) {
-  HODU_CHECK(field.size() == n, ErrorCode::InvalidModel, "tensor '{}': has {} values, its shape needs {}", what,
+  HODU_CHECK(field.size() == n, ErrorCode::InvalidModel, "{}: has {} values, its shape needs {}", what,
              field.size(), n);
   for (int64_t i = 0; i < n; ++i) put(i, field.Get(static_cast<int>(i)));
 }
@@ -70,27 +70,27 @@ namespace {
 Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owner, const std::string& base_dir,
                              const std::string& what) {
   auto dt = dtype_from_onnx(p.data_type());
-  HODU_CHECK(dt.has_value(), ErrorCode::InvalidModel, "tensor '{}': unknown data type {}", what, p.data_type());
+  HODU_CHECK(dt.has_value(), ErrorCode::InvalidModel, "{}: unknown data type {}", what, p.data_type());
   DType dtype = *dt;
   std::vector<int64_t> shape(p.dims().begin(), p.dims().end());
   for (auto d : shape)
-    HODU_CHECK(d >= 0 && d < (int64_t(1) << 40), ErrorCode::InvalidModel, "tensor '{}': invalid dim {} in {}",
+    HODU_CHECK(d >= 0 && d < (int64_t(1) << 40), ErrorCode::InvalidModel, "{}: invalid dim {} in {}",
                what, d, shape_to_string(shape));
   int64_t n = 1;
   for (auto d : shape) {
-    HODU_CHECK(d == 0 || n <= (int64_t(1) << 40) / d, ErrorCode::InvalidModel, "tensor '{}': shape {} is too large",
+    HODU_CHECK(d == 0 || n <= (int64_t(1) << 40) / d, ErrorCode::InvalidModel, "{}: shape {} is too large",
                what, shape_to_string(shape));
     n *= d;
   }
   if (dtype == DType::String) {
-    HODU_CHECK(p.string_data_size() == n, ErrorCode::InvalidModel, "tensor '{}': has {} strings, its shape needs {}",
+    HODU_CHECK(p.string_data_size() == n, ErrorCode::InvalidModel, "{}: has {} strings, its shape needs {}",
                what, p.string_data_size(), n);
     return Tensor::from_strings(shape, {p.string_data().begin(), p.string_data().end()});
   }
   size_t nbytes = dtype_storage_bytes(dtype, n);
   if (p.data_location() == onnx::TensorProto::EXTERNAL || p.external_data_size() > 0) {
     std::string raw = read_external(p, base_dir, what, nbytes);
-    HODU_CHECK(raw.size() == nbytes, ErrorCode::InvalidModel, "tensor '{}': external data has {} bytes, needs {}",
+    HODU_CHECK(raw.size() == nbytes, ErrorCode::InvalidModel, "{}: external data has {} bytes, needs {}",
                what, raw.size(), nbytes);
     return Tensor::from_bytes(dtype, shape, raw.data(), raw.size());
   }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "core/error.h"
+#include "runtime/memory/memory_manager.h"
 #include "runtime/profiler.h"
 
 namespace hodu {
@@ -54,6 +55,7 @@ std::unique_ptr<Session> Session::from_model(Model model, const SessionOptions& 
 }
 
 Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : model_(std::move(model)) {
+  MemoryManager::instance();  // tensors allocated from here on are counted in memory_stats("cpu")
   for (const auto& in : model_->graph.inputs)
     if (!model_->graph.initializer(in.name)) inputs_.push_back(in);
   Policy policy;

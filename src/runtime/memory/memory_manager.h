@@ -23,6 +23,7 @@ class MemoryManager {
   void set_allocator(const Device& device, std::shared_ptr<Allocator> allocator);
 
  private:
+  MemoryManager();
   std::mutex mutex_;
   std::map<std::pair<int, int>, std::shared_ptr<Allocator>> allocators_;  // (kind, index)
   std::shared_ptr<Allocator> pinned_;
