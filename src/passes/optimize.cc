@@ -51,6 +51,11 @@ void optimize(Model& model, const OptimizeOptions& options) {
     fuse_matmul(g);
     infer_types(g);
     fuse_conv(g);
+    if (options.level >= 3) {
+      // Last: what the fusions above did not take into a conv or matmul.
+      infer_types(g);
+      fuse_elementwise(g);
+    }
     eliminate_dead_code(g);
   }
   infer_types(g);

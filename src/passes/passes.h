@@ -60,6 +60,11 @@ bool fuse_layer_norm(Graph& g);
 // tensors → hodu.Attention.
 bool fuse_attention(Graph& g);
 
+// Connected f32 elementwise ops (Add/Sub/Mul/Div, Relu, Sigmoid, Tanh, Exp, ...)
+// over one shape, intermediates read once → hodu.FusedElementwise with the ops
+// as its body graph.
+bool fuse_elementwise(Graph& g);
+
 struct OptimizeOptions {
   int level = 2;  // 0..3, see docs/passes.md
   // Concrete input shapes, when known (an engine preparing for one shape).

@@ -465,9 +465,44 @@ TEST(AttentionFusion, Rank3WithScaledQuery) {
       EXPECT_EQ(opt.graph.type_of(n.inputs[0])->shape.rank(), 4u);
     }
     // K's Transpose now produces K ([heads, seq, dim]), not Kᵀ.
-    if (n.op_type == "Transpose" && n.inputs[0] == "k3")
+    if (n.op_type == "Transpose" && n.inputs[0] == "k3") {
       EXPECT_EQ(n.get_ints("perm"), (std::vector<int64_t>{1, 0, 2}));
+    }
   }
+}
+
+TEST(ElementwiseFusion, ChainBecomesOneNodeAndSharedValuesStayOutside) {
+  Builder b;
+  b.input("x", {2, 3, 4});
+  b.input("y", {2, 3, 4});
+  b.scalar("c", 3.0f);
+  b.node("Add", {"x", "y"}, {"a"});
+  b.node("Mul", {"a", "c"}, {"m"});
+  b.node("Relu", {"m"}, {"r"});
+  b.node("Sigmoid", {"r"}, {"s"});
+  b.node("Sub", {"s", "x"}, {"z"});
+  // `u` has two readers: it is a group's output, not an intermediate.
+  b.node("Exp", {"y"}, {"e"});
+  b.node("Neg", {"e"}, {"u"});
+  b.node("Add", {"u", "z"}, {"w"});
+  b.node("Abs", {"u"}, {"v"});
+  b.output("w");
+  b.output("v");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3, 4}, 1))},
+                                               {"y", RuntimeValue(random_tensor({2, 3, 4}, 2))}};
+  Model opt = optimize_and_compare(b.m, feeds, 3);
+  // {Add, Mul, Relu, Sigmoid, Sub, Add(u, z)}, {Exp, Neg}, and Abs alone.
+  EXPECT_EQ(count_op(opt.graph, "FusedElementwise"), 2);
+  EXPECT_EQ(count_op(opt.graph, "Abs"), 1);
+  EXPECT_EQ(opt.graph.nodes.size(), 3u);
+  for (const auto& n : opt.graph.nodes) {
+    if (n.op_type != "FusedElementwise" || n.outputs[0] != "w") continue;
+    EXPECT_EQ(n.get_graph("body")->nodes.size(), 6u);
+    EXPECT_NE(n.get_graph("body")->initializer("c"), nullptr);  // the scalar moved into the body
+  }
+  // O2 leaves them alone.
+  EXPECT_EQ(count_op(optimize_and_compare(b.m, feeds, 2).graph, "FusedElementwise"), 0);
 }
 
 TEST(Optimize, RecordsLevelAndRejectsBadLevel) {

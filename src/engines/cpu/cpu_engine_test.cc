@@ -208,6 +208,38 @@ TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
   EXPECT_GE(fused_mm, 1);
 }
 
+// A chain of elementwise ops (one-element input broadcast, a scalar constant) becomes one
+// FusedElementwise step that matches the interpreter at 1 and 2 threads, on sizes that are
+// not a multiple of the kernel's chunk.
+TEST(CpuEngine, FusedElementwiseMatchesInterpreter) {
+  Builder b;
+  b.input("x", Shape({Dim(3), Dim(7), Dim(101)}));
+  b.input("y", Shape({Dim(3), Dim(7), Dim(101)}));
+  b.input("s", Shape({Dim(1)}));
+  b.scalar("half", 0.5f);
+  b.node("Add", {"x", "y"}, {"a"});
+  b.node("Mul", {"a", "half"}, {"m"});
+  b.node("Tanh", {"m"}, {"t"});
+  b.node("Sub", {"t", "s"}, {"d"});
+  b.node("Sigmoid", {"d"}, {"g"});
+  b.node("Div", {"g", "y"}, {"z"});
+  b.output("z");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({3, 7, 101}, 1))},
+                                               {"y", RuntimeValue(random_tensor({3, 7, 101}, 2))},
+                                               {"s", RuntimeValue(random_tensor({1}, 3))}};
+  expect_matches_interp(m, feeds, 1);
+  expect_matches_interp(m, feeds, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {}});
+  ASSERT_EQ(opt.graph.nodes.size(), 1u);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {3, 7, 101}}, {"y", {3, 7, 101}}, {"s", {1}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0);
+  ASSERT_EQ(plan.kernel_choices().size(), 1u);
+  EXPECT_NE(plan.kernel_choices()[0].find("cpu fused loop (6 ops)"), std::string::npos);
+}
+
 TEST(CpuEngine, OpsWithoutCpuKernelFallBackToInterpreter) {
   Builder b;
   b.input("x", Shape({Dim(4), Dim(5)}));

@@ -30,6 +30,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, "", "cpu", "a view, no copy");
   add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
+  add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
 }
 
 }  // namespace hodu::cpu

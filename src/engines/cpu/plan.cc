@@ -207,8 +207,9 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     input_slots_[in.name] = add_slot(std::move(s));
   }
 
-  const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,     make_attention,
-                                     make_normalization, make_data_movement, make_elementwise};
+  const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
+                                     make_attention,     make_normalization, make_data_movement,
+                                     make_elementwise,   make_fused_elementwise};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;
