@@ -7,7 +7,10 @@ the medians kept), then the outputs of both compared (relative L2 error).
 Absolute times on a shared machine are noise; the ratio in one run is the figure.
 
 usage: /usr/bin/python3 bench/run_bench.py [--hodu build/bin/hodu] [--threads 1 2]
-           [--iters 5] [--warmup 1] [--rounds 2] [--tol 1e-4] [MODEL.onnx ...]
+           [--engine E [E ...]] [--iters 5] [--warmup 1] [--rounds 2] [--tol 1e-4] [MODEL.onnx ...]
+
+--engine cpu native: one row per hodu engine, all timed in the same interleaved
+rounds (native: the model compiled by `hodu build` to a default-mode .so).
 """
 import argparse
 import glob
@@ -36,7 +39,7 @@ def run_json(cmd):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hodu", default=os.path.join(ROOT, "build", "bin", "hodu"))
-    ap.add_argument("--engine", default="")
+    ap.add_argument("--engine", nargs="+", default=[""], help="hodu engine(s); several: side by side")
     ap.add_argument("--threads", type=int, nargs="+", default=[1, 2])
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--warmup", type=int, default=1)
@@ -51,7 +54,8 @@ def main():
         return 1
     ort_js = os.path.join(HERE, "ort_bench.js")
     rows, failures = [], 0
-    hdr = (f"{'model':20s} {'thr':>3s} {'hodu ms':>9s} {'ort ms':>9s} {'hodu/ort':>8s} "
+    engines = args.engine
+    hdr = (f"{'model':20s} {'engine':>7s} {'thr':>3s} {'hodu ms':>9s} {'ort ms':>9s} {'hodu/ort':>8s} "
            f"{'hodu load':>9s} {'ort load':>9s} {'hodu MB':>8s} {'ort MB':>7s} {'rel-L2':>9s}")
     print(hdr)
     print("-" * len(hdr))
@@ -59,43 +63,51 @@ def main():
         name = os.path.splitext(os.path.basename(model))[0]
         with tempfile.TemporaryDirectory() as tmp:
             feeds, outputs = make_inputs(model, tmp, 0)
-            # Outputs of both, once, for the comparison.
-            hodu_out, ort_out = os.path.join(tmp, "hodu"), os.path.join(tmp, "ort")
-            subprocess.run([args.hodu, "run", model, "-f", "npy", "-o", hodu_out, "--threads", "2"] +
-                           (["--engine", args.engine] if args.engine else []) +
-                           sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
+            # Outputs of each, once, for the comparison.
+            ort_out = os.path.join(tmp, "ort")
             run_json(["node", ort_js, model, "--threads", "2", "--warmup", "0", "--iters", "1", "--out", ort_out] +
                      [f"{n}={p}" for n, p in feeds])
-            err = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
-                             np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
-            if not err <= args.tol:
-                failures += 1
+            errs = {}
+            for e in engines:
+                hodu_out = os.path.join(tmp, "hodu-" + (e or "default"))
+                subprocess.run([args.hodu, "run", model, "-f", "npy", "-o", hodu_out, "--threads", "2"] +
+                               (["--engine", e] if e else []) +
+                               sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
+                errs[e] = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
+                                     np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
+                if not errs[e] <= args.tol:
+                    failures += 1
             for t in args.threads:
-                hodu_runs, ort_runs = [], []
+                hodu_runs, ort_runs = {e: [] for e in engines}, []
                 for _ in range(args.rounds):
-                    hodu_runs.append(run_json(
-                        [args.hodu, "bench", model, "--json", "--threads", str(t), "--iters", str(args.iters),
-                         "--warmup", str(args.warmup)] + (["--engine", args.engine] if args.engine else []) +
-                        sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
+                    for e in engines:
+                        hodu_runs[e].append(run_json(
+                            [args.hodu, "bench", model, "--json", "--threads", str(t), "--iters", str(args.iters),
+                             "--warmup", str(args.warmup)] + (["--engine", e] if e else []) +
+                            sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
                     ort_runs.append(run_json(
                         ["node", ort_js, model, "--threads", str(t), "--iters", str(args.iters), "--warmup",
                          str(args.warmup)] + [f"{n}={p}" for n, p in feeds]))
-                h = statistics.median(r["median_ms"] for r in hodu_runs)
                 o = statistics.median(r["median_ms"] for r in ort_runs)
-                row = {"model": name, "threads": t, "hodu_ms": h, "ort_ms": o, "ratio": h / o,
-                       "hodu_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in hodu_runs),
-                       "ort_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in ort_runs),
-                       "hodu_rss_mb": max(r["peak_rss_mb"] for r in hodu_runs),
-                       "ort_rss_mb": max(r["peak_rss_mb"] for r in ort_runs), "rel_l2": err}
-                rows.append(row)
-                print(f"{name:20s} {t:3d} {h:9.1f} {o:9.1f} {h / o:8.2f} {row['hodu_load_ms']:9.0f} "
-                      f"{row['ort_load_ms']:9.0f} {row['hodu_rss_mb']:8.0f} {row['ort_rss_mb']:7.0f} "
-                      f"{err:9.2e}{'' if err <= args.tol else '  MISMATCH'}", flush=True)
+                for e in engines:
+                    h = statistics.median(r["median_ms"] for r in hodu_runs[e])
+                    err = errs[e]
+                    row = {"model": name, "engine": e or "default", "threads": t, "hodu_ms": h, "ort_ms": o,
+                           "ratio": h / o,
+                           "hodu_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in hodu_runs[e]),
+                           "ort_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in ort_runs),
+                           "hodu_rss_mb": max(r["peak_rss_mb"] for r in hodu_runs[e]),
+                           "ort_rss_mb": max(r["peak_rss_mb"] for r in ort_runs), "rel_l2": err}
+                    rows.append(row)
+                    print(f"{name:20s} {row['engine']:>7s} {t:3d} {h:9.1f} {o:9.1f} {h / o:8.2f} "
+                          f"{row['hodu_load_ms']:9.0f} {row['ort_load_ms']:9.0f} {row['hodu_rss_mb']:8.0f} "
+                          f"{row['ort_rss_mb']:7.0f} {err:9.2e}{'' if err <= args.tol else '  MISMATCH'}", flush=True)
     if rows:
-        for t in args.threads:
-            ratios = [r["ratio"] for r in rows if r["threads"] == t]
-            gm = float(np.exp(np.mean(np.log(ratios))))
-            print(f"geometric mean hodu/ort at {t} thread(s): {gm:.2f}")
+        for e in engines:
+            for t in args.threads:
+                ratios = [r["ratio"] for r in rows if r["threads"] == t and r["engine"] == (e or "default")]
+                gm = float(np.exp(np.mean(np.log(ratios))))
+                print(f"geometric mean hodu ({e or 'default'})/ort at {t} thread(s): {gm:.2f}")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(rows, f, indent=1)

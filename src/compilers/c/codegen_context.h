@@ -10,6 +10,7 @@
 
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/memory_plan.h"
+#include "hodu/kernels.h"
 #include "ir/graph.h"
 
 namespace hodu::compilers::c {
@@ -51,8 +52,10 @@ struct Codegen {
   int steps_emitted = 0;
   int fused_nodes = 0;
   // An activation the driver fused into the next Conv/Gemm: clamp to
-  // [act_lo, act_hi] and write `act_output` instead of the node's output.
+  // [act_lo, act_hi] (act_kind HODU_ACTIVATION_CLIP; default mode also
+  // SIGMOID and SILU after a Conv) and write `act_output` instead of the node's output.
   std::string act_output;
+  int act_kind = 1;
   float act_lo = 0, act_hi = 0;
   // Default mode: ops prepared in libhodu_kernels at create time (`prepare`
   // fills m->ops[i]) and run by the body; a NULL op runs the portable code.

@@ -191,6 +191,48 @@ TEST(CCodegen, ResizeNearestAndLinearMatchTheInterpreter) {
   }
 }
 
+// Default mode: Conv (with SiLU and Sigmoid epilogues), pooling and MatMul run
+// in libhodu_kernels, a large elementwise loop on its threads; --kernels
+// portable makes none of those calls; both match the interpreter.
+TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 3, 96, 96}), ""});
+  g.set_initializer("w1", ramp({4, 3, 3, 3}, 0.37f, 0.f));
+  g.set_initializer("b1", ramp({4}, 1.1f, 0.1f));
+  g.set_initializer("w2", ramp({4, 4, 1, 1}, 0.53f, 0.f));
+  g.set_initializer("cb", ramp({1, 4, 1, 1}, 0.7f, 0.f));
+  g.set_initializer("mw", ramp({47, 5}, 0.11f, 0.f));
+  g.nodes.push_back(node("Conv", {"x", "w1", "b1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})}));
+  g.nodes.push_back(node("Sigmoid", {"c1"}, {"s1"}));
+  g.nodes.push_back(node("Mul", {"c1", "s1"}, {"silu"}));
+  g.nodes.push_back(node("Add", {"silu", "cb"}, {"a"}));
+  g.nodes.push_back(node("Conv", {"a", "w2"}, {"c2"}));
+  g.nodes.push_back(node("Sigmoid", {"c2"}, {"s2"}));
+  g.nodes.push_back(node("AveragePool", {"s2"}, {"p"},
+                         {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+                          Attribute::make_int("ceil_mode", 1)}));
+  g.nodes.push_back(node("MaxPool", {"p"}, {"q"}, {Attribute::make_ints("kernel_shape", {2, 2})}));
+  g.nodes.push_back(node("MatMul", {"q", "mw"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  Tensor x = ramp({1, 3, 96, 96}, 0.21f, 0.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(gen.library_ops, 5);
+  EXPECT_NE(gen.source.find("HODU_ACTIVATION_SILU"), std::string::npos);
+  EXPECT_NE(gen.source.find("HODU_ACTIVATION_SIGMOID"), std::string::npos);
+  EXPECT_NE(gen.source.find("hodu_kernels_parallel_for"), std::string::npos);
+  CodegenOptions portable;
+  portable.kernel_library = false;
+  auto plain = generate_c(m, portable);
+  EXPECT_EQ(plain.library_ops, 0);
+  EXPECT_EQ(plain.source.find("hodu_conv2d_run"), std::string::npos);
+  EXPECT_EQ(plain.source.find("hodu_kernels_parallel_for"), std::string::npos);
+  auto got = run(m, "native", x);
+  EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-4);
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

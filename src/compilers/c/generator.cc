@@ -7,6 +7,7 @@
 #include <climits>
 #include <cmath>
 #include <set>
+#include <tuple>
 
 #include "compilers/c/api_emitter.h"
 #include "compilers/c/c_codegen.h"
@@ -176,6 +177,45 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
     }
   }
+  // Default mode: Sigmoid and SiLU (x * Sigmoid(x)) after a Conv with constant
+  // weights run as oneDNN post-ops instead of scalar expf loops (EfficientNet).
+  std::vector<int> act_kind(count, HODU_ACTIVATION_CLIP);
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    auto readers = [&](const std::string& v) {
+      std::vector<int> r;
+      for (size_t j = 0; j < count; ++j)
+        for (const auto& in : g.nodes[j].inputs)
+          if (in == v) {
+            r.push_back(static_cast<int>(j));
+            break;
+          }
+      return r;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      const Node& n = g.nodes[i];
+      if (act_of[i] >= 0 || n.op_type != "Conv" || !n.domain.empty() || !cg.is_constant(n.inputs[1]) ||
+          (n.has_input(2) && !cg.is_constant(n.inputs[2])))
+        continue;
+      const std::string& y = n.outputs[0];
+      if (graph_outputs.count(y) || cg.dtype_of(y) != DType::F32 || (uses[y] != 1 && uses[y] != 2)) continue;
+      auto r = readers(y);
+      auto is = [&](int j, const char* op) { return g.nodes[j].op_type == op && g.nodes[j].domain.empty(); };
+      if (uses[y] == 1 && r.size() == 1 && is(r[0], "Sigmoid")) {
+        act_of[i] = r[0];
+        act_kind[i] = HODU_ACTIVATION_SIGMOID;
+        emitted_at[r[0]] = static_cast<int>(i);
+      } else if (uses[y] == 2 && r.size() == 2 && is(r[0], "Sigmoid") && is(r[1], "Mul")) {
+        const std::string& s = g.nodes[r[0]].outputs[0];
+        const Node& mul = g.nodes[r[1]];
+        bool silu = uses[s] == 1 && !graph_outputs.count(s) && mul.inputs.size() == 2 &&
+                    ((mul.inputs[0] == y && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == y));
+        if (!silu) continue;
+        act_of[i] = r[1];
+        act_kind[i] = HODU_ACTIVATION_SILU;
+        emitted_at[r[0]] = emitted_at[r[1]] = static_cast<int>(i);
+      }
+    }
+  }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
   std::vector<std::vector<int>> group(count);
   std::vector<bool> absorbed(count, false);
@@ -233,10 +273,12 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       continue;
     }
     if (act_of[i] >= 0) {
-      auto bounds = *clamp_of(cg, g.nodes[act_of[i]]);
       cg.act_output = g.nodes[act_of[i]].outputs[0];
-      cg.act_lo = bounds.first;
-      cg.act_hi = bounds.second;
+      cg.act_kind = act_kind[i];
+      cg.act_lo = -INFINITY;
+      cg.act_hi = INFINITY;
+      if (act_kind[i] == HODU_ACTIVATION_CLIP) std::tie(cg.act_lo, cg.act_hi) = *clamp_of(cg, g.nodes[act_of[i]]);
+      else ++cg.fused_nodes;  // the Sigmoid of a SiLU
       ++cg.fused_nodes;
     }
     try {

@@ -64,10 +64,20 @@ Window window(Codegen& cg, const Node& n, const std::vector<int64_t>& in_shape, 
 struct Target {
   std::string name;
   float lo = -INFINITY, hi = INFINITY;
+  int kind = HODU_ACTIVATION_CLIP;  // SIGMOID/SILU: lo, hi open
 };
+
+// The portable form of a SIGMOID/SILU target: a loop after the kernel.
+std::string activation_loop(const Target& t, const std::string& y, int64_t count) {
+  if (t.kind == HODU_ACTIVATION_CLIP) return "";
+  return fmt::format("    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; {}[i] = {}; }}\n", count, y, y,
+                     t.kind == HODU_ACTIVATION_SIGMOID ? "1.f / (1.f + expf(-v))" : "v / (1.f + expf(-v))");
+}
 
 // hodu_kernels.h activation fields of a target: "kind, alpha, beta".
 std::string activation_fields(const Target& t) {
+  if (t.kind == HODU_ACTIVATION_SIGMOID) return "HODU_ACTIVATION_SIGMOID, 0.f, 0.f";
+  if (t.kind == HODU_ACTIVATION_SILU) return "HODU_ACTIVATION_SILU, 0.f, 0.f";
   if (t.lo == -INFINITY && t.hi == INFINITY) return "HODU_ACTIVATION_NONE, 0.f, 0.f";
   return fmt::format("HODU_ACTIVATION_CLIP, {}, {}", c_float(t.lo), c_float(t.hi));
 }
@@ -75,7 +85,7 @@ std::string activation_fields(const Target& t) {
 Target take_target(Codegen& cg, const Node& n) {
   Target t{n.outputs[0]};
   if (!cg.act_output.empty()) {
-    t = {cg.act_output, cg.act_lo, cg.act_hi};
+    t = {cg.act_output, cg.act_lo, cg.act_hi, cg.act_kind};
     cg.act_output.clear();
   }
   return t;
@@ -109,6 +119,7 @@ void emit_conv(Codegen& cg, const Node& n) {
     cg.emit(portable);
     return;
   }
+  portable = "    " + portable + "\n" + activation_loop(t, y, shape_numel(ys));
   std::string op = cg.library_op(
       n, "hodu_conv2d_desc",
       fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}", N, C, w.in[0], w.in[1],
