@@ -240,6 +240,38 @@ TEST(CpuEngine, FusedElementwiseMatchesInterpreter) {
   EXPECT_NE(plan.kernel_choices()[0].find("cpu fused loop (6 ops)"), std::string::npos);
 }
 
+// SqueezeNet's fire module: two convs concatenated on channels feed the next conv. The concat
+// runs on the blocked layout the convs write (no reorder to plain and back) and matches the interpreter.
+TEST(CpuEngine, ConcatOfBlockedConvOutputsStaysBlocked) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(16), Dim(9), Dim(9)}));
+  b.constant("w1", {32, 16, 1, 1}, 1);
+  b.constant("w3", {32, 16, 3, 3}, 2);
+  b.constant("wn", {8, 64, 1, 1}, 3);
+  b.node("Conv", {"x", "w1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"x", "w3"}, {"c3"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c3"}, {"r3"});
+  b.node("Concat", {"r1", "r3"}, {"cat"}, {Attribute::make_int("axis", 1)});
+  b.node("Conv", {"cat", "wn"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 16, 9, 9}, 4))}};
+  expect_matches_interp(m, feeds, 1);
+  expect_matches_interp(m, feeds, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {1, 16, 9, 9}}}, PlanOptions{}, eng);
+  int concats = 0, reorders = 0;
+  for (const auto& c : plan.kernel_choices()) {
+    concats += c.find("(Concat): onednn concat") != std::string::npos;
+    reorders += c.rfind("reorder", 0) == 0;
+  }
+  EXPECT_EQ(concats, 1);
+  EXPECT_LE(reorders, 2);  // only at the edges: the input into the blocked layout, the output back
+}
+
 TEST(CpuEngine, OpsWithoutCpuKernelFallBackToInterpreter) {
   Builder b;
   b.input("x", Shape({Dim(4), Dim(5)}));

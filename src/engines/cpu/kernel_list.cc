@@ -29,6 +29,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"LayerNorm"}, "hodu", "cpu", "hand-written row kernel, AVX2 or portable");
   add({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, "", "cpu", "a view, no copy");
   add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
+  add({"Concat"}, "", "onednn", "oneDNN concat of blocked-layout tensors on channels");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
   add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
 }

@@ -208,7 +208,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   }
 
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
-                                     make_attention,     make_normalization, make_data_movement,
+                                     make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
