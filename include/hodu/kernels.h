@@ -71,12 +71,20 @@ typedef struct {
   int accumulate; /* 1: dst = conv(src) + residual (residual given at run, shaped as dst) */
   int activation;
   float activation_alpha, activation_beta;
+  /* 1: dst may stay in the primitive's own layout, for the next conv only (its
+   * src_producer); needs hodu_conv2d_native_bytes(desc) bytes. Ignored with accumulate. */
+  int dst_native;
 } hodu_conv2d_desc;
 
+/* Bytes a dst_native destination may need: channels rounded up to 16. */
+#define HODU_CONV2D_NATIVE_CHANNELS(c) (((c) + 15) / 16 * 16)
+
 /* weights [out_channels, in_channels / groups, kernel_height, kernel_width];
- * bias [out_channels] or NULL. Both are copied: the caller may free them. */
+ * bias [out_channels] or NULL. Both are copied: the caller may free them.
+ * src_producer: the conv whose dst (prepared with dst_native) this one reads,
+ * in whatever layout that conv left it; NULL: src is plain NCHW. */
 HODU_KERNELS_API int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights, const float* bias,
-                        hodu_kernel** out);
+                        const hodu_kernel* src_producer, hodu_kernel** out);
 /* residual: NULL unless desc->accumulate; it may be dst itself. */
 HODU_KERNELS_API int hodu_conv2d_run(hodu_kernels* k, hodu_kernel* op, const float* src, const float* residual, float* dst);
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -62,6 +63,10 @@ struct Codegen {
   bool kernel_library = false;
   std::string prepare;
   int library_ops = 0;
+  // Conv outputs read only by the next library Conv: left in oneDNN's layout
+  // (dst_native); native_op: the producing op of each, once emitted.
+  std::set<std::string> native_values;
+  std::map<std::string, std::string> native_op;
 
   const ValueInfo& info(const std::string& name);
   DType dtype_of(const std::string& name) const;

@@ -191,7 +191,8 @@ TEST(CCodegen, ResizeNearestAndLinearMatchTheInterpreter) {
   }
 }
 
-// Default mode: Conv (with SiLU and Sigmoid epilogues), pooling and MatMul run
+// Default mode: Conv (with SiLU and Sigmoid epilogues, two chained in oneDNN's
+// layout), pooling and MatMul run
 // in libhodu_kernels, a large elementwise loop on its threads; --kernels
 // portable makes none of those calls; both match the interpreter.
 TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
@@ -203,6 +204,7 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   g.set_initializer("b1", ramp({4}, 1.1f, 0.1f));
   g.set_initializer("w2", ramp({4, 4, 1, 1}, 0.53f, 0.f));
   g.set_initializer("cb", ramp({1, 4, 1, 1}, 0.7f, 0.f));
+  g.set_initializer("w3", ramp({4, 4, 3, 3}, 0.29f, 0.f));
   g.set_initializer("mw", ramp({47, 5}, 0.11f, 0.f));
   g.nodes.push_back(node("Conv", {"x", "w1", "b1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})}));
   g.nodes.push_back(node("Sigmoid", {"c1"}, {"s1"}));
@@ -210,7 +212,8 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   g.nodes.push_back(node("Add", {"silu", "cb"}, {"a"}));
   g.nodes.push_back(node("Conv", {"a", "w2"}, {"c2"}));
   g.nodes.push_back(node("Sigmoid", {"c2"}, {"s2"}));
-  g.nodes.push_back(node("AveragePool", {"s2"}, {"p"},
+  g.nodes.push_back(node("Conv", {"s2", "w3"}, {"c3"}, {Attribute::make_ints("pads", {1, 1, 1, 1})}));
+  g.nodes.push_back(node("AveragePool", {"c3"}, {"p"},
                          {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
                           Attribute::make_int("ceil_mode", 1)}));
   g.nodes.push_back(node("MaxPool", {"p"}, {"q"}, {Attribute::make_ints("kernel_shape", {2, 2})}));
@@ -219,7 +222,8 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   Tensor x = ramp({1, 3, 96, 96}, 0.21f, 0.f);
   auto want = run(m, "interp", x);
   auto gen = generate_c(m, {});
-  EXPECT_EQ(gen.library_ops, 5);
+  EXPECT_EQ(gen.library_ops, 6);
+  EXPECT_NE(gen.source.find("m->ops[1], &m->ops[2]"), std::string::npos) << "conv 3 reads conv 2's native layout";
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SILU"), std::string::npos);
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SIGMOID"), std::string::npos);
   EXPECT_NE(gen.source.find("hodu_kernels_parallel_for"), std::string::npos);

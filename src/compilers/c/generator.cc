@@ -216,6 +216,27 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
     }
   }
+  // Default mode: a Conv output whose only reader is the next library Conv stays
+  // in the layout oneDNN picked (no reorder to NCHW and back).
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    auto library_conv = [&](const Node& n) {
+      return n.op_type == "Conv" && n.domain.empty() && cg.is_constant(n.inputs[1]) &&
+             (!n.has_input(2) || cg.is_constant(n.inputs[2])) && cg.dtype_of(n.inputs[0]) == DType::F32 &&
+             cg.shape_of(n.inputs[0]).size() == 4;
+    };
+    for (size_t i = 0; i < count; ++i) {
+      if (!library_conv(g.nodes[i])) continue;
+      const std::string& y = act_of[i] >= 0 ? g.nodes[act_of[i]].outputs[0] : g.nodes[i].outputs[0];
+      if (uses[y] != 1 || graph_outputs.count(y)) continue;
+      for (size_t j = i + 1; j < count; ++j) {
+        const Node& r = g.nodes[j];
+        bool reads = std::find(r.inputs.begin(), r.inputs.end(), y) != r.inputs.end();
+        if (!reads) continue;
+        if (library_conv(r) && r.inputs[0] == y) cg.native_values.insert(y);
+        break;
+      }
+    }
+  }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
   std::vector<std::vector<int>> group(count);
   std::vector<bool> absorbed(count, false);

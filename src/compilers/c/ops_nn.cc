@@ -3,6 +3,7 @@
 // scale/shift, transposed Gemm weights) so the kernels stay simple.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "compilers/c/codegen_context.h"
@@ -120,12 +121,26 @@ void emit_conv(Codegen& cg, const Node& n) {
     return;
   }
   portable = "    " + portable + "\n" + activation_loop(t, y, shape_numel(ys));
+  // Chained convs: the output may stay in oneDNN's layout (room for 16-channel
+  // blocks), the input may be in the producing conv's layout.
+  bool native_dst = cg.native_values.count(t.name) > 0;
+  if (native_dst) {
+    PlanBuffer& buf = cg.buffers[cg.buffer_of(t.name)];
+    buf.bytes = std::max(buf.bytes, N * ((M + 15) / 16 * 16) * w.out[0] * w.out[1] * 4);
+  }
+  auto producer = cg.native_op.find(n.inputs[0]);
+  std::string from = producer == cg.native_op.end() ? "NULL" : producer->second;
   std::string op = cg.library_op(
       n, "hodu_conv2d_desc",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}", N, C, w.in[0], w.in[1],
-                  M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1], w.dilations[0],
-                  w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group, activation_fields(t)),
-      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, &OP)", wp, b));
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}", N, C, w.in[0],
+                  w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
+                  w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group,
+                  activation_fields(t), native_dst ? 1 : 0),
+      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, &OP)", wp, b, from));
+  if (from != "NULL")  // the portable code cannot read the producer's layout
+    cg.prepare += fmt::format("  if ({} && !{}) {{\n    hm_errbuf(errbuf, errbuf_size, {});\n    return 4;\n  }}\n", from,
+                              op, c_string_literal(n.describe() + ": oneDNN cannot run this conv"));
+  if (native_dst) cg.native_op[t.name] = op;
   cg.emit_library_call(n, op, fmt::format("hodu_conv2d_run(m->kernels, {}, {}, NULL, {})", op, x, y), portable);
 }
 

@@ -17,6 +17,7 @@ struct Conv2dKernel : hodu_kernel {
   Conv2dKernel() : hodu_kernel(Kind::Conv2d) {}
   bool accumulate = false;
   size_t dst_bytes = 0;
+  dnnl::memory::desc written;  // the layout run() leaves dst in (plain unless dst_native)
   dnnl::memory src_user, dst_user, src_mem, dst_mem, scratch_mem;
   Execution conv;
   Execution src_reorder, dst_reorder, residual_reorder;  // empty primitive: not needed
@@ -43,7 +44,8 @@ void check(const hodu_conv2d_desc& d) {
 
 }  // namespace
 
-std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b) {
+std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b,
+                                         const hodu_kernel* producer) {
   check(d);
   auto op = std::make_unique<Conv2dKernel>();
   dnnl::memory::dims src_dims = {d.batch, d.in_channels, d.in_height, d.in_width};
@@ -58,7 +60,16 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   // An image with few channels (the first conv) is read as it is: oneDNN has direct
   // kernels for it, and blocking 3 channels costs more than the conv gains.
-  dnnl::memory::desc src_md = d.in_channels <= 4 ? src_plain : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+  // A producer's native dst is read as it is when this primitive takes that layout.
+  dnnl::memory::desc src_given = src_plain;
+  if (producer) {
+    if (producer->kind != hodu_kernel::Kind::Conv2d) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: producer is not a conv");
+    src_given = static_cast<const Conv2dKernel*>(producer)->written;
+    if (src_given.dims() != src_dims) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: producer dst is not this src");
+  }
+  dnnl::memory::desc src_md = d.in_channels <= 4   ? src_plain
+                              : producer ? src_given
+                                         : dnnl::memory::desc(src_dims, dt::f32, tag::any);
   dnnl::memory::desc dst_md(dst_dims, dt::f32, tag::any);
   dnnl::memory::desc w_md(w_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({d.out_channels}, dt::f32, tag::x);
@@ -71,17 +82,36 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::memory::dims strides = {d.stride_height, d.stride_width}, dilation = {d.dilation_height - 1, d.dilation_width - 1},
                      pad_l = {d.pad_top, d.pad_left}, pad_r = {d.pad_bottom, d.pad_right};
-  auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                  src_md, w_md, b_md, dst_md, strides, dilation, pad_l, pad_r)
-                : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
-                                                  src_md, w_md, dst_md, strides, dilation, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc pd(desc, attr, k.engine);
+  auto make_pd = [&](const dnnl::memory::desc& src) {
+    auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                    dnnl::algorithm::convolution_direct, src, w_md, b_md, dst_md, strides,
+                                                    dilation, pad_l, pad_r)
+                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                    dnnl::algorithm::convolution_direct, src, w_md, dst_md, strides,
+                                                    dilation, pad_l, pad_r);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, k.engine);
+  };
+  dnnl::convolution_forward::primitive_desc pd;
+  try {
+    pd = make_pd(src_md);
+  } catch (const dnnl::error&) {
+    if (!producer) throw;
+  }
+  // No fast kernel for the producer's layout (only oneDNN's reference one):
+  // let the primitive pick and reorder from the producer's layout instead.
+  if (producer && (!pd || std::string(pd.impl_info_str()).rfind("ref", 0) == 0))
+    pd = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any));
 
   op->weights = k.pack(w, w_user, pd.weights_desc());
-  op->src_user = dnnl::memory(src_plain, k.engine, nullptr);
-  op->dst_user = dnnl::memory(dst_plain, k.engine, nullptr);
-  op->src_mem = plain(pd.src_desc(), src_plain) ? op->src_user : dnnl::memory(pd.src_desc(), k.engine, nullptr);
-  op->dst_mem = plain(pd.dst_desc(), dst_plain) ? op->dst_user : dnnl::memory(pd.dst_desc(), k.engine, nullptr);
+  // Native dst: the primitive writes the caller's buffer in its own layout when it fits.
+  size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.out_channels) * d.out_height *
+                                            d.out_width) * sizeof(float);
+  bool native_dst = d.dst_native && !d.accumulate && pd.dst_desc().get_size() <= native_bytes;
+  op->written = native_dst ? pd.dst_desc() : dst_plain;
+  op->src_user = dnnl::memory(src_given, k.engine, nullptr);
+  op->dst_user = dnnl::memory(op->written, k.engine, nullptr);
+  op->src_mem = plain(pd.src_desc(), src_given) ? op->src_user : dnnl::memory(pd.src_desc(), k.engine, nullptr);
+  op->dst_mem = plain(pd.dst_desc(), op->written) ? op->dst_user : dnnl::memory(pd.dst_desc(), k.engine, nullptr);
   op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
   k.scratchpad.reserve(pd.scratchpad_desc().get_size());
   op->conv.primitive = dnnl::convolution_forward(pd);
@@ -104,7 +134,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     if (d.accumulate) op->residual_reorder = reorder(op->dst_user, op->dst_mem);
   }
   op->accumulate = d.accumulate != 0;
-  op->dst_bytes = dst_plain.get_size();
+  op->dst_bytes = op->written.get_size();
   return op;
 }
 
@@ -138,11 +168,11 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
 }  // namespace hodu::kernels
 
 extern "C" int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights,
-                                   const float* bias, hodu_kernel** out) {
+                                   const float* bias, const hodu_kernel* src_producer, hodu_kernel** out) {
   if (!k || !desc || !weights || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
-    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias));
+    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer));
     *out = k->ops.back().get();
   });
 }
