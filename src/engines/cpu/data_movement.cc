@@ -29,7 +29,10 @@ class TransposeStep : public Step {
         rem /= out_shape_[d];
       }
       char* out = dst + row * inner * es;
-      if (es == 4) {
+      if (inner_stride == 1) {
+        // The last dim stays last (head split/merge, Slice of whole rows): a row is one block.
+        std::memcpy(out, src + off * es, inner * es);
+      } else if (es == 4) {
         const float* in = reinterpret_cast<const float*>(src) + off;
         float* o = reinterpret_cast<float*>(out);
         for (int64_t j = 0; j < inner; ++j) o[j] = in[j * inner_stride];
