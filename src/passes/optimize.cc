@@ -22,10 +22,21 @@ int optimized_level(const Model& model) {
   return -1;
 }
 
-void optimize(Model& model, const OptimizeOptions& options) {
-  HODU_CHECK(options.level >= 0 && options.level <= 3, ErrorCode::InvalidArgument,
-             "optimization level {} is out of range (0..3)", options.level);
+// A Gradient node (ai.onnx.preview.training) differentiates the nodes between its
+// xs and y by name at run time; any rewrite of them (folding, fusion, CSE, DCE of
+// the values it reads) changes what it sees, so such graphs stay as loaded.
+static bool has_gradient_node(const Graph& g) {
+  for (const auto& n : g.nodes)
+    if (n.op_type == "Gradient" && n.domain == "ai.onnx.preview.training") return true;
+  return false;
+}
+
+void optimize(Model& model, const OptimizeOptions& requested) {
+  HODU_CHECK(requested.level >= 0 && requested.level <= 3, ErrorCode::InvalidArgument,
+             "optimization level {} is out of range (0..3)", requested.level);
   Graph& g = model.graph;
+  OptimizeOptions options = requested;
+  if (has_gradient_node(g)) options.level = 0;
   if (options.level >= 1) {
     to_fixed_point([&] {
       bool changed = fold_shapes(g, options.input_shapes);

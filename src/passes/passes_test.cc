@@ -517,5 +517,25 @@ TEST(Optimize, RecordsLevelAndRejectsBadLevel) {
   EXPECT_EQ(o0.graph.nodes.size(), b.m.graph.nodes.size());
 }
 
+TEST(Optimize, LeavesGraphsWithAGradientNodeAsLoaded) {
+  Builder b;
+  b.input("a", {3});
+  b.input("c", {3});
+  b.node("Mul", {"a", "c"}, {"m"});
+  b.node("Exp", {"m"}, {"y"});
+  b.node("Gradient", {"a", "c"}, {"dy_da", "dy_dc"},
+         {Attribute::make_strings("xs", {"a", "c"}), Attribute::make_string("y", "y")}, "ai.onnx.preview.training");
+  b.output("y");
+  b.output("dy_da");
+  b.output("dy_dc");
+  b.m.opset_imports["ai.onnx.preview.training"] = 1;
+  b.finish();
+  Model m = b.m;
+  optimize(m, {3, {}});
+  EXPECT_EQ(m.graph.nodes.size(), 3u);  // Mul and Exp not fused into FusedElementwise
+  EXPECT_EQ(count_op(m.graph, "FusedElementwise"), 0);
+  EXPECT_EQ(optimized_level(m), 0);
+}
+
 }  // namespace
 }  // namespace hodu::passes
