@@ -2,6 +2,7 @@
 # (tools/hodu/cmd_install.cc copies the same files to the same places):
 #   bin/hodu
 #   include/hodu/*.h
+#   lib/libhodu_kernels.so                 (kernel library of `hodu build` artifacts)
 #   lib/hodu/plugins/libhodu-*.so          (plugins/CMakeLists.txt)
 #   lib/cmake/hodu/hoduConfig.cmake, hoduConfigVersion.cmake
 include(CMakePackageConfigHelpers)
@@ -14,6 +15,7 @@ write_basic_package_version_file(${HODU_CMAKE_PACKAGE_DIR}/hoduConfigVersion.cma
                                  VERSION ${PROJECT_VERSION} COMPATIBILITY SameMajorVersion)
 
 install(TARGETS hodu_cli RUNTIME DESTINATION bin)
+install(TARGETS hodu_kernels LIBRARY DESTINATION lib)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/hodu DESTINATION include FILES_MATCHING PATTERN "*.h")
 install(FILES ${HODU_CMAKE_PACKAGE_DIR}/hoduConfig.cmake ${HODU_CMAKE_PACKAGE_DIR}/hoduConfigVersion.cmake
         DESTINATION lib/cmake/hodu)

@@ -15,12 +15,14 @@ namespace {
 // Where this hodu's files are.
 struct Layout {
   fs::path binary, headers, plugins, cmake_package;
+  fs::path kernel_library;  // libhodu_kernels.so, linked by `hodu build` artifacts (same place in both layouts)
 };
 
 Layout this_layout() {
   Layout l;
   l.binary = fs::read_symlink("/proc/self/exe");
   fs::path root = l.binary.parent_path().parent_path();
+  l.kernel_library = root / "lib" / "libhodu_kernels.so";
   if (fs::exists(root / "lib" / "cmake" / "hodu" / "hoduConfig.cmake")) {  // an installed prefix
     l.headers = root / "include" / "hodu";
     l.plugins = root / "lib" / "hodu" / "plugins";
@@ -63,6 +65,11 @@ int run_install(const std::string& prefix_text, bool quiet) {
     for (const auto& e : fs::directory_iterator(from.plugins))
       if (e.path().extension() == ".so")
         copy_file(e.path(), prefix / "lib" / "hodu" / "plugins" / e.path().filename(), quiet), ++plugins;
+  bool kernels = fs::exists(from.kernel_library, ec);
+  if (kernels) copy_file(from.kernel_library, prefix / "lib" / from.kernel_library.filename(), quiet);
+  else
+    std::fprintf(stderr, "note: %s not found; `hodu build` from this prefix needs --kernels portable\n",
+                 from.kernel_library.string().c_str());
   for (const char* f : {"hoduConfig.cmake", "hoduConfigVersion.cmake"})
     copy_file(from.cmake_package / f, prefix / "lib" / "cmake" / "hodu" / f, quiet);
   std::printf("installed hodu %s into %s (%d headers, %d plugins); use it from CMake with "
