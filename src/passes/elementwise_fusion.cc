@@ -38,9 +38,6 @@ bool fusable(const Graph& g, const Node& n) {
 }  // namespace
 
 bool fuse_elementwise(Graph& g) {
-  // Training's Gradient op differentiates through the nodes by name: leave such graphs as written.
-  for (const auto& n : g.nodes)
-    if (n.domain == "ai.onnx.preview.training") return false;
   auto uses = use_counts(g);
   std::set<size_t> grouped, removed;
   bool changed = false;
