@@ -85,6 +85,15 @@ nodes = [e for e in t if e["cat"] == "Node"]
 assert len(nodes) == 6 and all(e["ph"] == "X" and e["dur"] >= 0 and e["args"]["kernel"] == "reference" for e in nodes)
 assert any(e["name"] == "model_run" for e in t)
 PY
+expect_ok "bench --profile per-op table" "FusedConv +4 +[0-9.]+ +[0-9.]+%" "$hodu" bench "$model" --iters 4 --warmup 1 --profile "$tmp/bench_trace.json"
+if python3 - "$tmp/bench_trace.json" <<'PY' 2>/dev/null; then ok; else bad "bench --profile trace has no cpu-engine Node spans for the 4 timed runs"; fi
+import json, sys
+t = json.load(open(sys.argv[1]))
+nodes = [e for e in t if e["cat"] == "Node" and e["args"].get("provider") == "cpu"]
+assert len(nodes) >= 4 and sum(e["name"] == "model_run" for e in t) == 4
+conv = [e for e in nodes if e["args"]["op_name"] == "FusedConv"]
+assert conv and conv[0]["args"]["input_type_shape"] and int(conv[0]["args"]["output_size"]) > 0
+PY
 echo '{"execution": {"threads": 1}, "kernels": {"Conv": "reference"}}' > "$tmp/policy.json"
 expect_ok "run --policy -v logs decisions" "node 'conv1' \(Conv\) -> kernel reference \(policy\)" "$hodu" run "$model" -i image="$image" --policy "$tmp/policy.json" -v
 echo '{"kernels": {"Conv": "nope"}}' > "$tmp/bad_kernel.json"

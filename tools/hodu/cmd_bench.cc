@@ -1,5 +1,6 @@
 // hodu bench MODEL [-d DEVICE] [--engine E] [--threads N] [--warmup N] [--iters N]
 //                  [--shape NAME=1x3x224x224] [--dim NAME=V] [-i NAME=PATH] [--seed N] [--json]
+//                  [--profile TRACE.json]
 // Times load, the first run and steady-state runs. Inputs not given with -i
 // are synthesized from the declared types (seeded: normal floats, small ints).
 #include <sys/resource.h>
@@ -16,6 +17,7 @@
 #include "commands.h"
 #include "core/error.h"
 #include "input_files.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 
 namespace hodu::cli {
@@ -33,6 +35,7 @@ struct BenchArgs {
   std::vector<std::string> inputs;
   uint64_t seed = 0;
   bool json = false;
+  std::string profile;  // chrome trace of the timed runs; per-op table to stderr
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -156,10 +159,18 @@ int run_bench(const BenchArgs& a) {
   double first_ms = ms_since(t0);
   for (int i = 0; i < a.warmup; ++i) session->run(feeds);
   std::vector<double> times;
+  Profiler profiler;
+  if (!a.profile.empty()) profiler.start();  // the timed runs only: steady state, no load or first run
   for (int i = 0; i < a.iters; ++i) {
     t0 = std::chrono::steady_clock::now();
     session->run(feeds);
     times.push_back(ms_since(t0));
+  }
+  if (!a.profile.empty()) {
+    profiler.stop();
+    profiler.write_chrome_trace(a.profile);
+    std::fprintf(stderr, "%sper-op totals over %d timed runs (timings include the profiler's per-node sync)\nwrote profile %s\n",
+                 profiler.summary_table().c_str(), a.iters, a.profile.c_str());
   }
   double mean = 0;
   for (double t : times) mean += t;
@@ -202,6 +213,7 @@ CommandFn add_bench_command(CLI::App& app) {
   app.add_option("-i,--input", a->inputs, "input NAME=PATH instead of synthesized data; repeatable");
   app.add_option("--seed", a->seed, "seed of the synthesized inputs")->capture_default_str();
   app.add_flag("--json", a->json, "print one JSON object");
+  app.add_option("--profile", a->profile, "write a chrome trace of the timed runs here; per-op summary to stderr");
   return [a] { return run_bench(*a); };
 }
 

@@ -341,6 +341,16 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
       e.name = (e.node.empty() ? e.op : e.node) + "_kernel_time";
       e.engine = "cpu";
       e.kernel = step->label.substr(step->label.rfind(": ") == std::string::npos ? 0 : step->label.rfind(": ") + 2);
+      for (int r : step->reads) {
+        const Slot& sl = slots_[r];
+        if (sl.value.is_tensor() && !sl.blocked) e.input_shapes.emplace_back(sl.value.tensor.dtype(), sl.value.tensor.shape());
+        else if (sl.is_static) e.input_shapes.emplace_back(sl.dtype, sl.shape);  // blocked: the logical shape
+      }
+      for (int w : step->writes) {
+        const Slot& sl = slots_[w];
+        e.output_bytes += sl.value.is_tensor() && !sl.blocked ? static_cast<int64_t>(sl.value.tensor.nbytes())
+                                                              : static_cast<int64_t>(sl.bytes);
+      }
       e.ts_us = t0;
       e.dur_us = profiler->now_us() - t0;
       e.tid = profiler_thread_id();
