@@ -37,3 +37,12 @@ def test_all_classes_exported():
     for name in hodu.errors.__all__:
         assert getattr(hodu, name) is getattr(hodu.errors, name)
         assert issubclass(getattr(hodu, name), hodu.HoduError)
+
+
+def test_session_on_absent_cuda_device_is_a_device_error():
+    if any(d.kind == "cuda" for d in hodu.runtime.devices()):
+        pytest.skip("a CUDA device is present: this checks the machine without one")
+    import os
+    model = os.path.join(os.environ.get("HODU_SOURCE_DIR", "."), "examples", "models", "tiny_cnn.onnx")
+    with pytest.raises(hodu.DeviceError, match="cuda:0"):
+        hodu.InferenceSession(model, device="cuda:0")

@@ -1,6 +1,7 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "runtime/device_manager.h"
 #include "runtime/engine.h"
 
 namespace hodu {
@@ -29,6 +30,7 @@ std::shared_ptr<Engine> EngineRegistry::find(const std::string& name) const {
 std::shared_ptr<Engine> EngineRegistry::pick(const Device& device) const {
   for (const auto& e : engines_)
     if (e->supports(device)) return e;
+  DeviceManager::instance().require(device);  // an absent device is a Device error, saying why
   fail(ErrorCode::Unsupported, "no engine supports device {}", device.to_string());
 }
 
