@@ -71,8 +71,9 @@ typedef struct {
   int accumulate; /* 1: dst = conv(src) + residual (residual given at run, shaped as dst) */
   int activation;
   float activation_alpha, activation_beta;
-  /* 1: dst may stay in the primitive's own layout, for the next conv only (its
-   * src_producer); needs hodu_conv2d_native_bytes(desc) bytes. Ignored with accumulate. */
+  /* 1: dst may stay in the primitive's own layout, for convs only (that name
+   * this one as their src_producer or residual_producer); needs
+   * HODU_CONV2D_NATIVE_CHANNELS(out_channels) * batch * out_height * out_width floats. */
   int dst_native;
 } hodu_conv2d_desc;
 
@@ -82,9 +83,11 @@ typedef struct {
 /* weights [out_channels, in_channels / groups, kernel_height, kernel_width];
  * bias [out_channels] or NULL. Both are copied: the caller may free them.
  * src_producer: the conv whose dst (prepared with dst_native) this one reads,
- * in whatever layout that conv left it; NULL: src is plain NCHW. */
+ * in whatever layout that conv left it; NULL: src is plain NCHW.
+ * residual_producer: the same for the residual (accumulate only); NULL: plain. */
 HODU_KERNELS_API int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights, const float* bias,
-                        const hodu_kernel* src_producer, hodu_kernel** out);
+                        const hodu_kernel* src_producer, const hodu_kernel* residual_producer,
+                        hodu_kernel** out);
 /* residual: NULL unless desc->accumulate; it may be dst itself. */
 HODU_KERNELS_API int hodu_conv2d_run(hodu_kernels* k, hodu_kernel* op, const float* src, const float* residual, float* dst);
 

@@ -57,14 +57,17 @@ struct Codegen {
   // SIGMOID and SILU after a Conv) and write `act_output` instead of the node's output.
   std::string act_output;
   int act_kind = 1;
+  // Default mode: a Conv whose Add with a same-shaped `residual` was fused
+  // (the kernel's sum post-op; the activation, if any, comes after the sum).
+  std::string residual;
   float act_lo = 0, act_hi = 0;
   // Default mode: ops prepared in libhodu_kernels at create time (`prepare`
   // fills m->ops[i]) and run by the body; a NULL op runs the portable code.
   bool kernel_library = false;
   std::string prepare;
   int library_ops = 0;
-  // Conv outputs read only by the next library Conv: left in oneDNN's layout
-  // (dst_native); native_op: the producing op of each, once emitted.
+  // Conv outputs read only by library Convs (as src or fused residual): left in
+  // oneDNN's layout (dst_native); native_op: the producing op of each, once emitted.
   std::set<std::string> native_values;
   std::map<std::string, std::string> native_op;
 

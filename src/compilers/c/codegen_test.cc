@@ -223,7 +223,7 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   auto want = run(m, "interp", x);
   auto gen = generate_c(m, {});
   EXPECT_EQ(gen.library_ops, 6);
-  EXPECT_NE(gen.source.find("m->ops[1], &m->ops[2]"), std::string::npos) << "conv 3 reads conv 2's native layout";
+  EXPECT_NE(gen.source.find("m->ops[1], NULL, &m->ops[2]"), std::string::npos) << "conv 3 reads conv 2's native layout";
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SILU"), std::string::npos);
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SIGMOID"), std::string::npos);
   EXPECT_NE(gen.source.find("hodu_kernels_parallel_for"), std::string::npos);
@@ -235,6 +235,47 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   EXPECT_EQ(plain.source.find("hodu_kernels_parallel_for"), std::string::npos);
   auto got = run(m, "native", x);
   EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-4);
+}
+
+// Default mode: residual Adds (+ Relu) become the convs' sum post-op, with the
+// residual plain (a graph input), in a conv's own layout (a block output read
+// by two convs), or a conv run earlier (the downsample branch order).
+TEST(CCodegen, ResidualAddsRunAsConvSumPostOps) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 8, 20, 20}), ""});
+  g.set_initializer("w1", ramp({8, 8, 3, 3}, 0.031f, -0.1f));
+  g.set_initializer("b1", ramp({8}, 0.05f, -0.2f));
+  g.set_initializer("w2", ramp({8, 8, 3, 3}, 0.027f, -0.09f));
+  g.set_initializer("w3", ramp({8, 8, 3, 3}, 0.023f, -0.1f));
+  g.set_initializer("w4", ramp({16, 8, 1, 1}, 0.041f, -0.2f));
+  g.set_initializer("w5", ramp({16, 8, 1, 1}, 0.037f, -0.15f));
+  auto pad1 = Attribute::make_ints("pads", {1, 1, 1, 1});
+  g.nodes.push_back(node("Conv", {"x", "w1", "b1"}, {"c1"}, {pad1}));
+  g.nodes.push_back(node("Relu", {"c1"}, {"r1"}));
+  g.nodes.push_back(node("Conv", {"r1", "w2"}, {"c2"}, {pad1}));
+  g.nodes.push_back(node("Add", {"c2", "x"}, {"a1"}));
+  g.nodes.push_back(node("Relu", {"a1"}, {"s1"}));
+  g.nodes.push_back(node("Conv", {"s1", "w3"}, {"c3"}, {pad1}));
+  g.nodes.push_back(node("Add", {"s1", "c3"}, {"a2"}));
+  g.nodes.push_back(node("Relu", {"a2"}, {"s2"}));
+  g.nodes.push_back(node("Conv", {"s2", "w4"}, {"c4"}));
+  g.nodes.push_back(node("Conv", {"s2", "w5"}, {"c5"}));
+  g.nodes.push_back(node("Add", {"c4", "c5"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  Tensor x = ramp({1, 8, 20, 20}, 0.013f, -1.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(gen.library_ops, 5);
+  EXPECT_NE(gen.source.find("m->ops[1], m->ops[1], &m->ops[2]"), std::string::npos)
+      << "conv 3 reads conv 2's output as src and residual";
+  EXPECT_NE(gen.source.find("m->ops[2], m->ops[3], &m->ops[4]"), std::string::npos)
+      << "conv 5 sums conv 4's output, in its layout";
+  auto got = run(m, "native", x);
+  double scale = 0;
+  for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+  EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale) << "outputs reach " << scale;
 }
 
 TEST(CCodegen, ArtifactFormatsFromExtension) {

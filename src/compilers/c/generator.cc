@@ -216,25 +216,70 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
     }
   }
-  // Default mode: a Conv output whose only reader is the next library Conv stays
-  // in the layout oneDNN picked (no reorder to NCHW and back).
+  auto library_conv = [&](const Node& n) {
+    return n.op_type == "Conv" && n.domain.empty() && cg.is_constant(n.inputs[1]) &&
+           (!n.has_input(2) || cg.is_constant(n.inputs[2])) && cg.dtype_of(n.inputs[0]) == DType::F32 &&
+           cg.shape_of(n.inputs[0]).size() == 4;
+  };
+  // Default mode: Add(Conv(...), Z) [+ Relu/Clip] with Z of the same shape, already
+  // computed when the Conv runs, becomes the Conv's sum post-op (ResNet's residual
+  // Adds: Z is the block input or the downsample conv, whichever runs first).
+  std::vector<int> add_of(count, -1);          // conv → fused Add
+  std::map<int, std::string> residual_of_add;  // fused Add → Z
   if (options.opt_level >= 2 && cg.kernel_library) {
-    auto library_conv = [&](const Node& n) {
-      return n.op_type == "Conv" && n.domain.empty() && cg.is_constant(n.inputs[1]) &&
-             (!n.has_input(2) || cg.is_constant(n.inputs[2])) && cg.dtype_of(n.inputs[0]) == DType::F32 &&
-             cg.shape_of(n.inputs[0]).size() == 4;
-    };
     for (size_t i = 0; i < count; ++i) {
-      if (!library_conv(g.nodes[i])) continue;
-      const std::string& y = act_of[i] >= 0 ? g.nodes[act_of[i]].outputs[0] : g.nodes[i].outputs[0];
-      if (uses[y] != 1 || graph_outputs.count(y)) continue;
-      for (size_t j = i + 1; j < count; ++j) {
-        const Node& r = g.nodes[j];
-        bool reads = std::find(r.inputs.begin(), r.inputs.end(), y) != r.inputs.end();
-        if (!reads) continue;
-        if (library_conv(r) && r.inputs[0] == y) cg.native_values.insert(y);
+      const Node& n = g.nodes[i];
+      if (act_of[i] >= 0 || !library_conv(n)) continue;
+      const std::string& y = n.outputs[0];
+      if (uses[y] != 1 || graph_outputs.count(y) || cg.dtype_of(y) != DType::F32) continue;
+      size_t j = i + 1;
+      while (j < count && std::find(g.nodes[j].inputs.begin(), g.nodes[j].inputs.end(), y) == g.nodes[j].inputs.end())
+        ++j;
+      if (j == count) continue;
+      const Node& a = g.nodes[j];
+      if (a.op_type != "Add" || !a.domain.empty() || a.inputs.size() != 2 || a.inputs[0] == a.inputs[1]) continue;
+      const std::string& z = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
+      const std::string& sum = a.outputs[0];
+      auto zp = producer.find(z);
+      if (z.empty() || cg.dtype_of(z) != DType::F32 || cg.shape_of(z) != cg.shape_of(y) ||
+          cg.shape_of(sum) != cg.shape_of(y) || (zp != producer.end() && emitted_at[zp->second] >= static_cast<int>(i)))
+        continue;
+      add_of[i] = static_cast<int>(j);
+      residual_of_add[static_cast<int>(j)] = z;
+      emitted_at[j] = static_cast<int>(i);
+      if (uses[sum] != 1 || graph_outputs.count(sum)) continue;
+      for (size_t r = j + 1; r < count; ++r) {
+        const Node& act = g.nodes[r];
+        if (std::find(act.inputs.begin(), act.inputs.end(), sum) == act.inputs.end()) continue;
+        if (act.inputs[0] == sum && clamp_of(cg, act) && cg.shape_of(act.outputs[0]) == cg.shape_of(sum)) {
+          act_of[i] = static_cast<int>(r);
+          emitted_at[r] = static_cast<int>(i);
+        }
         break;
       }
+    }
+  }
+  // Default mode: a Conv output (after its fused Add and activation) read only by
+  // library Convs, as their src or their fused residual, stays in the layout
+  // oneDNN picked (no reorder to NCHW and back).
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    for (size_t i = 0; i < count; ++i) {
+      if (!library_conv(g.nodes[i])) continue;
+      const std::string& y = act_of[i] >= 0   ? g.nodes[act_of[i]].outputs[0]
+                             : add_of[i] >= 0 ? g.nodes[add_of[i]].outputs[0]
+                                              : g.nodes[i].outputs[0];
+      if (graph_outputs.count(y)) continue;
+      int readers = 0;
+      bool all_convs = true;
+      for (size_t j = i + 1; j < count && all_convs; ++j) {
+        const Node& r = g.nodes[j];
+        int reads = static_cast<int>(std::count(r.inputs.begin(), r.inputs.end(), y));
+        if (!reads) continue;
+        readers += reads;
+        auto z = residual_of_add.find(static_cast<int>(j));
+        all_convs = reads == 1 && ((library_conv(r) && r.inputs[0] == y) || (z != residual_of_add.end() && z->second == y));
+      }
+      if (all_convs && readers > 0 && readers == uses[y]) cg.native_values.insert(y);
     }
   }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
@@ -293,6 +338,14 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.steps_emitted;
       continue;
     }
+    if (add_of[i] >= 0) {
+      cg.residual = residual_of_add[add_of[i]];
+      cg.act_output = g.nodes[add_of[i]].outputs[0];
+      cg.act_kind = HODU_ACTIVATION_CLIP;
+      cg.act_lo = -INFINITY;
+      cg.act_hi = INFINITY;
+      ++cg.fused_nodes;
+    }
     if (act_of[i] >= 0) {
       cg.act_output = g.nodes[act_of[i]].outputs[0];
       cg.act_kind = act_kind[i];
@@ -311,6 +364,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       throw e.with_context(n.describe() + ": ");
     }
     cg.act_output.clear();
+    cg.residual.clear();
     if (!is_view_op(n)) ++cg.steps_emitted;
   }
 

@@ -101,7 +101,10 @@ void emit_conv(Codegen& cg, const Node& n) {
   HODU_CHECK(C % group == 0 && M % group == 0 && ws[1] * group == C, ErrorCode::InvalidModel,
              "{}: channels {} / weight {} do not match group {}", n.describe(), C, shape_to_string(ws), group);
   Target t = take_target(cg, n);
+  std::string residual = cg.residual;  // fused Add (default mode): y = act(conv + residual)
+  cg.residual.clear();
   std::string x = cg.ptr(n.inputs[0]), wp = cg.ptr(n.inputs[1]);
+  std::string z = residual.empty() ? "NULL" : cg.ptr(residual);
   std::string b = n.has_input(2) ? cg.ptr(n.inputs[2]) : "NULL";
   int64_t Cg = C / group, Mg = M / group;
   bool pointwise = w.kernel[0] == 1 && w.kernel[1] == 1 && w.strides[0] == 1 && w.strides[1] == 1 &&
@@ -111,16 +114,24 @@ void emit_conv(Codegen& cg, const Node& n) {
   std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
   cg.define(t.name, DType::F32, ys);
   std::string y = cg.ptr(t.name);
+  // With a residual the clamp follows the sum, in its own loop.
   std::string portable = fmt::format(
       "hk_conv2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, wp,
       b, y, N, C, w.in[0], w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
-      w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], group, c_float(t.lo), c_float(t.hi), col, pack);
+      w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], group, c_float(residual.empty() ? t.lo : -INFINITY),
+      c_float(residual.empty() ? t.hi : INFINITY), col, pack);
   // oneDNN reorders the weights once at create time: they must be constants.
   if (!cg.kernel_library || !cg.is_constant(n.inputs[1]) || (n.has_input(2) && !cg.is_constant(n.inputs[2]))) {
+    HODU_CHECK(residual.empty(), ErrorCode::Internal, "{}: a fused residual needs the kernel library", n.describe());
     cg.emit(portable);
     return;
   }
-  portable = "    " + portable + "\n" + activation_loop(t, y, shape_numel(ys));
+  portable = "    " + portable + "\n";
+  if (!residual.empty())
+    portable += fmt::format(
+        "    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i] + {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}\n",
+        shape_numel(ys), y, z, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi));
+  portable += activation_loop(t, y, shape_numel(ys));
   // Chained convs: the output may stay in oneDNN's layout (room for 16-channel
   // blocks), the input may be in the producing conv's layout.
   bool native_dst = cg.native_values.count(t.name) > 0;
@@ -128,20 +139,25 @@ void emit_conv(Codegen& cg, const Node& n) {
     PlanBuffer& buf = cg.buffers[cg.buffer_of(t.name)];
     buf.bytes = std::max(buf.bytes, N * ((M + 15) / 16 * 16) * w.out[0] * w.out[1] * 4);
   }
-  auto producer = cg.native_op.find(n.inputs[0]);
-  std::string from = producer == cg.native_op.end() ? "NULL" : producer->second;
+  auto producer_of = [&](const std::string& v) {
+    auto p = cg.native_op.find(v);
+    return p == cg.native_op.end() ? std::string("NULL") : p->second;
+  };
+  std::string from = producer_of(n.inputs[0]), residual_from = residual.empty() ? "NULL" : producer_of(residual);
   std::string op = cg.library_op(
       n, "hodu_conv2d_desc",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {}, {}", N, C, w.in[0],
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
                   w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
                   w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group,
-                  activation_fields(t), native_dst ? 1 : 0),
-      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, &OP)", wp, b, from));
-  if (from != "NULL")  // the portable code cannot read the producer's layout
-    cg.prepare += fmt::format("  if ({} && !{}) {{\n    hm_errbuf(errbuf, errbuf_size, {});\n    return 4;\n  }}\n", from,
-                              op, c_string_literal(n.describe() + ": oneDNN cannot run this conv"));
+                  residual.empty() ? 0 : 1, activation_fields(t), native_dst ? 1 : 0),
+      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, {}, &OP)", wp, b, from, residual_from));
+  // The portable code cannot read a producer's layout.
+  for (const auto& p : {from, residual_from})
+    if (p != "NULL")
+      cg.prepare += fmt::format("  if ({} && !{}) {{\n    hm_errbuf(errbuf, errbuf_size, {});\n    return 4;\n  }}\n", p,
+                                op, c_string_literal(n.describe() + ": oneDNN cannot run this conv"));
   if (native_dst) cg.native_op[t.name] = op;
-  cg.emit_library_call(n, op, fmt::format("hodu_conv2d_run(m->kernels, {}, {}, NULL, {})", op, x, y), portable);
+  cg.emit_library_call(n, op, fmt::format("hodu_conv2d_run(m->kernels, {}, {}, {}, {})", op, x, z, y), portable);
 }
 
 void emit_pool(Codegen& cg, const Node& n) {

@@ -2,7 +2,9 @@
 // reordered once at prepare. The caller's tensors are plain NCHW, so when the
 // primitive wants a blocked activation layout the run reorders through the
 // context's scratch buffers. Bias, the residual (sum post-op) and the
-// activation (eltwise post-ops) run inside the convolution.
+// activation (eltwise post-ops) run inside the convolution. With dst_native
+// the dst stays in the primitive's layout for the convs that read it (as src
+// or as residual), which name this one as their producer.
 #include <cstring>
 
 #include "kernels/cpu/kernels_context.h"
@@ -19,8 +21,12 @@ struct Conv2dKernel : hodu_kernel {
   size_t dst_bytes = 0;
   dnnl::memory::desc written;  // the layout run() leaves dst in (plain unless dst_native)
   dnnl::memory src_user, dst_user, src_mem, dst_mem, scratch_mem;
+  // The residual as given (plain, or its producer's layout); residual_staged:
+  // dst's layout in the context's dst buffer, for a residual that is dst itself
+  // in another layout (a reorder cannot run in place).
+  dnnl::memory residual_user, residual_staged;
   Execution conv;
-  Execution src_reorder, dst_reorder, residual_reorder;  // empty primitive: not needed
+  Execution src_reorder, dst_reorder, residual_reorder, residual_stage;  // empty primitive: not needed
   PackedConstant weights, bias;
 };
 
@@ -42,10 +48,20 @@ void check(const hodu_conv2d_desc& d) {
   if (!ok) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: inconsistent descriptor");
 }
 
+// The layout a producing conv leaves its dst in; it must be shaped `dims`.
+dnnl::memory::desc written_by(const hodu_kernel* producer, const dnnl::memory::dims& dims, const char* what) {
+  if (producer->kind != hodu_kernel::Kind::Conv2d)
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string("conv2d: ") + what + " producer is not a conv");
+  const dnnl::memory::desc& md = static_cast<const Conv2dKernel*>(producer)->written;
+  if (md.dims() != dims)
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string("conv2d: ") + what + " producer's dst is not shaped as expected");
+  return md;
+}
+
 }  // namespace
 
 std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b,
-                                         const hodu_kernel* producer) {
+                                         const hodu_kernel* producer, const hodu_kernel* residual_producer) {
   check(d);
   auto op = std::make_unique<Conv2dKernel>();
   dnnl::memory::dims src_dims = {d.batch, d.in_channels, d.in_height, d.in_width};
@@ -61,12 +77,10 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   // An image with few channels (the first conv) is read as it is: oneDNN has direct
   // kernels for it, and blocking 3 channels costs more than the conv gains.
   // A producer's native dst is read as it is when this primitive takes that layout.
-  dnnl::memory::desc src_given = src_plain;
-  if (producer) {
-    if (producer->kind != hodu_kernel::Kind::Conv2d) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: producer is not a conv");
-    src_given = static_cast<const Conv2dKernel*>(producer)->written;
-    if (src_given.dims() != src_dims) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: producer dst is not this src");
-  }
+  dnnl::memory::desc src_given = producer ? written_by(producer, src_dims, "src") : src_plain;
+  if (residual_producer && !d.accumulate)
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: a residual producer without accumulate");
+  dnnl::memory::desc residual_given = residual_producer ? written_by(residual_producer, dst_dims, "residual") : dst_plain;
   dnnl::memory::desc src_md = d.in_channels <= 4   ? src_plain
                               : producer ? src_given
                                          : dnnl::memory::desc(src_dims, dt::f32, tag::any);
@@ -106,7 +120,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   // Native dst: the primitive writes the caller's buffer in its own layout when it fits.
   size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.out_channels) * d.out_height *
                                             d.out_width) * sizeof(float);
-  bool native_dst = d.dst_native && !d.accumulate && pd.dst_desc().get_size() <= native_bytes;
+  bool native_dst = d.dst_native && pd.dst_desc().get_size() <= native_bytes;
   op->written = native_dst ? pd.dst_desc() : dst_plain;
   op->src_user = dnnl::memory(src_given, k.engine, nullptr);
   op->dst_user = dnnl::memory(op->written, k.engine, nullptr);
@@ -130,8 +144,20 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   if (op->dst_mem != op->dst_user) {
     k.dst_buffer.reserve(pd.dst_desc().get_size());
     op->dst_reorder = reorder(op->dst_mem, op->dst_user);
-    // The residual enters the blocked destination before the sum post-op adds to it.
-    if (d.accumulate) op->residual_reorder = reorder(op->dst_user, op->dst_mem);
+  }
+  // The residual enters the destination, in the primitive's layout, before the
+  // sum post-op adds to it: a copy when it is in that layout already (none when
+  // it is dst itself), else a reorder.
+  if (d.accumulate) {
+    op->residual_user = dnnl::memory(residual_given, k.engine, nullptr);
+    if (op->dst_mem != op->dst_user || residual_given != op->written) {
+      op->residual_reorder = reorder(op->residual_user, op->dst_mem);
+      if (op->dst_mem == op->dst_user) {
+        k.dst_buffer.reserve(pd.dst_desc().get_size());
+        op->residual_staged = dnnl::memory(pd.dst_desc(), k.engine, nullptr);
+        op->residual_stage = reorder(op->residual_user, op->residual_staged);
+      }
+    }
   }
   op->accumulate = d.accumulate != 0;
   op->dst_bytes = op->written.get_size();
@@ -153,12 +179,15 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
   bool blocked_dst = static_cast<bool>(op.dst_reorder.primitive);
   if (blocked_dst) op.dst_mem.set_data_handle(k.dst_buffer.data());
   if (op.accumulate) {
-    if (blocked_dst) {
-      op.dst_user.set_data_handle(const_cast<float*>(residual));
+    op.residual_user.set_data_handle(const_cast<float*>(residual));
+    if (!op.residual_reorder.primitive) {
+      if (residual != dst) std::memcpy(dst, residual, op.dst_bytes);
+    } else if (blocked_dst || residual != dst) {
       op.residual_reorder.run(k.stream);
-      op.dst_user.set_data_handle(dst);
-    } else if (residual != dst) {
-      std::memcpy(dst, residual, op.dst_bytes);
+    } else {  // dst itself, in another layout: through the dst buffer
+      op.residual_staged.set_data_handle(k.dst_buffer.data());
+      op.residual_stage.run(k.stream);
+      std::memcpy(dst, k.dst_buffer.data(), op.dst_bytes);
     }
   }
   op.conv.run(k.stream);
@@ -168,11 +197,12 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
 }  // namespace hodu::kernels
 
 extern "C" int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights,
-                                   const float* bias, const hodu_kernel* src_producer, hodu_kernel** out) {
+                                   const float* bias, const hodu_kernel* src_producer,
+                                   const hodu_kernel* residual_producer, hodu_kernel** out) {
   if (!k || !desc || !weights || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
-    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer));
+    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer, residual_producer));
     *out = k->ops.back().get();
   });
 }
