@@ -17,6 +17,31 @@ void Stat::decrease(int64_t bytes) {
   freed++;
 }
 
+void MemoryStats::add_uncached_block(int64_t bytes) {
+  int pool = bytes < (1 << 20) ? 0 : 1;
+  for (int i : {pool, 2}) {
+    allocated_bytes[i].increase(bytes);
+    reserved_bytes[i].increase(bytes);
+    active_bytes[i].increase(bytes);
+    segments[i].increase(1);
+  }
+}
+
+void MemoryStats::remove_uncached_block(int64_t bytes) {
+  int pool = bytes < (1 << 20) ? 0 : 1;
+  for (int i : {pool, 2}) {
+    allocated_bytes[i].decrease(bytes);
+    reserved_bytes[i].decrease(bytes);
+    active_bytes[i].decrease(bytes);
+    segments[i].decrease(1);
+  }
+}
+
+void MemoryStats::reset_peaks() {
+  for (Stat* group : {allocated_bytes, reserved_bytes, active_bytes, segments})
+    for (int i = 0; i < 3; ++i) group[i].peak = group[i].current;
+}
+
 std::string format_bytes(int64_t bytes) {
   double b = static_cast<double>(bytes);
   if (bytes < 1024) return fmt::format("{} B", bytes);

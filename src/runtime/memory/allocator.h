@@ -40,6 +40,11 @@ struct MemoryStats {
   const Stat& allocated() const { return allocated_bytes[2]; }
   const Stat& reserved() const { return reserved_bytes[2]; }
   const Stat& active() const { return active_bytes[2]; }
+  // An uncached allocator's block of `bytes` is its own segment: allocated,
+  // reserved, active and segments move together, in its pool and overall.
+  void add_uncached_block(int64_t bytes);
+  void remove_uncached_block(int64_t bytes);
+  void reset_peaks();  // every peak back to its current value
   // One line: "allocated 1.0 MiB (peak 2.0 MiB), reserved 20.0 MiB (peak ...), active ..., segments N".
   std::string summary() const;
 };

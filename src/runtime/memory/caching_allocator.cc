@@ -278,8 +278,7 @@ MemoryStats CachingAllocator::stats() const {
 
 void CachingAllocator::reset_peak_stats() {
   std::lock_guard lock(mutex_);
-  for (auto* group : {stats_.allocated_bytes, stats_.reserved_bytes, stats_.active_bytes, stats_.segments})
-    for (int i = 0; i < 3; ++i) group[i].peak = group[i].current;
+  stats_.reset_peaks();
 }
 
 }  // namespace hodu

@@ -22,13 +22,7 @@ void* CpuAllocator::allocate(size_t bytes, StreamId) {
          limit_ ? " (limit " + format_bytes(static_cast<int64_t>(limit_)) + ")" : "", stats_.summary());
   }
   sizes_[p] = rounded;
-  int pool = rounded < (1 << 20) ? 0 : 1;
-  for (int i : {pool, 2}) {
-    stats_.allocated_bytes[i].increase(static_cast<int64_t>(rounded));
-    stats_.reserved_bytes[i].increase(static_cast<int64_t>(rounded));
-    stats_.active_bytes[i].increase(static_cast<int64_t>(rounded));
-    stats_.segments[i].increase(1);
-  }
+  stats_.add_uncached_block(static_cast<int64_t>(rounded));
   return p;
 }
 
@@ -38,14 +32,7 @@ void CpuAllocator::deallocate(void* ptr) {
   auto it = sizes_.find(ptr);
   HODU_CHECK(it != sizes_.end(), ErrorCode::InvalidArgument, "cpu allocator: {} was not allocated here (or freed twice)",
              ptr);
-  int64_t n = static_cast<int64_t>(it->second);
-  int pool = n < (1 << 20) ? 0 : 1;
-  for (int i : {pool, 2}) {
-    stats_.allocated_bytes[i].decrease(n);
-    stats_.reserved_bytes[i].decrease(n);
-    stats_.active_bytes[i].decrease(n);
-    stats_.segments[i].decrease(1);
-  }
+  stats_.remove_uncached_block(static_cast<int64_t>(it->second));
   std::free(ptr);
   sizes_.erase(it);
 }
@@ -57,8 +44,7 @@ MemoryStats CpuAllocator::stats() const {
 
 void CpuAllocator::reset_peak_stats() {
   std::lock_guard lock(mutex_);
-  for (auto* group : {stats_.allocated_bytes, stats_.reserved_bytes, stats_.active_bytes, stats_.segments})
-    for (int i = 0; i < 3; ++i) group[i].peak = group[i].current;
+  stats_.reset_peaks();
 }
 
 }  // namespace hodu

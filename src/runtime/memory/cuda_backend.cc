@@ -101,13 +101,7 @@ void* PinnedHostAllocator::allocate(size_t bytes, StreamId stream) {
          rt_->GetErrorString(rc), stats_.summary());
   }
   sizes_[p] = n;
-  int pool = n < (1 << 20) ? 0 : 1;
-  for (int i : {pool, 2}) {
-    stats_.allocated_bytes[i].increase(static_cast<int64_t>(n));
-    stats_.reserved_bytes[i].increase(static_cast<int64_t>(n));
-    stats_.active_bytes[i].increase(static_cast<int64_t>(n));
-    stats_.segments[i].increase(1);
-  }
+  stats_.add_uncached_block(static_cast<int64_t>(n));
   return p;
 }
 
@@ -117,14 +111,7 @@ void PinnedHostAllocator::deallocate(void* ptr) {
   std::lock_guard lock(mutex_);
   auto it = sizes_.find(ptr);
   HODU_CHECK(it != sizes_.end(), ErrorCode::InvalidArgument, "pinned: {} was not allocated here", ptr);
-  int64_t n = static_cast<int64_t>(it->second);
-  int pool = n < (1 << 20) ? 0 : 1;
-  for (int i : {pool, 2}) {
-    stats_.allocated_bytes[i].decrease(n);
-    stats_.reserved_bytes[i].decrease(n);
-    stats_.active_bytes[i].decrease(n);
-    stats_.segments[i].decrease(1);
-  }
+  stats_.remove_uncached_block(static_cast<int64_t>(it->second));
   rt_->check(rt_->FreeHost(ptr), "cudaFreeHost");
   sizes_.erase(it);
 }
@@ -138,8 +125,7 @@ MemoryStats PinnedHostAllocator::stats() const {
 void PinnedHostAllocator::reset_peak_stats() {
   if (!rt_) return fallback_.reset_peak_stats();
   std::lock_guard lock(mutex_);
-  for (auto* group : {stats_.allocated_bytes, stats_.reserved_bytes, stats_.active_bytes, stats_.segments})
-    for (int i = 0; i < 3; ++i) group[i].peak = group[i].current;
+  stats_.reset_peaks();
 }
 
 }  // namespace hodu
