@@ -181,6 +181,43 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
                   gen.steps, gen.nodes, gen.fused_nodes, gen.folded_nodes, gen.arena_bytes / 1048576.0,
                   gen.naive_arena_bytes / 1048576.0, gen.weight_bytes / 1048576.0));
 
+  // Default mode: what linking the artifact needs.
+  std::vector<std::string> link;
+  if (co.kernel_library) {
+    link = {"-L" + kernels_dir, "-lhodu_kernels", "-Wl,-rpath," + kernels_dir};
+    result.link_flags = join(link);
+  }
+  std::vector<std::string> files;
+  auto put = [&](const fs::path& src, const fs::path& dst) {
+    fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
+    files.push_back(dst.string());
+  };
+  auto put_text = [&](const std::string& text, const fs::path& dst) {
+    write_file(dst, text);
+    files.push_back(dst.string());
+  };
+  // The report keeps the figures, not the texts.
+  auto finish = [&] {
+    result.files = std::move(files);
+    result.model = std::move(gen);
+    result.model.header.clear();
+    result.model.source.clear();
+    result.model.main_source.clear();
+    result.model.weights.clear();
+    return std::move(result);
+  };
+  fs::path dlpack_src = "/usr/include/dlpack/dlpack.h";
+  HODU_CHECK(fs::exists(dlpack_src), ErrorCode::Io,
+             "{} is missing: the generated header includes it (install Debian's libdlpack-dev)", dlpack_src.string());
+  const std::string name = gen.name;
+  if (format == ArtifactFormat::CSource) {  // no compiler run: no scratch folder
+    if (co.kernel_library) say("link it with: " + result.link_flags);
+    put_text(gen.source, out);
+    put_text(gen.header, out.parent_path() / (name + ".h"));
+    put_text(gen.weights, weights_side);
+    return finish();
+  }
+
   // Scratch folder: sources, the dlpack header (cross compilers do not see /usr/include) and the blob.
   std::string tmpl = (fs::temp_directory_path() / "hodu-build-XXXXXX").string();
   HODU_CHECK(mkdtemp(tmpl.data()) != nullptr, ErrorCode::Io, "cannot create a scratch folder in {}",
@@ -194,42 +231,12 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
       if (!keep) fs::remove_all(dir, ec);
     }
   } cleanup{tmp, options.keep_temp};
-  const std::string name = gen.name;
-  fs::path dlpack_src = "/usr/include/dlpack/dlpack.h";
-  HODU_CHECK(fs::exists(dlpack_src), ErrorCode::Io,
-             "{} is missing: the generated header includes it (install Debian's libdlpack-dev)", dlpack_src.string());
   fs::create_directories(tmp / "include" / "dlpack");
   fs::copy_file(dlpack_src, tmp / "include" / "dlpack" / "dlpack.h");
   write_file(tmp / (name + ".h"), gen.header);
   write_file(tmp / (name + ".c"), gen.source);
   write_file(tmp / co.weights_file, gen.weights);
-
-  std::vector<std::string> files;
-  auto put = [&](const fs::path& src, const fs::path& dst) {
-    fs::copy_file(src, dst, fs::copy_options::overwrite_existing);
-    files.push_back(dst.string());
-  };
-  auto put_text = [&](const std::string& text, const fs::path& dst) {
-    write_file(dst, text);
-    files.push_back(dst.string());
-  };
-  bool side_file = !co.embed_weights || format == ArtifactFormat::CSource || format == ArtifactFormat::Assembly || llvm;
-  if (format == ArtifactFormat::CSource) {
-    if (co.kernel_library) {
-      result.link_flags = fmt::format("-L{0} -lhodu_kernels -Wl,-rpath,{0}", kernels_dir);
-      say("link it with: " + result.link_flags);
-    }
-    put_text(gen.source, out);
-    put_text(gen.header, out.parent_path() / (name + ".h"));
-    put_text(gen.weights, weights_side);
-    result.files = files;
-    result.model = gen;
-    result.model.header.clear();
-    result.model.source.clear();
-    result.model.main_source.clear();
-    result.model.weights.clear();
-    return result;
-  }
+  bool side_file = !co.embed_weights || format == ArtifactFormat::Assembly || llvm;
 
   std::string cc = llvm ? (options.target.empty() || on_path("clang") ? "clang" : "") : c_compiler_for(options.target);
   HODU_CHECK(!cc.empty() && (on_path(cc) || cc == "cc"), ErrorCode::Io, "compiler '{}' is not installed{}",
@@ -242,11 +249,6 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   // -ffp-contract=off: the same numbers on every target (no fused multiply-add surprises).
   base.push_back("-ffp-contract=off");
   result.compiler = cc;
-  std::vector<std::string> link;  // what the artifact links besides libc/libm
-  if (co.kernel_library) {
-    link = {"-L" + kernels_dir, "-lhodu_kernels", "-Wl,-rpath," + kernels_dir};
-    result.link_flags = join(link);
-  }
   auto t1 = clock::now();
   say(fmt::format("compiling {:.1f} KiB of C with {} -O{} ({})", gen.source.size() / 1024.0, cc, co.opt_level,
                   artifact_format_name(format)));
@@ -293,7 +295,7 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
       put(tmp / "out.bc", out);
       break;
     case ArtifactFormat::CSource:
-      break;
+      break;  // returned above
   }
   if (format != ArtifactFormat::Executable)
     put_text(gen.header, out.parent_path() / (name + ".h"));
@@ -302,13 +304,7 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   if (co.kernel_library && !linked) say("link it with: " + result.link_flags);
   result.compile_seconds = std::chrono::duration<double>(clock::now() - t1).count();
   if (options.keep_temp) result.temp_dir = tmp.string();
-  result.files = files;
-  result.model = gen;
-  result.model.header.clear();
-  result.model.source.clear();
-  result.model.main_source.clear();
-  result.model.weights.clear();
-  return result;
+  return finish();
 }
 
 }  // namespace hodu::compilers::c
