@@ -1,26 +1,13 @@
 #include "compilers/c/graph_prep.h"
 
-#include <set>
-
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
+#include "passes/graph_utils.h"
+#include "passes/passes.h"
 
 namespace hodu::compilers::c {
 namespace {
-
-// Ops whose result must not be computed once at build time.
-bool is_nondeterministic(const Node& n) {
-  static const std::set<std::string> ops = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
-                                            "Multinomial", "Bernoulli"};
-  return ops.count(n.op_type) > 0;
-}
-
-bool has_subgraph(const Node& n) {
-  for (const auto& a : n.attributes)
-    if (a.kind == Attribute::Kind::Graph || a.kind == Attribute::Kind::Graphs) return true;
-  return false;
-}
 
 void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& input_shapes,
                  const std::map<std::string, int64_t>& dims) {
@@ -93,41 +80,15 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
   p.graph = model.graph;
   Graph& g = p.graph;
   bind_inputs(g, input_shapes, dims);
-  std::set<std::string> outputs;
-  for (const auto& o : g.outputs) outputs.insert(o.name);
   for (int round = 0; round < 64; ++round) {
-    infer_types(g);
-    bool changed = false;
+    // Infers types and folds Shape/Size of tensors whose shape is now static.
+    size_t before = g.nodes.size();
+    bool changed = passes::fold_shapes(g);
+    p.folded_nodes += static_cast<int>(before - g.nodes.size());
     std::vector<Node> kept;
     for (const auto& n : g.nodes) {
-      bool all_const = !is_nondeterministic(n) && !has_subgraph(n);
+      bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);
       for (const auto& in : n.inputs) all_const = all_const && (in.empty() || g.initializer(in));
-      // Shape and Size only need the (static) shape of their input.
-      std::optional<Tensor> shape_value;
-      if (!all_const && (n.op_type == "Shape" || n.op_type == "Size") && n.domain.empty() && n.has_input(0)) {
-        auto t = g.type_of(n.inputs[0]);
-        if (t && t->is_tensor())
-          if (auto s = t->shape.to_static()) {
-            if (n.op_type == "Size") {
-              shape_value = Tensor::scalar<int64_t>(DType::I64, shape_numel(*s));
-            } else {
-              int64_t r = static_cast<int64_t>(s->size());
-              int64_t start = n.get_int("start", 0), end = n.get_int("end", r);
-              if (start < 0) start += r;
-              if (end < 0) end += r;
-              start = std::clamp<int64_t>(start, 0, r);
-              end = std::clamp<int64_t>(end, start, r);
-              std::vector<int64_t> v(s->begin() + start, s->begin() + end);
-              shape_value = Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v);
-            }
-          }
-      }
-      if (shape_value) {
-        g.set_initializer(n.outputs[0], *shape_value);
-        changed = true;
-        ++p.folded_nodes;
-        continue;
-      }
       if (!all_const) {
         kept.push_back(n);
         continue;
