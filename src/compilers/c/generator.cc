@@ -14,6 +14,7 @@
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
 #include "core/error.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::compilers::c {
 namespace {
@@ -25,19 +26,10 @@ bool is_identifier(const std::string& s) {
   return true;
 }
 
-std::map<std::string, int> consumer_counts(const Graph& g) {
-  std::map<std::string, int> uses;
-  for (const auto& n : g.nodes)
-    for (const auto& in : n.inputs)
-      if (!in.empty()) ++uses[in];
-  for (const auto& o : g.outputs) ++uses[o.name];
-  return uses;
-}
-
 // Conv(x, W, B) → BatchNormalization with constant parameters becomes one
 // Conv with scaled weights and a shifted bias.
 void fold_batchnorm_into_conv(Graph& g, Codegen& cg) {
-  auto uses = consumer_counts(g);
+  auto uses = passes::use_counts(g);
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& conv = g.nodes[i];
@@ -82,10 +74,7 @@ void fold_batchnorm_into_conv(Graph& g, Codegen& cg) {
       break;
     }
   }
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
+  passes::erase_nodes(g, removed);
 }
 
 // Clamp bounds of an activation that can run in a Conv/Gemm epilogue.
@@ -148,7 +137,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   if (options.opt_level >= 2) fold_batchnorm_into_conv(g, cg);
 
   const size_t count = g.nodes.size();
-  auto uses = consumer_counts(g);
+  auto uses = passes::use_counts(g);
   std::set<std::string> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.name);
   std::map<std::string, int> producer;
@@ -181,16 +170,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // weights run as oneDNN post-ops instead of scalar expf loops (EfficientNet).
   std::vector<int> act_kind(count, HODU_ACTIVATION_CLIP);
   if (options.opt_level >= 2 && cg.kernel_library) {
-    auto readers = [&](const std::string& v) {
-      std::vector<int> r;
-      for (size_t j = 0; j < count; ++j)
-        for (const auto& in : g.nodes[j].inputs)
-          if (in == v) {
-            r.push_back(static_cast<int>(j));
-            break;
-          }
-      return r;
-    };
+    auto readers = passes::consumers(g);
     for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
       if (act_of[i] >= 0 || n.op_type != "Conv" || !n.domain.empty() || !cg.is_constant(n.inputs[1]) ||
@@ -198,10 +178,10 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         continue;
       const std::string& y = n.outputs[0];
       if (graph_outputs.count(y) || cg.dtype_of(y) != DType::F32 || (uses[y] != 1 && uses[y] != 2)) continue;
-      auto r = readers(y);
-      auto is = [&](int j, const char* op) { return g.nodes[j].op_type == op && g.nodes[j].domain.empty(); };
+      const auto& r = readers[y];
+      auto is = [&](size_t j, const char* op) { return g.nodes[j].op_type == op && g.nodes[j].domain.empty(); };
       if (uses[y] == 1 && r.size() == 1 && is(r[0], "Sigmoid")) {
-        act_of[i] = r[0];
+        act_of[i] = static_cast<int>(r[0]);
         act_kind[i] = HODU_ACTIVATION_SIGMOID;
         emitted_at[r[0]] = static_cast<int>(i);
       } else if (uses[y] == 2 && r.size() == 2 && is(r[0], "Sigmoid") && is(r[1], "Mul")) {
@@ -210,7 +190,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         bool silu = uses[s] == 1 && !graph_outputs.count(s) && mul.inputs.size() == 2 &&
                     ((mul.inputs[0] == y && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == y));
         if (!silu) continue;
-        act_of[i] = r[1];
+        act_of[i] = static_cast<int>(r[1]);
         act_kind[i] = HODU_ACTIVATION_SILU;
         emitted_at[r[0]] = emitted_at[r[1]] = static_cast<int>(i);
       }
