@@ -10,10 +10,7 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
-if ! /usr/bin/python3 -c "import onnx, numpy" 2>/dev/null; then
-  echo "skipped: Debian's python3-onnx and python3-numpy are needed to write the test model"
-  exit 77
-fi
+require_onnx "write the test model"
 /usr/bin/python3 - "$tmp" <<'PY' || exit 1
 import sys
 import numpy as np

@@ -28,6 +28,14 @@ expect_error() {
   ok
 }
 
+# require_onnx WHAT : exit 77 (ctest's skip) unless Debian's python3-onnx and python3-numpy,
+# needed to WHAT, are installed
+require_onnx() {
+  /usr/bin/python3 -c "import onnx, numpy" 2>/dev/null && return
+  echo "skipped: Debian's python3-onnx and python3-numpy are needed to $1"
+  exit 77
+}
+
 summary() {
   echo "$passed passed, $failed failed"
   [ "$failed" -eq 0 ]

@@ -9,10 +9,7 @@ src=$2
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 source "$(dirname "$0")/lib.sh"
-if ! /usr/bin/python3 -c "import onnx, numpy" 2>/dev/null; then
-  echo "skipped: Debian's python3-onnx and python3-numpy are needed to write the malformed files"
-  exit 77
-fi
+require_onnx "write the malformed files"
 /usr/bin/python3 "$src/tests/cli/make_malformed.py" "$tmp" || exit 1
 h() { timeout 60 "$hodu" "$@"; }
 m=$tmp
