@@ -25,28 +25,31 @@ struct Scope {
       if (auto* t = (*it)->initializer(v)) return t;
     return nullptr;
   }
-  std::optional<int64_t> rank_of(const std::string& v) const {
-    if (auto* c = constant(v)) return c->rank();
+  // The type of `v` as the innermost graph declaring it knows it (an initializer: its tensor type).
+  std::optional<ValueType> type_of(const std::string& v) const {
+    if (auto* c = constant(v)) return ValueType::tensor(c->dtype(), Shape::from(c->shape()));
     for (auto it = graphs.rbegin(); it != graphs.rend(); ++it)
-      if (auto t = (*it)->type_of(v))
-        if (t->is_tensor() && t->shape.rank_known()) return t->shape.rank();
+      if (auto t = (*it)->type_of(v)) return t;
     return std::nullopt;
+  }
+  // The innermost tensor type of `v` with a known rank (a subgraph may know less than its owner).
+  std::optional<ValueType> ranked_type(const std::string& v) const {
+    if (auto* c = constant(v)) return ValueType::tensor(c->dtype(), Shape::from(c->shape()));
+    for (auto it = graphs.rbegin(); it != graphs.rend(); ++it)
+      if (auto t = (*it)->type_of(v); t && t->is_tensor() && t->shape.rank_known()) return t;
+    return std::nullopt;
+  }
+  std::optional<int64_t> rank_of(const std::string& v) const {
+    auto t = ranked_type(v);
+    return t ? std::optional<int64_t>(t->shape.rank()) : std::nullopt;
   }
   // A static dim of `v` along `axis` (negative counts from the end), if known.
   std::optional<int64_t> dim_of(const std::string& v, int64_t axis) const {
-    if (auto* c = constant(v)) {
-      int64_t a = axis < 0 ? axis + c->rank() : axis;
-      if (a >= 0 && a < c->rank()) return c->shape()[static_cast<size_t>(a)];
-      return std::nullopt;
-    }
-    for (auto it = graphs.rbegin(); it != graphs.rend(); ++it)
-      if (auto t = (*it)->type_of(v))
-        if (t->is_tensor() && t->shape.rank_known()) {
-          int64_t a = axis < 0 ? axis + t->shape.rank() : axis;
-          if (a < 0 || a >= t->shape.rank() || !t->shape[static_cast<size_t>(a)].is_known()) return std::nullopt;
-          return t->shape[static_cast<size_t>(a)].value;
-        }
-    return std::nullopt;
+    auto t = ranked_type(v);
+    if (!t) return std::nullopt;
+    int64_t a = axis < 0 ? axis + t->shape.rank() : axis;
+    if (a < 0 || a >= t->shape.rank() || !t->shape[static_cast<size_t>(a)].is_known()) return std::nullopt;
+    return t->shape[static_cast<size_t>(a)].value;
   }
 };
 
@@ -95,9 +98,7 @@ Why type_blocker(const Node& n, const OpSchema& sc, const Scope& s, int t) {
       if (names[i].empty()) continue;
       const FormalParameter& p = params[std::min(i, params.size() - 1)];
       if (i >= params.size() && p.option != FormalParameter::Option::Variadic) break;
-      std::optional<ValueType> vt;
-      if (const Tensor* c = s.constant(names[i])) vt = ValueType::tensor(c->dtype(), Shape::from(c->shape()));
-      for (auto it = s.graphs.rbegin(); !vt && it != s.graphs.rend(); ++it) vt = (*it)->type_of(names[i]);
+      std::optional<ValueType> vt = s.type_of(names[i]);
       if (!vt || vt->kind == ValueType::Kind::Unknown) continue;
       std::string ts = onnx_type_string(*vt);
       if (ts.empty() || ts.find("undefined") != std::string::npos) continue;
@@ -250,11 +251,7 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
   }
   if (op == "GroupNormalization" && t < 21) return "GroupNormalization (per-channel scale) needs opset 21";
   if (op == "OptionalGetElement" && t < 18 && !n.inputs.empty()) {
-    auto in_type = [&]() -> std::optional<ValueType> {
-      for (auto it = s.graphs.rbegin(); it != s.graphs.rend(); ++it)
-        if (auto vt = (*it)->type_of(n.inputs[0])) return vt;
-      return std::nullopt;
-    }();
+    auto in_type = s.type_of(n.inputs[0]);
     if (!in_type || in_type->kind != ValueType::Kind::Optional)
       return "OptionalGetElement on a value that is not an optional needs opset 18";
   }
