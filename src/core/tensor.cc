@@ -43,8 +43,7 @@ namespace {
 class SystemHostMemory : public HostMemory {
  public:
   void* allocate(size_t bytes) override {
-    size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded);
+    void* p = std::aligned_alloc(kAlignment, bytes);  // Storage::allocate passes a multiple of kAlignment
     if (!p) fail(ErrorCode::OutOfMemory, "out of memory allocating {} bytes on the CPU", bytes);
     return p;
   }

@@ -49,22 +49,6 @@ void fill_from(const google::protobuf::RepeatedField<Src>& field, int64_t n, con
   for (int64_t i = 0; i < n; ++i) put(i, field.Get(static_cast<int>(i)));
 }
 
-}  // namespace
-
-namespace {
-Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owner, const std::string& base_dir,
-                             const std::string& what);
-}  // namespace
-
-Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
-  return tensor_from_onnx_impl(p, nullptr, base_dir, what);
-}
-
-Tensor tensor_from_onnx_taking(onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
-  return tensor_from_onnx_impl(p, &p, base_dir, what);
-}
-
-namespace {
 // `owner` (the same proto, when the caller lets us take its bytes): raw_data is
 // moved into the tensor's storage instead of copied.
 Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owner, const std::string& base_dir,
@@ -95,7 +79,7 @@ Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owne
     return Tensor::from_bytes(dtype, shape, raw.data(), raw.size());
   }
   if (p.has_raw_data()) {
-    HODU_CHECK(p.raw_data().size() == nbytes, ErrorCode::InvalidModel, "tensor '{}' ({}{}): raw_data has {} bytes, needs {}",
+    HODU_CHECK(p.raw_data().size() == nbytes, ErrorCode::InvalidModel, "{} ({}{}): raw_data has {} bytes, needs {}",
                what, dtype_name(dtype), shape_to_string(shape), p.raw_data().size(), nbytes);
     if (owner && nbytes > 0) {
       std::string* raw = owner->release_raw_data();
@@ -147,7 +131,16 @@ Tensor tensor_from_onnx_impl(const onnx::TensorProto& p, onnx::TensorProto* owne
   }
   return t;
 }
+
 }  // namespace
+
+Tensor tensor_from_onnx(const onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  return tensor_from_onnx_impl(p, nullptr, base_dir, what);
+}
+
+Tensor tensor_from_onnx_taking(onnx::TensorProto& p, const std::string& base_dir, const std::string& what) {
+  return tensor_from_onnx_impl(p, &p, base_dir, what);
+}
 
 void tensor_to_onnx(const Tensor& t, onnx::TensorProto* p) {
   p->set_data_type(dtype_to_onnx(t.dtype()));
