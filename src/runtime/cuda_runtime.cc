@@ -108,10 +108,27 @@ const CudaRuntime* CudaRuntime::get() { return loaded().ok ? &loaded().rt : null
 
 std::string CudaRuntime::unavailable_reason() { return loaded().ok ? "" : loaded().reason; }
 
+const CudaRuntime& CudaRuntime::for_device(int index) {
+  const CudaRuntime* rt = get();
+  HODU_CHECK(rt, ErrorCode::Device, "cuda:{}: {}", index, unavailable_reason());
+  int n = rt->device_count();
+  HODU_CHECK(index >= 0 && index < n, ErrorCode::Device, "cuda:{}: this machine has {} CUDA device(s)", index, n);
+  return *rt;
+}
+
 void CudaRuntime::check(int rc, const char* what) const {
   if (rc == 0) return;
   GetLastError();  // clear the sticky-free error state for the next call
   fail(ErrorCode::Device, "{}: CUDA error {} ({})", what, rc, GetErrorString ? GetErrorString(rc) : "?");
+}
+
+bool CudaRuntime::ready(int rc, const char* what) const {
+  if (rc == kErrorNotReady) {
+    GetLastError();
+    return false;
+  }
+  check(rc, what);
+  return true;
 }
 
 int CudaRuntime::device_count() const {

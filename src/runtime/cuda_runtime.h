@@ -23,8 +23,15 @@ struct CudaRuntime {
   // Why get() is null ("" when it is not), for messages.
   static std::string unavailable_reason();
 
+  // The loaded runtime, checked to have device `index`; ErrorCode::Device
+  // ("cuda:N: <why>") when the runtime or the device is absent.
+  static const CudaRuntime& for_device(int index);
+
   // Throws ErrorCode::Device "<what>: <cudaGetErrorString>" when rc != 0.
   void check(int rc, const char* what) const;
+  // For query calls (cudaEventQuery, cudaStreamQuery): false when rc is
+  // "not ready" (the error is cleared), true on success, check() otherwise.
+  bool ready(int rc, const char* what) const;
   // Device count, 0 when the runtime loads but finds no device/driver.
   int device_count() const;
 

@@ -72,15 +72,7 @@ class CudaEvent : public Event {
  public:
   explicit CudaEvent(const CudaRuntime* rt) : rt_(rt) { rt_->check(rt_->EventCreateWithFlags(&event_, 0), "cudaEventCreate"); }
   ~CudaEvent() override { rt_->EventDestroy(event_); }
-  bool query() const override {
-    int rc = rt_->EventQuery(event_);
-    if (rc == CudaRuntime::kErrorNotReady) {
-      rt_->GetLastError();
-      return false;
-    }
-    rt_->check(rc, "cudaEventQuery");
-    return true;
-  }
+  bool query() const override { return rt_->ready(rt_->EventQuery(event_), "cudaEventQuery"); }
   void synchronize() override { rt_->check(rt_->EventSynchronize(event_), "cudaEventSynchronize"); }
   double elapsed_ms(const Event& start) const override {
     const auto* s = dynamic_cast<const CudaEvent*>(&start);
@@ -244,11 +236,7 @@ bool CpuStream::capturing() const {
 
 // ---- CudaStream
 
-CudaStream::CudaStream(int device_index) : rt_(CudaRuntime::get()), index_(device_index) {
-  HODU_CHECK(rt_, ErrorCode::Device, "cuda:{}: {}", device_index, CudaRuntime::unavailable_reason());
-  int n = rt_->device_count();
-  HODU_CHECK(device_index >= 0 && device_index < n, ErrorCode::Device, "cuda:{}: this machine has {} CUDA device(s)",
-             device_index, n);
+CudaStream::CudaStream(int device_index) : rt_(&CudaRuntime::for_device(device_index)), index_(device_index) {
   rt_->check(rt_->SetDevice(index_), "cudaSetDevice");
   rt_->check(rt_->StreamCreateWithFlags(&stream_, CudaRuntime::kStreamNonBlocking), "cudaStreamCreateWithFlags");
 }
@@ -259,15 +247,7 @@ CudaStream::~CudaStream() {
 
 void CudaStream::synchronize() { rt_->check(rt_->StreamSynchronize(stream_), "cudaStreamSynchronize"); }
 
-bool CudaStream::query() const {
-  int rc = rt_->StreamQuery(stream_);
-  if (rc == CudaRuntime::kErrorNotReady) {
-    rt_->GetLastError();
-    return false;
-  }
-  rt_->check(rc, "cudaStreamQuery");
-  return true;
-}
+bool CudaStream::query() const { return rt_->ready(rt_->StreamQuery(stream_), "cudaStreamQuery"); }
 
 std::shared_ptr<Event> CudaStream::create_event() {
   rt_->check(rt_->SetDevice(index_), "cudaSetDevice");

@@ -10,12 +10,7 @@ constexpr int kCudaErrorMemoryAllocation = 2;
 
 }  // namespace
 
-CudaBackend::CudaBackend(int device_index) : rt_(CudaRuntime::get()), index_(device_index) {
-  HODU_CHECK(rt_, ErrorCode::Device, "cuda:{}: {}", device_index, CudaRuntime::unavailable_reason());
-  int n = rt_->device_count();
-  HODU_CHECK(device_index >= 0 && device_index < n, ErrorCode::Device, "cuda:{}: this machine has {} CUDA device(s)",
-             device_index, n);
-}
+CudaBackend::CudaBackend(int device_index) : rt_(&CudaRuntime::for_device(device_index)), index_(device_index) {}
 
 void CudaBackend::select() const { rt_->check(rt_->SetDevice(index_), "cudaSetDevice"); }
 
@@ -45,13 +40,7 @@ EventId CudaBackend::record_event(StreamId stream) {
 }
 
 bool CudaBackend::event_done(EventId event) {
-  int rc = rt_->EventQuery(reinterpret_cast<cudaEvent>(event));
-  if (rc == CudaRuntime::kErrorNotReady) {
-    rt_->GetLastError();
-    return false;
-  }
-  rt_->check(rc, "cudaEventQuery");
-  return true;
+  return rt_->ready(rt_->EventQuery(reinterpret_cast<cudaEvent>(event)), "cudaEventQuery");
 }
 
 void CudaBackend::release_event(EventId event) {
