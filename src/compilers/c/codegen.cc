@@ -65,9 +65,8 @@ std::string c_string_literal(const std::string& s) {
 std::string c_float(double v) {
   if (std::isnan(v)) return "NAN";
   if (std::isinf(v)) return v > 0 ? "INFINITY" : "(-INFINITY)";
-  return fmt::format("{:.9g}f", static_cast<float>(v)).find_first_of(".en") == std::string::npos
-             ? fmt::format("{:.9g}.f", static_cast<float>(v))
-             : fmt::format("{:.9g}f", static_cast<float>(v));
+  std::string s = fmt::format("{:.9g}", static_cast<float>(v));
+  return s + (s.find_first_of(".en") == std::string::npos ? ".f" : "f");  // "2" → "2.f", a float literal
 }
 
 Codegen::Codegen(const Graph& g, const CodegenOptions& o) : graph(g), options(o) {
@@ -139,12 +138,8 @@ void Codegen::define(const std::string& name, DType dt, const std::vector<int64_
   v.dtype = dt;
   v.shape = shape;
   int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(dt, shape_numel(shape)));
-  if (reuse_buffer >= 0) {
-    v.index = new_buffer(bytes, step);
-    buffers[v.index].reuse = reuse_buffer;
-  } else {
-    v.index = new_buffer(bytes, step);
-  }
+  v.index = new_buffer(bytes, step);
+  buffers[v.index].reuse = reuse_buffer;
   values[name] = v;
 }
 
