@@ -10,6 +10,7 @@
 
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
+#include "plugins/dlpack_tensor.h"
 
 namespace fs = std::filesystem;
 
@@ -95,35 +96,6 @@ std::shared_ptr<Api> open_library(const std::string& path) {
   return api;
 }
 
-DType from_dl(DLDataType t, const std::string& what) {
-  if (t.lanes == 1) {
-    if (t.code == kDLFloat && t.bits == 32) return DType::F32;
-    if (t.code == kDLFloat && t.bits == 64) return DType::F64;
-    if (t.code == kDLInt && t.bits == 64) return DType::I64;
-    if (t.code == kDLInt && t.bits == 32) return DType::I32;
-    if (t.code == kDLInt && t.bits == 16) return DType::I16;
-    if (t.code == kDLInt && t.bits == 8) return DType::I8;
-    if (t.code == kDLUInt && t.bits == 8) return DType::U8;
-    if (t.code == kDLUInt && t.bits == 16) return DType::U16;
-    if (t.code == kDLUInt && t.bits == 32) return DType::U32;
-    if (t.code == kDLUInt && t.bits == 64) return DType::U64;
-    if (t.code == 6 && t.bits == 8) return DType::Bool;
-  }
-  fail(ErrorCode::Unsupported, "{}: DLPack dtype (code {}, bits {}, lanes {}) has no hodu dtype", what, t.code, t.bits,
-       t.lanes);
-}
-
-DLDataType to_dl(DType t) {
-  DLDataType d{};
-  d.lanes = 1;
-  d.bits = static_cast<uint8_t>(dtype_bits(t));
-  d.code = t == DType::F32 || t == DType::F64 ? kDLFloat
-           : t == DType::Bool                 ? 6
-           : dtype_is_signed(t)               ? kDLInt
-                                              : kDLUInt;
-  return d;
-}
-
 class NativeExecutable : public Executable {
  public:
   NativeExecutable(std::shared_ptr<Api> api, const std::string& weights, int threads) : api_(std::move(api)) {
@@ -146,32 +118,17 @@ class NativeExecutable : public Executable {
       std::string name = api_->input_name(i);
       auto it = inputs.find(name);
       HODU_CHECK(it != inputs.end() && it->second.is_tensor(), ErrorCode::InvalidArgument, "missing input '{}'", name);
-      Tensor t = it->second.tensor.contiguous();
-      keep.push_back(t);
-      DLTensor& d = in[i];
-      d.data = const_cast<void*>(keep.back().raw_data());
-      d.device = {kDLCPU, 0};
-      d.ndim = static_cast<int>(t.rank());
-      d.dtype = to_dl(t.dtype());
-      d.shape = const_cast<int64_t*>(keep.back().shape().data());
-      d.strides = nullptr;
-      d.byte_offset = 0;
+      keep.push_back(it->second.tensor.contiguous());
+      in[i] = plugins::dl_view(keep.back(), name);
     }
     std::vector<RuntimeValue> results;
     results.reserve(nout);
     for (int i = 0; i < nout; ++i) {
       const int64_t* s = api_->output_shape(i);
       std::vector<int64_t> shape(s, s + api_->output_ndim(i));
-      Tensor t = Tensor::empty(from_dl(api_->output_dtype(i), api_->output_name(i)), shape);
-      results.emplace_back(t);
-      DLTensor& d = out[i];
-      d.data = results.back().tensor.raw_data();
-      d.device = {kDLCPU, 0};
-      d.ndim = static_cast<int>(shape.size());
-      d.dtype = api_->output_dtype(i);
-      d.shape = const_cast<int64_t*>(results.back().tensor.shape().data());
-      d.strides = nullptr;
-      d.byte_offset = 0;
+      const char* name = api_->output_name(i);
+      results.emplace_back(Tensor::empty(plugins::from_dl_dtype(api_->output_dtype(i), name), shape));
+      out[i] = plugins::dl_view(results.back().tensor, name);
     }
     int st = api_->run(instance_, in.data(), nin, out.data(), nout);
     HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}", api_->path,
@@ -244,14 +201,14 @@ Model describe_library(const std::string& path) {
   for (int i = 0; i < api->num_inputs(); ++i) {
     const int64_t* s = api->input_shape(i);
     m.graph.inputs.push_back(Value{api->input_name(i),
-                                   ValueType::tensor(from_dl(api->input_dtype(i), api->input_name(i)),
+                                   ValueType::tensor(plugins::from_dl_dtype(api->input_dtype(i), api->input_name(i)),
                                                      Shape::from(std::vector<int64_t>(s, s + api->input_ndim(i)))),
                                    {}});
   }
   for (int i = 0; i < api->num_outputs(); ++i) {
     const int64_t* s = api->output_shape(i);
     m.graph.outputs.push_back(Value{api->output_name(i),
-                                    ValueType::tensor(from_dl(api->output_dtype(i), api->output_name(i)),
+                                    ValueType::tensor(plugins::from_dl_dtype(api->output_dtype(i), api->output_name(i)),
                                                       Shape::from(std::vector<int64_t>(s, s + api->output_ndim(i)))),
                                     {}});
   }
