@@ -138,7 +138,7 @@ const hodu_plugin kPlugin = {
     .info = &kInfo,
     .compiler = &kCompiler,
     .runtime = nullptr,
-    .last_error = [] { return thread_error_message().c_str(); },
+    .last_error = thread_last_error,
 };
 
 }  // namespace

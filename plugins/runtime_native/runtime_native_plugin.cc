@@ -21,7 +21,7 @@ using namespace hodu::plugins;
 struct hodu_model {
   Model model;  // outlives the executable (Engine::prepare's contract)
   std::unique_ptr<Executable> executable;
-  std::vector<std::unique_ptr<TensorInfoHolder>> inputs, outputs;
+  GraphTensorInfos io;
 };
 
 namespace {
@@ -29,9 +29,7 @@ namespace {
 std::unique_ptr<hodu_model> prepare(Model model) {
   auto m = std::make_unique<hodu_model>();
   m->model = std::move(model);
-  for (const auto& in : m->model.graph.inputs)
-    if (!m->model.graph.initializer(in.name)) m->inputs.push_back(std::make_unique<TensorInfoHolder>(in));
-  for (const auto& out : m->model.graph.outputs) m->outputs.push_back(std::make_unique<TensorInfoHolder>(out));
+  m->io = GraphTensorInfos(m->model.graph);
   m->executable = native::make_native_engine()->prepare(m->model, {});
   return m;
 }
@@ -79,23 +77,15 @@ hodu_status load(const void* bytes, size_t size, const char* format, hodu_model*
   });
 }
 
-hodu_status info_at(const std::vector<std::unique_ptr<TensorInfoHolder>>& list, int32_t i, hodu_tensor_info* info) {
-  return guarded([&] {
-    HODU_CHECK(info && i >= 0 && i < static_cast<int32_t>(list.size()), ErrorCode::InvalidArgument,
-               "index {} out of range (0..{})", i, list.size());
-    *info = list[i]->info();
-  });
-}
-
 hodu_status run(hodu_model* m, const DLTensor* inputs, int32_t n_in, DLManagedTensor** outputs, int32_t n_out) {
   return guarded([&] {
     HODU_CHECK(m && (n_in == 0 || inputs) && (n_out == 0 || outputs), ErrorCode::InvalidArgument, "run: null argument");
-    HODU_CHECK(n_in == static_cast<int32_t>(m->inputs.size()) && n_out == static_cast<int32_t>(m->outputs.size()),
-               ErrorCode::InvalidArgument, "expected {} inputs and {} outputs, got {} and {}", m->inputs.size(),
-               m->outputs.size(), n_in, n_out);
+    HODU_CHECK(n_in == static_cast<int32_t>(m->io.inputs.size()) && n_out == static_cast<int32_t>(m->io.outputs.size()),
+               ErrorCode::InvalidArgument, "expected {} inputs and {} outputs, got {} and {}", m->io.inputs.size(),
+               m->io.outputs.size(), n_in, n_out);
     std::map<std::string, RuntimeValue> feeds;
     for (int32_t i = 0; i < n_in; ++i) {
-      std::string name = m->inputs[i]->info().name;
+      std::string name = m->io.inputs[i]->info().name;
       feeds.emplace(name, RuntimeValue(tensor_from_dl(inputs[i], [] {}, "input '" + name + "'")));
     }
     auto results = m->executable->run(feeds);
@@ -103,7 +93,7 @@ hodu_status run(hodu_model* m, const DLTensor* inputs, int32_t n_in, DLManagedTe
                results.size(), n_out);
     std::vector<DLManagedTensor*> made;
     try {
-      for (int32_t i = 0; i < n_out; ++i) made.push_back(to_managed(results[i].tensor, m->outputs[i]->info().name));
+      for (int32_t i = 0; i < n_out; ++i) made.push_back(to_managed(results[i].tensor, m->io.outputs[i]->info().name));
     } catch (...) {
       for (auto* t : made) t->deleter(t);
       throw;
@@ -129,13 +119,13 @@ const hodu_plugin_info kInfo = {
 const hodu_runtime_api kRuntime = {
     .load = load,
     .load_file = load_file,
-    .num_inputs = [](const hodu_model* m) { return m ? static_cast<int32_t>(m->inputs.size()) : 0; },
-    .num_outputs = [](const hodu_model* m) { return m ? static_cast<int32_t>(m->outputs.size()) : 0; },
+    .num_inputs = [](const hodu_model* m) { return m ? static_cast<int32_t>(m->io.inputs.size()) : 0; },
+    .num_outputs = [](const hodu_model* m) { return m ? static_cast<int32_t>(m->io.outputs.size()) : 0; },
     .input_info = [](const hodu_model* m, int32_t i, hodu_tensor_info* info) {
-      return m ? info_at(m->inputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null model");
+      return m ? tensor_info_at(m->io.inputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null model");
     },
     .output_info = [](const hodu_model* m, int32_t i, hodu_tensor_info* info) {
-      return m ? info_at(m->outputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null model");
+      return m ? tensor_info_at(m->io.outputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null model");
     },
     .run = run,
     .unload = [](hodu_model* m) { delete m; },
@@ -147,7 +137,7 @@ const hodu_plugin kPlugin = {
     .info = &kInfo,
     .compiler = nullptr,
     .runtime = &kRuntime,
-    .last_error = [] { return thread_error_message().c_str(); },
+    .last_error = thread_last_error,
 };
 
 }  // namespace

@@ -11,7 +11,7 @@
 // The opaque graph: the parsed model plus the info structs handed out.
 struct hodu_graph {
   hodu::Model model;
-  std::vector<std::unique_ptr<hodu::plugins::TensorInfoHolder>> inputs, outputs;
+  hodu::plugins::GraphTensorInfos io;
 };
 
 namespace hodu::plugins {
@@ -36,18 +36,8 @@ hodu_status graph_parse(const void* bytes, size_t size, hodu_graph** out) {
     *out = nullptr;
     auto g = std::make_unique<hodu_graph>();
     g->model = read_hdss(std::string_view(static_cast<const char*>(bytes), size), "<plugin model>");  // copies
-    for (const auto& in : g->model.graph.inputs)
-      if (!g->model.graph.initializer(in.name)) g->inputs.push_back(std::make_unique<TensorInfoHolder>(in));
-    for (const auto& o : g->model.graph.outputs) g->outputs.push_back(std::make_unique<TensorInfoHolder>(o));
+    g->io = GraphTensorInfos(g->model.graph);
     *out = g.release();
-  });
-}
-
-hodu_status info_at(const std::vector<std::unique_ptr<TensorInfoHolder>>& list, int32_t i, hodu_tensor_info* info) {
-  return guarded([&] {
-    HODU_CHECK(info && i >= 0 && i < static_cast<int32_t>(list.size()), ErrorCode::InvalidArgument,
-               "index {} out of range (0..{})", i, list.size());
-    *info = list[i]->info();
   });
 }
 
@@ -57,13 +47,13 @@ constexpr hodu_host_api kHostApi = {
     .host_version = HODU_VERSION,
     .graph_parse = graph_parse,
     .graph_free = [](hodu_graph* g) { delete g; },
-    .graph_num_inputs = [](const hodu_graph* g) { return g ? static_cast<int32_t>(g->inputs.size()) : 0; },
-    .graph_num_outputs = [](const hodu_graph* g) { return g ? static_cast<int32_t>(g->outputs.size()) : 0; },
+    .graph_num_inputs = [](const hodu_graph* g) { return g ? static_cast<int32_t>(g->io.inputs.size()) : 0; },
+    .graph_num_outputs = [](const hodu_graph* g) { return g ? static_cast<int32_t>(g->io.outputs.size()) : 0; },
     .graph_input = [](const hodu_graph* g, int32_t i, hodu_tensor_info* info) {
-      return g ? info_at(g->inputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null graph");
+      return g ? tensor_info_at(g->io.inputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null graph");
     },
     .graph_output = [](const hodu_graph* g, int32_t i, hodu_tensor_info* info) {
-      return g ? info_at(g->outputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null graph");
+      return g ? tensor_info_at(g->io.outputs, i, info) : set_thread_error(HODU_ERR_INVALID_ARGUMENT, "null graph");
     },
     .graph_num_nodes = [](const hodu_graph* g) { return g ? static_cast<int32_t>(g->model.graph.nodes.size()) : 0; },
     .node_op = [](const hodu_graph* g, int32_t n) { auto* node = node_at(g, n); return node ? node->op_type.c_str() : nullptr; },
@@ -109,7 +99,7 @@ constexpr hodu_host_api kHostApi = {
         *out = dl_view(*t, std::string("constant '") + name + "'");
       });
     },
-    .last_error = [] { return thread_error_message().c_str(); },
+    .last_error = thread_last_error,
 };
 
 }  // namespace

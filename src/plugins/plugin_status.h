@@ -24,6 +24,9 @@ inline std::string& thread_error_message() {
   return message;
 }
 
+// The table's last_error(): this thread's last message.
+inline const char* thread_last_error() { return thread_error_message().c_str(); }
+
 inline hodu_status set_thread_error(hodu_status status, std::string message) {
   thread_error_message() = std::move(message);
   return status;

@@ -2,6 +2,7 @@
 
 #include "core/error.h"
 #include "plugins/dlpack_tensor.h"
+#include "plugins/plugin_status.h"
 
 namespace hodu::plugins {
 
@@ -25,6 +26,21 @@ TensorInfoHolder::TensorInfoHolder(const Value& value) : name_(value.name) {
   info_.ndim = static_cast<int32_t>(s.rank());
   info_.shape = shape_.data();
   info_.dim_names = any_symbol ? dim_name_ptrs_.data() : nullptr;
+}
+
+GraphTensorInfos::GraphTensorInfos(const Graph& graph) {
+  for (const auto& in : graph.inputs)
+    if (!graph.initializer(in.name)) inputs.push_back(std::make_unique<TensorInfoHolder>(in));
+  for (const auto& out : graph.outputs) outputs.push_back(std::make_unique<TensorInfoHolder>(out));
+}
+
+hodu_status tensor_info_at(const std::vector<std::unique_ptr<TensorInfoHolder>>& list, int32_t i,
+                           hodu_tensor_info* info) {
+  return guarded([&] {
+    HODU_CHECK(info && i >= 0 && i < static_cast<int32_t>(list.size()), ErrorCode::InvalidArgument,
+               "index {} out of range (0..{})", i, list.size());
+    *info = list[i]->info();
+  });
 }
 
 Value value_from_info(const hodu_tensor_info& info, const std::string& what) {

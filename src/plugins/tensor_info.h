@@ -3,6 +3,7 @@
 #pragma once
 #include <hodu/plugin.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,19 @@ class TensorInfoHolder {
   std::vector<const char*> dim_name_ptrs_;
   hodu_tensor_info info_{};
 };
+
+// The infos of a graph's inputs (initializers excluded) and outputs, as a
+// graph or a loaded model hands them out by index.
+struct GraphTensorInfos {
+  std::vector<std::unique_ptr<TensorInfoHolder>> inputs, outputs;
+  GraphTensorInfos() = default;
+  explicit GraphTensorInfos(const Graph& graph);
+};
+
+// `*info = list[i]`, or InvalidArgument (kept for last_error) for a bad index
+// or a null `info`. For the C entry points that hand out tensor infos.
+hodu_status tensor_info_at(const std::vector<std::unique_ptr<TensorInfoHolder>>& list, int32_t i,
+                           hodu_tensor_info* info);
 
 // The Value a hodu_tensor_info describes (unknown dims become unnamed unknowns).
 Value value_from_info(const hodu_tensor_info& info, const std::string& what);
