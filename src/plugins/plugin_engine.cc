@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <mutex>
 #include <set>
+#include <utility>
 
 #include <fmt/ranges.h>
 
@@ -49,8 +50,8 @@ class PluginExecutable : public Executable {
     for (size_t i = 0; i < outputs.size(); ++i) {
       std::string what = fmt::format("plugin '{}' output '{}'", model_->plugin().name(), output_names_[i]);
       try {
-        results.emplace_back(from_managed(outputs[i], what));
-        outputs[i] = nullptr;
+        // from_managed owns it from here, and releases it itself when it throws.
+        results.emplace_back(from_managed(std::exchange(outputs[i], nullptr), what));
       } catch (...) {
         for (auto* m : outputs)
           if (m && m->deleter) m->deleter(m);
