@@ -5,15 +5,14 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "compilers/c/toolchain.h"
 #include "formats/model_io.h"
 #include "plugins/plugin_status.h"
+#include "plugins/scratch_dir.h"
 
-namespace fs = std::filesystem;
 using namespace hodu;
 using namespace hodu::plugins;
 
@@ -87,17 +86,9 @@ hodu_status compile(const void* model, size_t size, const hodu_build_options* op
   return guarded([&] {
     HODU_CHECK(artifact, ErrorCode::InvalidArgument, "no artifact buffer");
     *artifact = {};
-    std::string tmpl = (fs::temp_directory_path() / "hodu-compiler-c-XXXXXX").string();
-    HODU_CHECK(mkdtemp(tmpl.data()) != nullptr, ErrorCode::Io, "cannot create a scratch folder");
-    struct Cleanup {
-      fs::path d;
-      ~Cleanup() {
-        std::error_code ec;
-        fs::remove_all(d, ec);
-      }
-    } cleanup{tmpl};
+    ScratchDir scratch("hodu-compiler-c-");
     std::string format = options && options->format ? options->format : "so";
-    std::string out = (fs::path(tmpl) / ("model." + format)).string();
+    std::string out = (scratch.path() / ("model." + format)).string();
     compilers::c::build_model(read_model(model, size), out, build_options(options, out));
     std::ifstream f(out, std::ios::binary);
     std::string bytes((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());

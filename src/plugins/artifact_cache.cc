@@ -1,13 +1,11 @@
 #include "plugins/artifact_cache.h"
 
-#include <unistd.h>
-
 #include <algorithm>
-#include <atomic>
 #include <vector>
 
 #include "core/error.h"
 #include "plugins/hodu_config.h"
+#include "plugins/scratch_dir.h"
 #include "runtime/log.h"
 
 namespace fs = std::filesystem;
@@ -70,18 +68,10 @@ fs::path ArtifactCache::get_or_build(const std::string& key, const std::string& 
   fs::create_directories(dir_, ec);
   HODU_CHECK(fs::is_directory(dir_), ErrorCode::Io, "cannot create the cache folder {}: {}", dir_.string(),
              ec.message());
-  // A private scratch folder: compilers write companion files (headers) beside the artifact.
-  static std::atomic<int> counter{0};
-  fs::path scratch = dir_ / fmt::format(".tmp-{}-{}-{}", key, getpid(), counter++);
-  fs::create_directories(scratch);
-  struct Cleanup {
-    fs::path d;
-    ~Cleanup() {
-      std::error_code e;
-      fs::remove_all(d, e);
-    }
-  } cleanup{scratch};
-  fs::path built = scratch / ("model." + extension);
+  // A private scratch folder in the cache (the rename below stays on one file system):
+  // compilers write companion files (headers) beside the artifact.
+  ScratchDir scratch(".tmp-" + key + "-", dir_);
+  fs::path built = scratch.path() / ("model." + extension);
   build(built.string());
   HODU_CHECK(fs::is_regular_file(built), ErrorCode::Io, "the compiler wrote no {}", built.string());
   fs::rename(built, final_path);  // atomic: another process sees the whole file or none

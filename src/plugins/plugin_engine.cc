@@ -1,7 +1,5 @@
 #include "plugins/plugin_engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <mutex>
@@ -13,6 +11,7 @@
 #include "core/error.h"
 #include "formats/model_io.h"
 #include "plugins/dlpack_tensor.h"
+#include "plugins/scratch_dir.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/log.h"
 
@@ -104,16 +103,8 @@ struct ArtifactBuilder {
       return runtime->load_file(artifact.string(), r.format);
     }
     // No cache: a scratch folder, removed once the runtime has loaded the artifact.
-    std::string tmpl = (fs::temp_directory_path() / "hodu-plugin-XXXXXX").string();
-    HODU_CHECK(mkdtemp(tmpl.data()) != nullptr, ErrorCode::Io, "cannot create a scratch folder");
-    struct Cleanup {
-      fs::path d;
-      ~Cleanup() {
-        std::error_code ec;
-        fs::remove_all(d, ec);
-      }
-    } cleanup{tmpl};
-    std::string path = (fs::path(tmpl) / ("model." + r.format)).string();
+    ScratchDir scratch("hodu-plugin-");
+    std::string path = (scratch.path() / ("model." + r.format)).string();
     build(path);
     return runtime->load_file(path, r.format);
   }

@@ -16,6 +16,7 @@
 #include "plugins/dlpack_tensor.h"
 #include "plugins/hodu_config.h"
 #include "plugins/plugin_engine.h"
+#include "plugins/scratch_dir.h"
 #include "runtime/session.h"
 
 namespace fs = std::filesystem;
@@ -26,20 +27,8 @@ namespace {
 std::string plugin_path(const std::string& name) { return std::string(HODU_TEST_PLUGIN_DIR) + "/" + name + ".so"; }
 
 // A scratch folder per test, removed after.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "hodu-plugin-test-XXXXXX").string();
-    path_ = mkdtemp(tmpl.data());
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path_, ec);
-  }
-  const fs::path& path() const { return path_; }
-
- private:
-  fs::path path_;
+struct TempDir : ScratchDir {
+  TempDir() : ScratchDir("hodu-plugin-test-") {}
 };
 
 std::string error_of(const std::function<void()>& f) {

@@ -11,6 +11,7 @@
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
 #include "plugins/dlpack_tensor.h"
+#include "plugins/scratch_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -162,19 +163,10 @@ class NativeEngine : public Engine {
       return std::make_unique<NativeExecutable>(open_library(lib), weights, options.threads);
     }
     // Compile first: a scratch .so, loaded and then removed (the mapping stays).
-    std::string tmpl = (fs::temp_directory_path() / "hodu-native-XXXXXX").string();
-    HODU_CHECK(mkdtemp(tmpl.data()) != nullptr, ErrorCode::Io, "cannot create a scratch folder");
-    fs::path dir = tmpl;
-    struct Cleanup {
-      fs::path d;
-      ~Cleanup() {
-        std::error_code ec;
-        fs::remove_all(d, ec);
-      }
-    } cleanup{dir};
+    plugins::ScratchDir scratch("hodu-native-");
     compilers::c::BuildOptions o;
     o.format = compilers::c::ArtifactFormat::SharedLibrary;
-    std::string so = (dir / "model.so").string();
+    std::string so = (scratch.path() / "model.so").string();
     compilers::c::build_model(model, so, o);
     return std::make_unique<NativeExecutable>(open_library(so), "", options.threads);
   }
