@@ -13,22 +13,13 @@ bool near(std::optional<double> v, double want) { return v && std::abs(*v - want
 
 bool is_op(const Node& n, const char* op) { return n.op_type == op && n.domain.empty() && n.inputs.size() == 2; }
 
-// For a binary node reading `v`, the other input.
-std::string other_input(const Node& n, const std::string& v) {
-  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : std::string();
-}
-
 }  // namespace
 
 bool fuse_gelu(Graph& g) {
   bool changed = false;
   auto uses = use_counts(g);
   auto readers = consumers(g);
-  auto only_reader = [&](const std::string& v) -> int {
-    auto r = readers.find(v);
-    if (uses[v] != 1 || r == readers.end() || r->second.size() != 1 || is_graph_output(g, v)) return -1;
-    return static_cast<int>(r->second[0]);
-  };
+  auto only_reader = [&](const std::string& v) { return sole_reader(g, uses, readers, v); };
   std::set<size_t> removed;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& erf = g.nodes[k];

@@ -67,6 +67,20 @@ std::map<std::string, std::vector<size_t>> consumers(const Graph& g) {
   return c;
 }
 
+int sole_reader(const Graph& g, const std::map<std::string, int>& uses,
+                const std::map<std::string, std::vector<size_t>>& readers, const std::string& value) {
+  auto u = uses.find(value);
+  auto r = readers.find(value);
+  if (u == uses.end() || u->second != 1 || r == readers.end() || r->second.size() != 1) return -1;
+  if (is_graph_output(g, value)) return -1;
+  return static_cast<int>(r->second[0]);
+}
+
+std::string other_input(const Node& n, const std::string& value) {
+  if (n.inputs.size() != 2) return {};
+  return n.inputs[0] == value ? n.inputs[1] : n.inputs[1] == value ? n.inputs[0] : std::string();
+}
+
 const Tensor* constant_of(const Graph& g, const std::string& value) {
   if (value.empty() || g.input(value)) return nullptr;
   return g.initializer(value);
@@ -144,6 +158,17 @@ std::optional<Activation> as_activation(const Graph& g, const Node& n) {
     return Activation{op, {lo, hi}};
   }
   return std::nullopt;
+}
+
+void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, const std::string& y) {
+  if (act) {
+    fused.set_attr(Attribute::make_string("activation", act->name));
+    if (!act->params.empty()) fused.set_attr(Attribute::make_floats("activation_params", act->params));
+  }
+  if (y != fused.outputs[0]) {
+    g.value_types.erase(fused.outputs[0]);
+    fused.outputs[0] = y;
+  }
 }
 
 }  // namespace hodu::passes

@@ -10,11 +10,6 @@ namespace {
 
 bool is_op(const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); }
 
-std::string other_input(const Node& n, const std::string& v) {
-  if (n.inputs.size() != 2) return {};
-  return n.inputs[0] == v ? n.inputs[1] : n.inputs[1] == v ? n.inputs[0] : std::string();
-}
-
 // ReduceMean over exactly the last axis with keepdims: returns true.
 bool mean_over_last(const Graph& g, const Node& n) {
   if (!is_op(n, "ReduceMean") || n.get_int("keepdims", 1) != 1) return false;
@@ -62,11 +57,7 @@ bool fuse_layer_norm(Graph& g) {
   // 2. Decomposed forms, found from the Sqrt.
   auto uses = use_counts(g);
   auto readers = consumers(g);
-  auto only_reader = [&](const std::string& v) -> int {
-    auto r = readers.find(v);
-    if (uses[v] != 1 || r == readers.end() || r->second.size() != 1 || is_graph_output(g, v)) return -1;
-    return static_cast<int>(r->second[0]);
-  };
+  auto only_reader = [&](const std::string& v) { return sole_reader(g, uses, readers, v); };
   std::set<size_t> removed;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& sq = g.nodes[k];

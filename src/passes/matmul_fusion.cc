@@ -6,15 +6,6 @@
 namespace hodu::passes {
 namespace {
 
-int sole_reader(const Graph& g, const std::map<std::string, int>& uses,
-                const std::map<std::string, std::vector<size_t>>& readers, const std::string& value) {
-  auto u = uses.find(value);
-  auto r = readers.find(value);
-  if (u == uses.end() || u->second != 1 || r == readers.end() || r->second.size() != 1) return -1;
-  if (is_graph_output(g, value)) return -1;
-  return static_cast<int>(r->second[0]);
-}
-
 // A Transpose that swaps the last two dims and keeps the others.
 bool swaps_last_two(const Node& t, int64_t rank) {
   if (t.op_type != "Transpose" || !t.domain.empty()) return false;
@@ -85,14 +76,7 @@ bool fuse_matmul(Graph& g) {
       if (!bias.empty()) n.inputs.push_back(bias);
       if (trans_b) n.set_attr(Attribute::make_int("transB", 1));
     }
-    if (act) {
-      n.set_attr(Attribute::make_string("activation", act->name));
-      if (!act->params.empty()) n.set_attr(Attribute::make_floats("activation_params", act->params));
-    }
-    if (y != n.outputs[0]) {
-      g.value_types.erase(n.outputs[0]);
-      n.outputs[0] = y;
-    }
+    finish_fusion(g, n, act, y);
     removed.insert(absorbed.begin(), absorbed.end());
     changed = true;
   }

@@ -4,12 +4,11 @@
 #include <dlpack/dlpack.h>
 
 #include <filesystem>
-#include <fstream>
 #include <mutex>
-#include <sstream>
 
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
+#include "formats/mapped_file.h"
 #include "plugins/dlpack_tensor.h"
 #include "plugins/scratch_dir.h"
 
@@ -49,17 +48,16 @@ struct Api {
 };
 
 // The API prefix the generator stamped into the library.
+// The symbol prefix, from the name tag `hodu build` embeds. Searched in a
+// mapping: a library with embedded weights is mostly weights, not worth copying.
 std::string find_prefix(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  HODU_CHECK(f.good(), ErrorCode::Io, "cannot open {}", path);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  std::string bytes = ss.str();
+  MappedFile file(path);
+  std::string_view bytes = file.bytes();
   size_t at = bytes.find(kNameTag);
-  HODU_CHECK(at != std::string::npos, ErrorCode::InvalidModel,
+  HODU_CHECK(at != std::string_view::npos, ErrorCode::InvalidModel,
              "{}: not a library built by `hodu build` (no model name tag)", path);
   size_t start = at + std::strlen(kNameTag), end = bytes.find('\0', start);
-  return bytes.substr(start, end - start);
+  return std::string(bytes.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
 }
 
 std::shared_ptr<Api> open_library(const std::string& path) {
