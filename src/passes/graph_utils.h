@@ -17,9 +17,6 @@ std::map<std::string, int> use_counts(const Graph& g);
 // Index of the nodes reading each value (top level only).
 std::map<std::string, std::vector<size_t>> consumers(const Graph& g);
 
-// The constant behind a value: an initializer that is not an overridable graph input.
-const Tensor* constant_of(const Graph& g, const std::string& value);
-// A constant with exactly one element, as double.
 // The node reading `value` when it is the only reader (one node reads it once, no subgraph
 // reads it, it is not a graph output); -1 otherwise. `uses`, `readers`: use_counts(g), consumers(g).
 int sole_reader(const Graph& g, const std::map<std::string, int>& uses,
@@ -28,6 +25,9 @@ int sole_reader(const Graph& g, const std::map<std::string, int>& uses,
 // For a node with two inputs, one of them `value`: the other one ("" otherwise).
 std::string other_input(const Node& n, const std::string& value);
 
+// The constant behind a value: an initializer that is not an overridable graph input.
+const Tensor* constant_of(const Graph& g, const std::string& value);
+// A constant with exactly one element, as double.
 std::optional<double> scalar_constant(const Graph& g, const std::string& value);
 
 bool is_graph_output(const Graph& g, const std::string& value);
@@ -51,9 +51,9 @@ struct Activation {
 };
 std::optional<Activation> as_activation(const Graph& g, const Node& n);
 
-}  // namespace hodu::passes
 // The end of a fusion into `fused` (FusedConv, FusedMatMul, FusedGemm): it takes the activation
 // (attributes activation, activation_params) and produces `y`, the output of the last node it
 // absorbed (its own output's type goes).
 void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, const std::string& y);
 
+}  // namespace hodu::passes
