@@ -18,9 +18,7 @@ bool eliminate_dead_code(Graph& g) {
       dead.insert(k);
       continue;
     }
-    Graph single;
-    single.nodes.push_back(n);
-    for (const auto& [v, c] : use_counts(single)) live.insert(v);
+    live.merge(reads_of(n));
   }
   if (!dead.empty()) changed = true;
   erase_nodes(g, dead);

@@ -6,14 +6,21 @@
 namespace hodu::passes {
 namespace {
 
+void collect_subgraph_reads(const Graph& sg, std::set<std::string>& reads);
+
+// What the subgraphs of `n` read (names their nodes read, their outputs).
+void collect_node_subgraph_reads(const Node& n, std::set<std::string>& reads) {
+  for (const auto& a : n.attributes) {
+    if (a.g) collect_subgraph_reads(*a.g, reads);
+    for (const auto& s : a.graphs) collect_subgraph_reads(*s, reads);
+  }
+}
+
 void collect_subgraph_reads(const Graph& sg, std::set<std::string>& reads) {
   for (const auto& n : sg.nodes) {
     for (const auto& in : n.inputs)
       if (!in.empty()) reads.insert(in);
-    for (const auto& a : n.attributes) {
-      if (a.g) collect_subgraph_reads(*a.g, reads);
-      for (const auto& s : a.graphs) collect_subgraph_reads(*s, reads);
-    }
+    collect_node_subgraph_reads(n, reads);
   }
   for (const auto& o : sg.outputs) reads.insert(o.name);
 }
@@ -43,16 +50,21 @@ void rename_in_subgraph(Graph& sg, const std::string& from, const std::string& t
 
 }  // namespace
 
+std::set<std::string> reads_of(const Node& n) {
+  std::set<std::string> reads;
+  for (const auto& in : n.inputs)
+    if (!in.empty()) reads.insert(in);
+  collect_node_subgraph_reads(n, reads);
+  return reads;
+}
+
 std::map<std::string, int> use_counts(const Graph& g) {
   std::map<std::string, int> uses;
   for (const auto& n : g.nodes) {
     for (const auto& in : n.inputs)
       if (!in.empty()) ++uses[in];
     std::set<std::string> reads;
-    for (const auto& a : n.attributes) {
-      if (a.g) collect_subgraph_reads(*a.g, reads);
-      for (const auto& s : a.graphs) collect_subgraph_reads(*s, reads);
-    }
+    collect_node_subgraph_reads(n, reads);
     for (const auto& r : reads) ++uses[r];
   }
   for (const auto& o : g.outputs) ++uses[o.name];

@@ -14,6 +14,9 @@ namespace hodu::passes {
 // outer values count for the node owning the subgraph) and graph outputs.
 std::map<std::string, int> use_counts(const Graph& g);
 
+// The values a node reads: its inputs and the outer values its subgraphs read.
+std::set<std::string> reads_of(const Node& n);
+
 // Index of the nodes reading each value (top level only).
 std::map<std::string, std::vector<size_t>> consumers(const Graph& g);
 
