@@ -25,11 +25,7 @@ bool fold_constants(Graph& g) {
     for (const auto& in : n.inputs)
       if (!in.empty() && !constant_of(g, in)) all_const = false;
     if (!all_const) continue;
-    bool output_is_graph_output = false;
-    for (const auto& o : n.outputs) output_is_graph_output |= !o.empty() && is_graph_output(g, o);
-    // A graph output must keep a producer only if it would otherwise be an initializer-only output;
-    // ONNX allows initializers as outputs, so fold anyway.
-    (void)output_is_graph_output;
+    // A graph output may be an initializer (ONNX allows it): fold those too.
     interp::KernelFn fn = table.find(n.domain, n.op_type);
     if (!fn) continue;
     std::vector<RuntimeValue> held;

@@ -33,26 +33,16 @@ bool fuse_layer_norm(Graph& g) {
   bool changed = false;
   // 1. The ONNX ops.
   for (auto& n : g.nodes) {
-    if (is_op(n, "LayerNormalization") && !n.has_output(1) && !n.has_output(2)) {
-      auto t = g.type_of(n.inputs[0]);
-      int64_t axis = n.get_int("axis", -1);
-      // hodu.LayerNorm normalizes from `axis` to the end, as ONNX does.
-      n.op_type = "LayerNorm";
-      n.domain = "hodu";
-      std::vector<Attribute> attrs = {Attribute::make_int("axis", axis),
-                                      Attribute::make_float("epsilon", n.get_float("epsilon", 1e-5f))};
-      n.attributes = attrs;
-      changed = true;
-      (void)t;
-    } else if (is_op(n, "RMSNormalization")) {
-      int64_t axis = n.get_int("axis", -1);
-      float eps = n.get_float("epsilon", 1e-5f);
-      n.op_type = "LayerNorm";
-      n.domain = "hodu";
-      n.attributes = {Attribute::make_int("axis", axis), Attribute::make_float("epsilon", eps),
-                      Attribute::make_int("rms", 1)};
-      changed = true;
-    }
+    bool rms = is_op(n, "RMSNormalization");
+    if (!rms && !(is_op(n, "LayerNormalization") && !n.has_output(1) && !n.has_output(2))) continue;
+    // hodu.LayerNorm normalizes from `axis` to the end, as ONNX does.
+    std::vector<Attribute> attrs = {Attribute::make_int("axis", n.get_int("axis", -1)),
+                                    Attribute::make_float("epsilon", n.get_float("epsilon", 1e-5f))};
+    if (rms) attrs.push_back(Attribute::make_int("rms", 1));
+    n.op_type = "LayerNorm";
+    n.domain = "hodu";
+    n.attributes = std::move(attrs);
+    changed = true;
   }
   // 2. Decomposed forms, found from the Sqrt.
   auto uses = use_counts(g);
