@@ -1,9 +1,6 @@
 #include "engines/cpu/cpu_engine.h"
 
-#include <omp.h>
-
 #include <cstdlib>
-#include <mutex>
 
 #include "core/error.h"
 #include "engines/cpu/plan.h"
@@ -40,47 +37,45 @@ class CpuExecutable : public Executable {
 
   std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs) override {
     ShapeKey key;
-    std::map<std::string, std::vector<int64_t>> shapes;
+    key.reserve(feed_names_.size());
     for (const auto& name : feed_names_) {
       auto it = inputs.find(name);
       if (it == inputs.end()) fail(ErrorCode::InvalidArgument, "missing input '{}'", name);
-      if (!it->second.is_tensor()) {
-        key.push_back({-1});
-        continue;
-      }
-      key.push_back(it->second.tensor.shape());
-      const Value* declared = base_.graph.input(name);
-      if (declared && declared->type.is_tensor()) shapes[name] = it->second.tensor.shape();
+      key.push_back(it->second.is_tensor() ? it->second.tensor.shape() : std::vector<int64_t>{-1});
     }
-    PerShape* ps = nullptr;
     for (auto& p : plans_)
-      if (p->key == key) ps = p.get();
-    if (!ps) {
-      auto p = std::make_unique<PerShape>();
-      p->key = key;
-      // With concrete shapes, shape subgraphs fold and more fusions apply; a model whose
-      // declared input shapes are these already had that done at prepare.
-      bool declared = true;
-      for (const auto& in : base_.graph.inputs) {
-        auto it = shapes.find(in.name);
-        if (it == shapes.end()) continue;
-        auto d = in.type.shape.to_static();
-        declared &= d && *d == it->second;
-      }
-      const Model* m = &base_;
-      if (!declared) {
-        p->model = base_;
-        passes::optimize(p->model, {level_, shapes});
-        m = &p->model;
-      }
-      p->plan = std::make_unique<Plan>(*m, shapes, options_, engine_);
-      plans_.push_back(std::move(p));
-      ps = plans_.back().get();
-    }
-    return ps->plan->run(inputs, stream_);
+      if (p->key == key) return p->plan->run(inputs, stream_);
+    return new_plan(std::move(key), inputs).run(inputs, stream_);
   }
 
  private:
+  // The plan for the shapes of a first run with `inputs`.
+  Plan& new_plan(ShapeKey key, const std::map<std::string, RuntimeValue>& inputs) {
+    // With concrete shapes, shape subgraphs fold and more fusions apply; a model whose
+    // declared input shapes are these already had that done at prepare.
+    std::map<std::string, std::vector<int64_t>> shapes;
+    bool declared = true;
+    for (const auto& name : feed_names_) {
+      const RuntimeValue& v = inputs.at(name);
+      const Value* in = base_.graph.input(name);
+      if (!v.is_tensor() || !in || !in->type.is_tensor()) continue;
+      shapes[name] = v.tensor.shape();
+      auto d = in->type.shape.to_static();
+      declared &= d && *d == shapes[name];
+    }
+    auto p = std::make_unique<PerShape>();
+    p->key = std::move(key);
+    const Model* m = &base_;
+    if (!declared) {
+      p->model = base_;
+      passes::optimize(p->model, {level_, shapes});
+      m = &p->model;
+    }
+    p->plan = std::make_unique<Plan>(*m, shapes, options_, engine_);
+    plans_.push_back(std::move(p));
+    return *plans_.back()->plan;
+  }
+
   struct PerShape {
     ShapeKey key;
     Model model;
