@@ -7,11 +7,13 @@
 #include "core/error.h"
 #include "engines/cpu/plan.h"
 #include "engines/cpu/row_kernels.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
 
-class TransposeStep : public Step {
+// out[i] = in[base + Σ i_d · in_strides[d]] over the output's row-major index (Transpose, Slice).
+class StridedCopyStep : public Step {
  public:
   void run(RunState& rs) override {
     const char* src = static_cast<const char*>(rs.slots[reads[0]].tensor().raw_data());
@@ -46,6 +48,22 @@ class TransposeStep : public Step {
   int64_t base_ = 0;  // element offset of the first output element (Slice)
   size_t elem_ = 4;
 };
+
+bool add_strided_copy(PlanBuilder& b, const Node& n, DType dtype, const std::vector<int64_t>& out_shape,
+                      std::vector<int64_t> in_strides, int64_t base) {
+  auto step = std::make_unique<StridedCopyStep>();
+  step->elem_ = dtype_storage_bytes(dtype, 1);
+  if (step->elem_ == 0) return false;
+  step->out_shape_ = out_shape;
+  step->in_strides_ = std::move(in_strides);
+  step->base_ = base;
+  step->total_ = shape_numel(out_shape);
+  step->reads = {b.plain(n.inputs[0])};
+  step->writes = {b.define(n.outputs[0], dtype, out_shape)};
+  step->label = n.describe() + ": cpu";
+  b.add(std::move(step));
+  return true;
+}
 
 class ConcatStep : public Step {
  public:
@@ -114,20 +132,12 @@ bool make_data_movement(PlanBuilder& b, const Node& n) {
       for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
     if (perm.size() != r) return false;
     auto strides = contiguous_strides(x->second);
-    auto step = std::make_unique<TransposeStep>();
+    std::vector<int64_t> in_strides;
     for (size_t i = 0; i < r; ++i) {
       if (perm[i] < 0 || perm[i] >= static_cast<int64_t>(r)) return false;
-      step->in_strides_.push_back(strides[perm[i]]);
+      in_strides.push_back(strides[perm[i]]);
     }
-    step->out_shape_ = y->second;
-    step->total_ = shape_numel(y->second);
-    step->elem_ = dtype_storage_bytes(x->first, 1);
-    if (step->elem_ == 0) return false;
-    step->reads = {b.plain(n.inputs[0])};
-    step->writes = {b.define(n.outputs[0], x->first, y->second)};
-    step->label = n.describe() + ": cpu";
-    b.add(std::move(step));
-    return true;
+    return add_strided_copy(b, n, x->first, y->second, std::move(in_strides), 0);
   }
   if (op == "Slice") {
     // Constant starts/ends/axes/steps: a strided copy (the Transpose kernel with an offset).
@@ -137,8 +147,7 @@ bool make_data_movement(PlanBuilder& b, const Node& n) {
     const Graph& g = b.graph();
     auto ints_of = [&](size_t i) -> std::optional<std::vector<int64_t>> {
       if (!n.has_input(i)) return std::vector<int64_t>{};
-      if (g.input(n.inputs[i])) return std::nullopt;
-      const Tensor* t = g.initializer(n.inputs[i]);
+      const Tensor* t = passes::constant_of(g, n.inputs[i]);
       if (!t) return std::nullopt;
       return t->to_int64s();
     };
@@ -154,28 +163,22 @@ bool make_data_movement(PlanBuilder& b, const Node& n) {
     std::vector<int64_t> first(r, 0), step(r, 1);
     for (size_t i = 0; i < axes->size(); ++i) {
       int64_t a = (*axes)[i] < 0 ? (*axes)[i] + r : (*axes)[i];
+      if (a < 0 || a >= r || (*steps)[i] == 0) return false;
       int64_t st = (*steps)[i], dim = xs[a];
-      if (a < 0 || a >= r || st == 0) return false;
       int64_t s0 = (*starts)[i];
       if (s0 < 0) s0 += dim;
       s0 = st > 0 ? std::clamp<int64_t>(s0, 0, dim) : std::clamp<int64_t>(s0, 0, dim - 1);
       first[a] = s0;
       step[a] = st;
     }
-    auto step_ = std::make_unique<TransposeStep>();
+    if (shape_numel(y->second) == 0) return false;
+    std::vector<int64_t> in_strides;
+    int64_t base = 0;
     for (int64_t d = 0; d < r; ++d) {
-      step_->in_strides_.push_back(strides[d] * step[d]);
-      step_->base_ += first[d] * strides[d];
+      in_strides.push_back(strides[d] * step[d]);
+      base += first[d] * strides[d];
     }
-    step_->out_shape_ = y->second;
-    step_->total_ = shape_numel(y->second);
-    step_->elem_ = dtype_storage_bytes(x->first, 1);
-    if (step_->elem_ == 0 || step_->total_ == 0) return false;
-    step_->reads = {b.plain(n.inputs[0])};
-    step_->writes = {b.define(n.outputs[0], x->first, y->second)};
-    step_->label = n.describe() + ": cpu";
-    b.add(std::move(step_));
-    return true;
+    return add_strided_copy(b, n, x->first, y->second, std::move(in_strides), base);
   }
   if (op == "Concat") {
     auto y = b.static_type(n.outputs[0]);
