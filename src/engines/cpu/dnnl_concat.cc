@@ -60,8 +60,7 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   for (const auto& md : mds) step->srcs_.emplace_back(md, b.engine(), nullptr);
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   step->reads = reads;
-  bool plain_out = pd.dst_desc() == plain_md(ys);
-  step->writes = {b.define(n.outputs[0], DType::F32, ys, plain_out ? std::nullopt : std::optional(pd.dst_desc()))};
+  step->writes = {b.define(n.outputs[0], DType::F32, ys, pd.dst_desc())};
   step->label = n.describe() + ": onednn concat " + std::string(pd.impl_info_str());
   b.add(std::move(step));
   return true;

@@ -128,14 +128,11 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   step->reads = {src};
   if (has_z) {
     int z = b.slot(n.inputs[3]);
-    const Slot& zs = b.at(z);
-    dnnl::memory::desc z_md = zs.blocked ? zs.md : plain_md(zs.shape);
-    step->z_ = dnnl::memory(z_md, b.engine(), nullptr);
+    step->z_ = dnnl::memory(layout_md(b.at(z)), b.engine(), nullptr);
     step->has_z_ = true;
     step->reads.push_back(z);
   }
-  bool plain_out = pd.dst_desc() == plain_md(ys);
-  int dst = b.define(n.outputs[0], DType::F32, ys, plain_out ? std::nullopt : std::optional(pd.dst_desc()));
+  int dst = b.define(n.outputs[0], DType::F32, ys, pd.dst_desc());
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   if (has_z) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};

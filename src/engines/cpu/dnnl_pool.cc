@@ -71,8 +71,7 @@ bool make_pool(PlanBuilder& b, const Node& n) {
     }
     dd[i] = dil[i] - 1;
   }
-  const Slot& xslot = b.at(b.slot(n.inputs[0]));
-  dnnl::memory::desc src_md = xslot.blocked ? xslot.md : plain_md(xs);
+  dnnl::memory::desc src_md = layout_md(b.at(b.slot(n.inputs[0])));
   dnnl::memory::desc dst_md(to_dims(ys), dt::f32, tag::any);
   auto alg = max ? dnnl::algorithm::pooling_max
                  : include_pad ? dnnl::algorithm::pooling_avg_include_padding
@@ -89,8 +88,7 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   step->prim_ = dnnl::pooling_v2_forward(pd);
   step->reads = {b.slot(n.inputs[0])};
   step->src_ = dnnl::memory(src_md, b.engine(), nullptr);
-  bool plain_out = pd.dst_desc() == plain_md(ys);
-  step->writes = {b.define(n.outputs[0], DType::F32, ys, plain_out ? std::nullopt : std::optional(pd.dst_desc()))};
+  step->writes = {b.define(n.outputs[0], DType::F32, ys, pd.dst_desc())};
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   if (pd.workspace_desc().get_size() > 0) step->ws_ = dnnl::memory(pd.workspace_desc(), b.engine());
   step->label = n.describe() + ": onednn " + std::string(pd.impl_info_str());

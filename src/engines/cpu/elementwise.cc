@@ -31,11 +31,6 @@ class BinaryStep : public Step {
   dnnl::memory a_, b_, dst_;
 };
 
-dnnl::memory::desc layout_of(PlanBuilder& b, int s) {
-  const Slot& sl = b.at(s);
-  return sl.blocked ? sl.md : plain_md(sl.shape);
-}
-
 // Unary op → eltwise algorithm and parameters.
 bool eltwise_of(const Graph& g, const Node& n, dnnl::algorithm& alg, float& alpha, float& beta) {
   using a = dnnl::algorithm;
@@ -99,7 +94,7 @@ bool make_unary(PlanBuilder& b, const Node& n) {
   auto x = b.static_type(n.inputs[0]);
   if (!x || x->first != DType::F32) return false;
   int src = b.slot(n.inputs[0]);
-  dnnl::memory::desc md = layout_of(b, src);
+  dnnl::memory::desc md = layout_md(b.at(src));
   dnnl::eltwise_forward::primitive_desc pd;
   try {
     pd = dnnl::eltwise_forward::primitive_desc(
@@ -112,8 +107,7 @@ bool make_unary(PlanBuilder& b, const Node& n) {
   step->src_ = dnnl::memory(md, b.engine(), nullptr);
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   step->reads = {src};
-  bool blocked = b.at(src).blocked;
-  step->writes = {b.define(n.outputs[0], DType::F32, x->second, blocked ? std::optional(pd.dst_desc()) : std::nullopt)};
+  step->writes = {b.define(n.outputs[0], DType::F32, x->second, pd.dst_desc())};
   step->label = n.describe() + ": onednn eltwise";
   b.add(std::move(step));
   return true;
@@ -141,7 +135,7 @@ bool make_binary(PlanBuilder& b, const Node& n) {
     if (s1[i] != ys[i] && s1[i] != 1) return false;
   if (ys.empty()) return false;
   int a = b.slot(first);
-  dnnl::memory::desc a_md = layout_of(b, a);
+  dnnl::memory::desc a_md = layout_md(b.at(a));
   int c;
   dnnl::memory::desc c_md;
   if (bt->second == ys) {
@@ -163,8 +157,7 @@ bool make_binary(PlanBuilder& b, const Node& n) {
   step->b_ = dnnl::memory(c_md, b.engine(), nullptr);
   step->dst_ = dnnl::memory(a_md, b.engine(), nullptr);
   step->reads = {a, c};
-  bool blocked = b.at(a).blocked;
-  step->writes = {b.define(n.outputs[0], DType::F32, ys, blocked ? std::optional(a_md) : std::nullopt)};
+  step->writes = {b.define(n.outputs[0], DType::F32, ys, a_md)};
   step->label = n.describe() + ": onednn binary";
   b.add(std::move(step));
   return true;

@@ -26,8 +26,8 @@ std::string layout_key(const dnnl::memory::desc& md) {
 class ReorderStep : public Step {
  public:
   ReorderStep(PlanBuilder& b, int from, int to) {
-    src_ = dnnl::memory(b.at(from).blocked ? b.at(from).md : plain_md(b.at(from).shape), b.engine(), nullptr);
-    dst_ = dnnl::memory(b.at(to).blocked ? b.at(to).md : plain_md(b.at(to).shape), b.engine(), nullptr);
+    src_ = dnnl::memory(layout_md(b.at(from)), b.engine(), nullptr);
+    dst_ = dnnl::memory(layout_md(b.at(to)), b.engine(), nullptr);
     prim_ = dnnl::reorder(src_, dst_);
     reads = {from};
     writes = {to};
@@ -100,7 +100,7 @@ int PlanBuilder::define(const std::string& value, DType dtype, std::vector<int64
   s.dtype = dtype;
   s.shape = std::move(shape);
   s.is_static = true;
-  if (md) {
+  if (md && !(*md == plain_md(s.shape))) {
     s.blocked = true;
     s.md = *md;
     s.bytes = md->get_size();
@@ -137,8 +137,7 @@ int PlanBuilder::plain(const std::string& value) {
 int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& md) {
   int s = slot(value);
   const Slot& cur = plan_.slots_[s];
-  dnnl::memory::desc have = cur.blocked ? cur.md : plain_md(cur.shape);
-  if (have == md) return s;
+  if (layout_md(cur) == md) return s;
   std::string key = layout_key(md);
   if (auto it = reordered_.find({s, key}); it != reordered_.end()) return it->second;
   bool is_plain = md == plain_md(cur.shape);

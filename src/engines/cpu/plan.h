@@ -119,7 +119,7 @@ class PlanBuilder {
   int plain(const std::string& value);
   // A slot with the value in layout `md`, adding a reorder when it differs.
   int as_layout(const std::string& value, const dnnl::memory::desc& md);
-  // Defines the slot of a node output (plain, or blocked with `md`).
+  // Defines the slot of a node output: plain, or blocked in layout `md` unless that is the plain one.
   int define(const std::string& value, DType dtype, std::vector<int64_t> shape,
              std::optional<dnnl::memory::desc> md = std::nullopt);
   int define_alias(const std::string& value, int of, std::vector<int64_t> shape);
@@ -138,6 +138,8 @@ class PlanBuilder {
 
 // Plain (row-major) oneDNN descriptor for a tensor shape.
 dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+// The layout of a slot's data: its blocked descriptor, or the plain one.
+inline dnnl::memory::desc layout_md(const Slot& s) { return s.blocked ? s.md : plain_md(s.shape); }
 // A oneDNN memory over a slot's current data.
 dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md);
 
