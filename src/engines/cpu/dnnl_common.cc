@@ -1,5 +1,6 @@
 #include "engines/cpu/dnnl_common.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <limits>
 #include <new>
@@ -26,6 +27,17 @@ bool append_activation(dnnl::post_ops& po, const std::string& act, const std::ve
   else if (act == "GeluTanh") po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f);
   else return false;
   return true;
+}
+
+std::pair<int64_t, int64_t> spatial_pads(const std::string& auto_pad, int64_t in, int64_t out, int64_t stride,
+                                         int64_t ext, int64_t pad_begin, int64_t pad_end) {
+  if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    int64_t total = std::max<int64_t>(0, (out - 1) * stride + ext - in);
+    int64_t begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+    return {begin, total - begin};
+  }
+  if (auto_pad == "VALID") return {0, 0};
+  return {pad_begin, pad_end};
 }
 
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,

@@ -64,16 +64,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   for (int64_t i = 0; i < spatial; ++i) {
     int64_t k = w->dim(2 + i), in = xs[2 + i], out = ys[2 + i];
     int64_t ext = (k - 1) * dil[i] + 1;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t total = std::max<int64_t>(0, (out - 1) * strides[i] + ext - in);
-      pad_l[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pad_r[i] = total - pad_l[i];
-    } else if (auto_pad == "VALID") {
-      pad_l[i] = pad_r[i] = 0;
-    } else {
-      pad_l[i] = pads[i];
-      pad_r[i] = pads[i + spatial];
-    }
+    std::tie(pad_l[i], pad_r[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
     dnnl_dil[i] = dil[i] - 1;
     if ((in + pad_l[i] + pad_r[i] - ext) / strides[i] + 1 != out) return false;
   }

@@ -52,21 +52,11 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   dnnl::memory::dims pl(spatial), pr(spatial), dd(spatial);
   for (int64_t i = 0; i < spatial; ++i) {
     int64_t in = xs[2 + i], out = ys[2 + i], ext = (kernel[i] - 1) * dil[i] + 1;
-    int64_t total_needed = (out - 1) * strides[i] + ext - in;
-    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-      int64_t total = std::max<int64_t>(0, total_needed);
-      pl[i] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      pr[i] = total - pl[i];
-    } else if (auto_pad == "VALID") {
-      pl[i] = pr[i] = 0;
-    } else {
-      pl[i] = pads[i];
-      pr[i] = pads[i + spatial];
-    }
+    std::tie(pl[i], pr[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
     // ceil_mode: a last partial window needs more right padding than given.
     if ((in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) {
       if (include_pad) return false;  // the extra padding must not count in the average
-      pr[i] = total_needed - pl[i];
+      pr[i] = (out - 1) * strides[i] + ext - in - pl[i];
       if (pr[i] < 0 || (in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) return false;
     }
     dd[i] = dil[i] - 1;
