@@ -3,6 +3,7 @@
 // post-op) and the activation (eltwise post-ops) run inside the convolution.
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
@@ -36,10 +37,10 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   if (!fused && !(n.domain.empty() && n.op_type == "Conv")) return false;
   auto x = b.static_type(n.inputs[0]);
   auto y = b.static_type(n.outputs[0]);
-  const Tensor* w = b.graph().initializer(n.inputs[1]);
-  if (!x || !y || !w || b.graph().input(n.inputs[1]) || x->first != DType::F32 || w->dtype() != DType::F32) return false;
-  const Tensor* bias = n.has_input(2) ? b.graph().initializer(n.inputs[2]) : nullptr;
-  if (n.has_input(2) && (!bias || b.graph().input(n.inputs[2]))) return false;
+  const Tensor* w = passes::constant_of(b.graph(), n.inputs[1]);
+  if (!x || !y || !w || x->first != DType::F32 || w->dtype() != DType::F32) return false;
+  const Tensor* bias = n.has_input(2) ? passes::constant_of(b.graph(), n.inputs[2]) : nullptr;
+  if (n.has_input(2) && !bias) return false;
   const auto& xs = x->second;
   const auto& ys = y->second;
   int64_t spatial = static_cast<int64_t>(xs.size()) - 2;

@@ -4,6 +4,7 @@
 // the activation eltwise post-ops.
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
@@ -82,11 +83,11 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   int64_t ncols = ys[r - 1];
 
   const Graph& g = b.graph();
-  const Tensor* bconst = g.input(n.inputs[1]) ? nullptr : g.initializer(n.inputs[1]);
+  const Tensor* bconst = passes::constant_of(g, n.inputs[1]);
   if (alpha != 1.0f && !bconst) return false;
   // The addend: FusedMatMul's bias, Gemm's C.
   std::string addend = n.inputs.size() > 2 && !n.inputs[2].empty() ? n.inputs[2] : "";
-  const Tensor* cconst = addend.empty() || g.input(addend) ? nullptr : g.initializer(addend);
+  const Tensor* cconst = passes::constant_of(g, addend);
   bool bias_vector = false;
   std::optional<std::pair<DType, std::vector<int64_t>>> ct;
   if (!addend.empty()) {

@@ -55,19 +55,11 @@ bool eltwise_of(const Graph& g, const Node& n, dnnl::algorithm& alg, float& alph
   else if (op == "HardSwish") { alg = a::eltwise_hardswish; }
   else if (op == "Gelu") alg = n.get_string("approximate", "none") == "tanh" ? a::eltwise_gelu_tanh : a::eltwise_gelu_erf;
   else if (op == "Clip") {
-    alpha = -INFINITY;
-    beta = INFINITY;
-    if (n.has_input(1)) {
-      auto v = passes::scalar_constant(g, n.inputs[1]);
-      if (!v) return false;
-      alpha = static_cast<float>(*v);
-    }
-    if (n.has_input(2)) {
-      auto v = passes::scalar_constant(g, n.inputs[2]);
-      if (!v) return false;
-      beta = static_cast<float>(*v);
-    }
+    auto bounds = passes::as_activation(g, n);  // constant bounds, ±inf when absent
+    if (!bounds) return false;
     alg = a::eltwise_clip_v2;
+    alpha = bounds->params[0];
+    beta = bounds->params[1];
   } else {
     return false;
   }
