@@ -5,6 +5,8 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include <string>
 
 #include "core/runtime_value.h"
@@ -21,8 +23,8 @@ void bind_session(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_compiler(py::module_& m);
 
-// Raises the hodu.errors class for `code` with `message` (as a Python exception).
-[[noreturn]] void raise_error(ErrorCode code, const std::string& message);
+// JSON text → json; InvalidArgument "<what>: not valid JSON: ..." when malformed.
+nlohmann::json parse_json(const std::string& text, const std::string& what);
 
 // bytes / bytearray / memoryview → std::string (one copy).
 std::string bytes_of(py::handle obj);

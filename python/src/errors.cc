@@ -35,12 +35,6 @@ ErrorCode parse_code(const std::string& name) {
 
 }  // namespace
 
-void raise_error(ErrorCode code, const std::string& message) {
-  py::object cls = py::module_::import("hodu.errors").attr(class_name(code, message));
-  PyErr_SetObject(cls.ptr(), py::str(message).ptr());
-  throw py::error_already_set();
-}
-
 void bind_errors(py::module_& m) {
   py::register_exception_translator([](std::exception_ptr p) {
     try {

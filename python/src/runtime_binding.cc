@@ -20,9 +20,8 @@
 #include "runtime/stream_manager.h"
 
 namespace hodu::python {
-namespace {
 
-nlohmann::json parse_json(const std::string& text, const char* what) {
+nlohmann::json parse_json(const std::string& text, const std::string& what) {
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
@@ -30,23 +29,14 @@ nlohmann::json parse_json(const std::string& text, const char* what) {
   }
 }
 
-// Parses and validates one policy kind; returns its normalized JSON text.
+namespace {
+
+// Parses and validates one policy kind (from_json validates what it parses);
+// returns its normalized JSON text.
 std::string normalize_policy(const std::string& kind, const std::string& text) {
-  if (kind == "kernels") {
-    KernelPolicy p = KernelPolicy::from_json(parse_json(text, "kernel policy"));
-    p.validate();
-    return p.to_json().dump();
-  }
-  if (kind == "execution") {
-    ExecutionPolicy p = ExecutionPolicy::from_json(parse_json(text, "execution policy"));
-    p.validate();
-    return p.to_json().dump();
-  }
-  if (kind == "policy") {
-    Policy p = Policy::from_json(parse_json(text, "policy"));
-    p.validate();
-    return p.to_json().dump();
-  }
+  if (kind == "kernels") return KernelPolicy::from_json(parse_json(text, "kernel policy")).to_json().dump();
+  if (kind == "execution") return ExecutionPolicy::from_json(parse_json(text, "execution policy")).to_json().dump();
+  if (kind == "policy") return Policy::from_json(parse_json(text, "policy")).to_json().dump();
   fail(ErrorCode::InvalidArgument, "unknown policy kind '{}' (kernels, execution, policy)", kind);
 }
 

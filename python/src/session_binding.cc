@@ -100,15 +100,7 @@ class PySession {
   // Explicit arguments ("" / -1 = not given) override the policy's fields.
   PySession(py::object source, const std::string& device, int threads, const std::string& engine,
             const std::string& policy_json) {
-    if (!policy_json.empty()) {
-      nlohmann::json j;
-      try {
-        j = nlohmann::json::parse(policy_json);
-      } catch (const nlohmann::json::exception& e) {
-        fail(ErrorCode::InvalidArgument, "policy: not valid JSON: {}", e.what());
-      }
-      policy_ = Policy::from_json(j);
-    }
+    if (!policy_json.empty()) policy_ = Policy::from_json(parse_json(policy_json, "policy"));
     ExecutionPolicy& exec = policy_.execution;
     if (!device.empty()) exec.device = Device::parse(device);
     if (threads >= 0) exec.threads = threads;
