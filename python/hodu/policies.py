@@ -40,7 +40,7 @@ def _write_json_file(path, obj):
         f.write("\n")
 
 
-def _plain(value, field):
+def _plain(value):
     """numpy scalars and other Integral/bool-likes as plain JSON values."""
     if isinstance(value, bool) or value is None or isinstance(value, str):
         return value
@@ -49,7 +49,27 @@ def _plain(value, field):
     return value
 
 
-class KernelPolicy:
+class _PolicyPart:
+    """What KernelPolicy and ExecutionPolicy share: JSON text, and the policy
+    file, where each is the part under its _FILE_KEY."""
+
+    _FILE_KEY = None
+
+    def to_json(self, indent=None):
+        return json.dumps(self.to_dict(), indent=indent)
+
+    def save(self, path):
+        _write_json_file(path, {self._FILE_KEY: self.to_dict()})
+
+    @classmethod
+    def load(cls, path):
+        d = _read_json_file(path)
+        if isinstance(d, dict) and d.keys() <= {"execution", "kernels"} and d:
+            d = d.get(cls._FILE_KEY, {})
+        return cls.from_json(d)
+
+
+class KernelPolicy(_PolicyPart):
     """Per-op preferred kernel names: KernelPolicy(matmul="cublasLt"),
     KernelPolicy({"Conv": ["onednn", "reference"]})."""
 
@@ -101,23 +121,10 @@ class KernelPolicy:
     def to_dict(self):
         return self.preferred
 
-    def to_json(self, indent=None):
-        return json.dumps(self.to_dict(), indent=indent)
-
     @classmethod
     def from_json(cls, text_or_dict):
         d = json.loads(text_or_dict) if isinstance(text_or_dict, (str, bytes)) else text_or_dict
         return cls(d)
-
-    def save(self, path):
-        _write_json_file(path, {self._FILE_KEY: self.to_dict()})
-
-    @classmethod
-    def load(cls, path):
-        d = _read_json_file(path)
-        if isinstance(d, dict) and d.keys() <= {"execution", "kernels"} and d:
-            d = d.get(cls._FILE_KEY, {})
-        return cls.from_json(d)
 
     def __eq__(self, other):
         return isinstance(other, KernelPolicy) and self._preferred == other._preferred
@@ -126,7 +133,7 @@ class KernelPolicy:
         return f"KernelPolicy({self._preferred!r})"
 
 
-class ExecutionPolicy:
+class ExecutionPolicy(_PolicyPart):
     """precision (fp32|tf32|fp16|bf16), cuda_graphs, threads (0 = physical
     cores), deterministic, engine ("" = best for the device), device ("cpu", "cuda:N")."""
 
@@ -137,7 +144,7 @@ class ExecutionPolicy:
         raw = {"precision": precision, "cuda_graphs": cuda_graphs, "threads": threads,
                "deterministic": deterministic, "engine": engine if engine is not None else "",
                "device": device}
-        raw = {k: _plain(v, k) for k, v in raw.items()}
+        raw = {k: _plain(v) for k, v in raw.items()}
         try:
             text = json.dumps(raw)
         except TypeError as e:
@@ -150,40 +157,28 @@ class ExecutionPolicy:
             return fields[name]
         raise AttributeError(name)
 
-    def replace(self, **changes):
-        """A copy with some fields changed (validated again)."""
-        unknown = set(changes) - set(self._FIELDS)
+    @classmethod
+    def _check_fields(cls, names):
+        unknown = set(names) - set(cls._FIELDS)
         if unknown:
             raise InvalidArgumentError(f"execution policy: unknown field(s) {sorted(unknown)} "
-                                       f"(fields: {', '.join(self._FIELDS)})")
+                                       f"(fields: {', '.join(cls._FIELDS)})")
+
+    def replace(self, **changes):
+        """A copy with some fields changed (validated again)."""
+        self._check_fields(changes)
         return ExecutionPolicy(**{**self._fields, **changes})
 
     def to_dict(self):
         return dict(self._fields)
-
-    def to_json(self, indent=None):
-        return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
     def from_json(cls, text_or_dict):
         d = json.loads(text_or_dict) if isinstance(text_or_dict, (str, bytes)) else text_or_dict
         if not isinstance(d, dict):
             raise InvalidArgumentError(f"execution policy: expected an object, got {type(d).__name__}")
-        unknown = set(d) - set(cls._FIELDS)
-        if unknown:
-            raise InvalidArgumentError(f"execution policy: unknown field(s) {sorted(unknown)} "
-                                       f"(fields: {', '.join(cls._FIELDS)})")
+        cls._check_fields(d)
         return cls(**d)
-
-    def save(self, path):
-        _write_json_file(path, {self._FILE_KEY: self.to_dict()})
-
-    @classmethod
-    def load(cls, path):
-        d = _read_json_file(path)
-        if isinstance(d, dict) and d.keys() <= {"execution", "kernels"} and d:
-            d = d.get(cls._FILE_KEY, {})
-        return cls.from_json(d)
 
     def __eq__(self, other):
         return isinstance(other, ExecutionPolicy) and self._fields == other._fields

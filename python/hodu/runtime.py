@@ -12,7 +12,7 @@ MemoryManager, StreamManager, Profiler; docs/runtime.md).
 import os
 
 from . import _hodu
-from .errors import InvalidArgumentError, UnsupportedOperationError
+from .errors import InvalidArgumentError
 
 
 class DeviceInfo:
@@ -75,9 +75,6 @@ class Stream:
 
     def __init__(self, device="cpu"):
         self.device = _device_string(device)
-        if not hasattr(_hodu, "Stream"):
-            raise UnsupportedOperationError("hodu.runtime.Stream: this build of hodu has no StreamManager "
-                                            "(src/runtime/stream_manager.h)")
         self._stream = _hodu.Stream(self.device)
 
     def submit(self, fn, *args, **kwargs):
