@@ -27,6 +27,37 @@ int64_t value_bytes(const RuntimeValue& v) {
   return n;
 }
 
+// Total of the model_run spans, in ms.
+double run_ms_of(const std::vector<ProfileEvent>& events) {
+  double us = 0;
+  for (const auto& e : events)
+    if (e.category == "Session" && e.phase == 'X' && e.name == "model_run") us += e.dur_us;
+  return us / 1000.0;
+}
+
+// Per-op totals of the top-level node spans, largest first; percent of `run_ms`
+// (of the node spans' sum when there is no run span).
+std::vector<OpSummary> summarize(const std::vector<ProfileEvent>& events, double run_ms) {
+  std::map<std::string, OpSummary> by_op;
+  double node_ms = 0;
+  for (const auto& e : events) {
+    if (e.category != "Node" || e.depth != 0) continue;
+    auto& s = by_op[e.op];
+    s.op = e.op;
+    s.count++;
+    s.total_ms += e.dur_us / 1000.0;
+    node_ms += e.dur_us / 1000.0;
+  }
+  double run = run_ms > 0 ? run_ms : node_ms;
+  std::vector<OpSummary> out;
+  for (auto& [op, s] : by_op) {
+    s.percent = run > 0 ? 100.0 * s.total_ms / run : 0;
+    out.push_back(s);
+  }
+  std::stable_sort(out.begin(), out.end(), [](const OpSummary& a, const OpSummary& b) { return a.total_ms > b.total_ms; });
+  return out;
+}
+
 }  // namespace
 
 int profiler_thread_id() {
@@ -124,37 +155,18 @@ void Profiler::write_chrome_trace(const std::string& path) const {
   HODU_CHECK(f.good(), ErrorCode::Io, "cannot write profile {}", path);
 }
 
-double Profiler::run_ms() const {
-  double us = 0;
-  for (const auto& e : events())
-    if (e.category == "Session" && e.phase == 'X' && e.name == "model_run") us += e.dur_us;
-  return us / 1000.0;
-}
+double Profiler::run_ms() const { return run_ms_of(events()); }
 
 std::vector<OpSummary> Profiler::summary() const {
-  std::map<std::string, OpSummary> by_op;
-  double node_ms = 0;
-  for (const auto& e : events()) {
-    if (e.category != "Node" || e.depth != 0) continue;
-    auto& s = by_op[e.op];
-    s.op = e.op;
-    s.count++;
-    s.total_ms += e.dur_us / 1000.0;
-    node_ms += e.dur_us / 1000.0;
-  }
-  double run = run_ms();
-  if (run <= 0) run = node_ms;
-  std::vector<OpSummary> out;
-  for (auto& [op, s] : by_op) {
-    s.percent = run > 0 ? 100.0 * s.total_ms / run : 0;
-    out.push_back(s);
-  }
-  std::stable_sort(out.begin(), out.end(), [](const OpSummary& a, const OpSummary& b) { return a.total_ms > b.total_ms; });
-  return out;
+  auto all = events();
+  return summarize(all, run_ms_of(all));
 }
 
 std::string Profiler::summary_table() const {
-  auto rows = summary();
+  // One snapshot of the events for the rows and the run line.
+  auto all = events();
+  const double run = run_ms_of(all);
+  auto rows = summarize(all, run);
   size_t w = 2;
   for (const auto& r : rows) w = std::max(w, r.op.size());
   std::string s = fmt::format("{:<{}}  {:>7}  {:>11}  {:>7}\n", "op", w, "count", "total ms", "% run");
@@ -167,7 +179,6 @@ std::string Profiler::summary_table() const {
     percent += r.percent;
   }
   s += fmt::format("{:<{}}  {:>7}  {:>11.3f}  {:>6.1f}%\n", "all ops", w, count, total, percent);
-  double run = run_ms();
   if (run > 0) s += fmt::format("{:<{}}  {:>7}  {:>11.3f}\n", "run (wall)", w, "", run);
   return s;
 }
