@@ -34,23 +34,17 @@ MemoryManager::MemoryManager() { allocator(Device::cpu()); }
 Allocator& MemoryManager::allocator(const Device& device) {
   std::lock_guard lock(mutex_);
   auto key = std::make_pair(static_cast<int>(device.kind), device.index);
-  auto& slot = allocators_[key];
-  if (!slot) {
-    if (device.kind == Device::Kind::CPU) {
-      HODU_CHECK(device.index == 0, ErrorCode::InvalidArgument, "device {}: only cpu (index 0) exists",
-                 device.to_string());
-      slot = std::make_shared<CpuAllocator>();
-      Storage::set_host_memory(std::make_shared<AllocatorHostMemory>(slot));
-    } else {
-      try {
-        slot = std::make_shared<CachingAllocator>(std::make_shared<CudaBackend>(device.index));
-      } catch (...) {
-        allocators_.erase(key);
-        throw;
-      }
-    }
+  if (auto it = allocators_.find(key); it != allocators_.end()) return *it->second;
+  std::shared_ptr<Allocator> created;
+  if (device.kind == Device::Kind::CPU) {
+    HODU_CHECK(device.index == 0, ErrorCode::InvalidArgument, "device {}: only cpu (index 0) exists",
+               device.to_string());
+    created = std::make_shared<CpuAllocator>();
+    Storage::set_host_memory(std::make_shared<AllocatorHostMemory>(created));
+  } else {
+    created = std::make_shared<CachingAllocator>(std::make_shared<CudaBackend>(device.index));  // may throw
   }
-  return *slot;
+  return *(allocators_[key] = std::move(created));
 }
 
 Allocator& MemoryManager::pinned_host() {
