@@ -26,6 +26,10 @@ void bind_compiler(py::module_& m);
 // JSON text → json; InvalidArgument "<what>: not valid JSON: ..." when malformed.
 nlohmann::json parse_json(const std::string& text, const std::string& what);
 
+// A value's dims as onnxruntime gives them: int, symbol name or None per dim;
+// None for an unknown rank.
+py::object shape_to_python(const Shape& shape);
+
 // bytes / bytearray / memoryview → std::string (one copy).
 std::string bytes_of(py::handle obj);
 bool is_bytes_like(py::handle obj);

@@ -36,25 +36,35 @@ void count_ops(const Graph& g, std::map<std::string, int>& hist) {
   }
 }
 
+int node_count(const std::map<std::string, int>& hist) {
+  int nodes = 0;
+  for (const auto& [op, n] : hist) nodes += n;
+  return nodes;
+}
+
 py::dict value_info(const Value& v) {
   py::dict d;
   d["name"] = v.name;
   d["type"] = v.type.to_string();
   if (v.type.kind == ValueType::Kind::Tensor) {
     d["dtype"] = std::string(dtype_name(v.type.dtype));
-    if (v.type.shape.rank_known()) {
-      py::list dims;
-      for (const Dim& dim : v.type.shape.dims()) {
-        if (dim.is_known()) dims.append(dim.value);
-        else if (dim.is_symbolic()) dims.append(dim.symbol);
-        else dims.append(py::none());
-      }
-      d["shape"] = dims;
-    } else {
-      d["shape"] = py::none();
-    }
+    d["shape"] = shape_to_python(v.type.shape);
   }
   return d;
+}
+
+// The graph inputs a caller feeds (initializers left out).
+py::list input_infos(const Graph& g) {
+  py::list out;
+  for (const auto& v : g.inputs)
+    if (!g.initializer(v.name)) out.append(value_info(v));
+  return out;
+}
+
+py::list output_infos(const Graph& g) {
+  py::list out;
+  for (const auto& v : g.outputs) out.append(value_info(v));
+  return out;
 }
 
 py::dict model_info(const Model& m) {
@@ -66,17 +76,11 @@ py::dict model_info(const Model& m) {
   py::dict opsets;
   for (const auto& [domain, version] : m.opset_imports) opsets[py::str(domain.empty() ? "ai.onnx" : domain)] = version;
   d["opsets"] = opsets;
-  py::list inputs, outputs;
-  for (const auto& v : g.inputs)
-    if (!g.initializer(v.name)) inputs.append(value_info(v));
-  for (const auto& v : g.outputs) outputs.append(value_info(v));
-  d["inputs"] = inputs;
-  d["outputs"] = outputs;
+  d["inputs"] = input_infos(g);
+  d["outputs"] = output_infos(g);
   std::map<std::string, int> hist;
   count_ops(g, hist);
-  int nodes = 0;
-  for (const auto& [op, n] : hist) nodes += n;
-  d["node_count"] = nodes;
+  d["node_count"] = node_count(hist);
   d["ops"] = hist;
   d["parameter_count"] = g.parameter_count();
   d["parameter_bytes"] = g.parameter_bytes();
@@ -96,6 +100,17 @@ std::shared_ptr<Model> load_any(py::handle source) {
 
 }  // namespace
 
+py::object shape_to_python(const Shape& shape) {
+  if (!shape.rank_known()) return py::none();
+  py::list dims;
+  for (const Dim& d : shape.dims()) {
+    if (d.is_known()) dims.append(d.value);
+    else if (d.is_symbolic()) dims.append(d.symbol);
+    else dims.append(py::none());
+  }
+  return dims;
+}
+
 bool is_bytes_like(py::handle obj) {
   return py::isinstance<py::bytes>(obj) || py::isinstance<py::bytearray>(obj) || py::isinstance<py::memoryview>(obj);
 }
@@ -111,9 +126,14 @@ void bind_models(py::module_& m) {
       .def_property_readonly("producer_name", [](const Model& x) { return x.producer_name; })
       .def_property_readonly("ir_version", [](const Model& x) { return x.ir_version; })
       .def_property_readonly("opset_imports", [](const Model& x) { return x.opset_imports; })
-      .def_property_readonly("inputs", [](const Model& x) { return py::object(model_info(x)["inputs"]); })
-      .def_property_readonly("outputs", [](const Model& x) { return py::object(model_info(x)["outputs"]); })
-      .def_property_readonly("node_count", [](const Model& x) { return py::object(model_info(x)["node_count"]); })
+      .def_property_readonly("inputs", [](const Model& x) { return input_infos(x.graph); })
+      .def_property_readonly("outputs", [](const Model& x) { return output_infos(x.graph); })
+      .def_property_readonly("node_count",
+                             [](const Model& x) {
+                               std::map<std::string, int> hist;
+                               count_ops(x.graph, hist);
+                               return node_count(hist);
+                             })
       .def_property_readonly("parameter_count", [](const Model& x) { return x.graph.parameter_count(); })
       .def("info", &model_info)
       .def("to_text", &print_hoduscript, "The model as HoduScript text.")

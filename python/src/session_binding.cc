@@ -33,17 +33,10 @@ std::string ort_type_string(const ValueType& t) {
   return "unknown";
 }
 
-// Dims as onnxruntime gives them: int, symbol name, or None; None for unknown rank.
+// Dims of a (sparse) tensor (see shape_to_python); [] for other kinds of value.
 py::object shape_of(const ValueType& t) {
   if (t.kind != ValueType::Kind::Tensor && t.kind != ValueType::Kind::SparseTensor) return py::list();
-  if (!t.shape.rank_known()) return py::none();
-  py::list dims;
-  for (const Dim& d : t.shape.dims()) {
-    if (d.is_known()) dims.append(d.value);
-    else if (d.is_symbolic()) dims.append(d.symbol);
-    else dims.append(py::none());
-  }
-  return dims;
+  return shape_to_python(t.shape);
 }
 
 py::dict describe(const Value& v) {
