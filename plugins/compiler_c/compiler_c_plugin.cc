@@ -11,7 +11,7 @@
 #include "compilers/c/toolchain.h"
 #include "formats/model_io.h"
 #include "plugins/plugin_status.h"
-#include "plugins/scratch_dir.h"
+#include "core/scratch_dir.h"
 
 using namespace hodu;
 using namespace hodu::plugins;

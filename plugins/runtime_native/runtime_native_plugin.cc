@@ -10,7 +10,7 @@
 
 #include "engines/native/native_engine.h"
 #include "formats/model_io.h"
-#include "plugins/dlpack_tensor.h"
+#include "core/dlpack_tensor.h"
 #include "plugins/plugin_status.h"
 #include "plugins/tensor_info.h"
 

@@ -5,7 +5,7 @@
 
 #include "core/error.h"
 #include "plugins/hodu_config.h"
-#include "plugins/scratch_dir.h"
+#include "core/scratch_dir.h"
 #include "runtime/log.h"
 
 namespace fs = std::filesystem;

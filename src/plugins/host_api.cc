@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "formats/model_io.h"
-#include "plugins/dlpack_tensor.h"
+#include "core/dlpack_tensor.h"
 #include "plugins/plugin_status.h"
 #include "plugins/tensor_info.h"
 

@@ -10,8 +10,8 @@
 
 #include "core/error.h"
 #include "formats/model_io.h"
-#include "plugins/dlpack_tensor.h"
-#include "plugins/scratch_dir.h"
+#include "core/dlpack_tensor.h"
+#include "core/scratch_dir.h"
 #include "runtime/kernel_registry.h"
 #include "runtime/log.h"
 

@@ -13,10 +13,10 @@
 #include "formats/model_io.h"
 #include "ir/hoduscript.h"
 #include "plugins/artifact_cache.h"
-#include "plugins/dlpack_tensor.h"
+#include "core/dlpack_tensor.h"
 #include "plugins/hodu_config.h"
 #include "plugins/plugin_engine.h"
-#include "plugins/scratch_dir.h"
+#include "core/scratch_dir.h"
 #include "runtime/session.h"
 
 namespace fs = std::filesystem;

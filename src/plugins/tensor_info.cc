@@ -1,7 +1,7 @@
 #include "plugins/tensor_info.h"
 
 #include "core/error.h"
-#include "plugins/dlpack_tensor.h"
+#include "core/dlpack_tensor.h"
 #include "plugins/plugin_status.h"
 
 namespace hodu::plugins {

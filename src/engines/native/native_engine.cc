@@ -9,8 +9,8 @@
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
 #include "formats/mapped_file.h"
-#include "plugins/dlpack_tensor.h"
-#include "plugins/scratch_dir.h"
+#include "core/dlpack_tensor.h"
+#include "core/scratch_dir.h"
 
 namespace fs = std::filesystem;
 
@@ -118,7 +118,7 @@ class NativeExecutable : public Executable {
       auto it = inputs.find(name);
       HODU_CHECK(it != inputs.end() && it->second.is_tensor(), ErrorCode::InvalidArgument, "missing input '{}'", name);
       keep.push_back(it->second.tensor.contiguous());
-      in[i] = plugins::dl_view(keep.back(), name);
+      in[i] = dl_view(keep.back(), name);
     }
     std::vector<RuntimeValue> results;
     results.reserve(nout);
@@ -126,8 +126,8 @@ class NativeExecutable : public Executable {
       const int64_t* s = api_->output_shape(i);
       std::vector<int64_t> shape(s, s + api_->output_ndim(i));
       const char* name = api_->output_name(i);
-      results.emplace_back(Tensor::empty(plugins::from_dl_dtype(api_->output_dtype(i), name), shape));
-      out[i] = plugins::dl_view(results.back().tensor, name);
+      results.emplace_back(Tensor::empty(from_dl_dtype(api_->output_dtype(i), name), shape));
+      out[i] = dl_view(results.back().tensor, name);
     }
     int st = api_->run(instance_, in.data(), nin, out.data(), nout);
     HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}", api_->path,
@@ -161,7 +161,7 @@ class NativeEngine : public Engine {
       return std::make_unique<NativeExecutable>(open_library(lib), weights, options.threads);
     }
     // Compile first: a scratch .so, loaded and then removed (the mapping stays).
-    plugins::ScratchDir scratch("hodu-native-");
+    ScratchDir scratch("hodu-native-");
     compilers::c::BuildOptions o;
     o.format = compilers::c::ArtifactFormat::SharedLibrary;
     std::string so = (scratch.path() / "model.so").string();
@@ -191,14 +191,14 @@ Model describe_library(const std::string& path) {
   for (int i = 0; i < api->num_inputs(); ++i) {
     const int64_t* s = api->input_shape(i);
     m.graph.inputs.push_back(Value{api->input_name(i),
-                                   ValueType::tensor(plugins::from_dl_dtype(api->input_dtype(i), api->input_name(i)),
+                                   ValueType::tensor(from_dl_dtype(api->input_dtype(i), api->input_name(i)),
                                                      Shape::from(std::vector<int64_t>(s, s + api->input_ndim(i)))),
                                    {}});
   }
   for (int i = 0; i < api->num_outputs(); ++i) {
     const int64_t* s = api->output_shape(i);
     m.graph.outputs.push_back(Value{api->output_name(i),
-                                    ValueType::tensor(plugins::from_dl_dtype(api->output_dtype(i), api->output_name(i)),
+                                    ValueType::tensor(from_dl_dtype(api->output_dtype(i), api->output_name(i)),
                                                       Shape::from(std::vector<int64_t>(s, s + api->output_ndim(i)))),
                                     {}});
   }

@@ -8,7 +8,7 @@
 
 #include "core/error.h"
 
-namespace hodu::plugins {
+namespace hodu {
 
 class ScratchDir {
  public:
@@ -32,4 +32,4 @@ class ScratchDir {
   std::filesystem::path path_;
 };
 
-}  // namespace hodu::plugins
+}  // namespace hodu

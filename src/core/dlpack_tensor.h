@@ -8,7 +8,7 @@
 
 #include "core/tensor.h"
 
-namespace hodu::plugins {
+namespace hodu {
 
 inline constexpr uint8_t kDLBoolCode = 6;  // kDLBool in DLPack >= 0.8
 
@@ -29,4 +29,4 @@ DLManagedTensor* to_managed(Tensor t, const std::string& what);
 // Takes ownership of `m` (calls its deleter when the tensor is released).
 Tensor from_managed(DLManagedTensor* m, const std::string& what);
 
-}  // namespace hodu::plugins
+}  // namespace hodu

@@ -1,10 +1,10 @@
-#include "plugins/dlpack_tensor.h"
+#include "core/dlpack_tensor.h"
 
 #include <memory>
 
 #include "core/error.h"
 
-namespace hodu::plugins {
+namespace hodu {
 
 DLDataType to_dl_dtype(DType t, const std::string& what) {
   DLDataType d{};
@@ -112,4 +112,4 @@ Tensor from_managed(DLManagedTensor* m, const std::string& what) {
   }
 }
 
-}  // namespace hodu::plugins
+}  // namespace hodu
