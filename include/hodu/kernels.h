@@ -19,7 +19,9 @@
 extern "C" {
 #endif
 
-#define HODU_KERNELS_ABI_VERSION 1
+/* Bumped whenever a declaration, struct or constant below changes; generated
+ * code compares hodu_kernels_abi_version() with the value it was built for. */
+#define HODU_KERNELS_ABI_VERSION 2
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -48,6 +50,27 @@ typedef struct hodu_kernel hodu_kernel;   /* one prepared op, owned by its conte
 
 HODU_KERNELS_API int hodu_kernels_abi_version(void);
 
+/* Activation layouts an op may leave its dst in (hodu_kernel_layout). The
+ * blocked ones are [N][ceil(C / block)][H][W][block], the channels past C
+ * zero. */
+#define HODU_LAYOUT_OTHER (-1)
+#define HODU_LAYOUT_NCHW 0
+#define HODU_LAYOUT_NHWC 1
+#define HODU_LAYOUT_NCHW8C 8
+#define HODU_LAYOUT_NCHW16C 16
+
+/* hodu_conv2d_desc.dst_native / hodu_pool2d_desc.dst_native */
+#define HODU_DST_PLAIN 0   /* dst is plain NCHW */
+#define HODU_DST_NATIVE 1  /* the primitive's own layout, read only by library ops naming this op as producer */
+#define HODU_DST_SIMPLE 2  /* as NATIVE, but only nchw, nhwc, nChw8c or nChw16c (else plain): the caller's
+                              own code may read or write it, asking hodu_kernel_layout */
+#define HODU_DST_CONCAT 3  /* as SIMPLE, but only nchw, nChw8c or nChw16c: at batch 1, with channel counts
+                              that are multiples of the block, dsts concatenated on channels are the
+                              parts side by side (hodu_concat_prepare) */
+
+/* The layout `op` (a conv, a pool or a concat) leaves its dst in; NULL: NCHW. */
+HODU_KERNELS_API int hodu_kernel_layout(const hodu_kernel* op);
+
 /* num_threads <= 0: the environment's HODU_NUM_THREADS, else the physical
  * cores this process may run on. Worker threads sleep between runs. */
 HODU_KERNELS_API int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_t errbuf_size);
@@ -71,9 +94,9 @@ typedef struct {
   int accumulate; /* 1: dst = conv(src) + residual (residual given at run, shaped as dst) */
   int activation;
   float activation_alpha, activation_beta;
-  /* 1: dst may stay in the primitive's own layout, for convs only (that name
-   * this one as their src_producer or residual_producer); needs
-   * HODU_CONV2D_NATIVE_CHANNELS(out_channels) * batch * out_height * out_width floats. */
+  /* HODU_DST_*: not PLAIN: dst may stay in the primitive's own layout, for
+   * library ops that name this one as their src_producer or residual_producer;
+   * needs HODU_CONV2D_NATIVE_CHANNELS(out_channels) * batch * out_height * out_width floats. */
   int dst_native;
 } hodu_conv2d_desc;
 
@@ -84,10 +107,13 @@ typedef struct {
  * bias [out_channels] or NULL. Both are copied: the caller may free them.
  * src_producer: the conv whose dst (prepared with dst_native) this one reads,
  * in whatever layout that conv left it; NULL: src is plain NCHW.
- * residual_producer: the same for the residual (accumulate only); NULL: plain. */
+ * residual_producer: the same for the residual (accumulate only); NULL: plain.
+ * src_producer may also be a pool prepared with dst_native or a concat.
+ * dst_like: with dst_native, write dst in the layout of that op's dst (reordered
+ * when the primitive cannot), so that the parts of a concat agree; NULL: free. */
 HODU_KERNELS_API int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights, const float* bias,
                         const hodu_kernel* src_producer, const hodu_kernel* residual_producer,
-                        hodu_kernel** out);
+                        const hodu_kernel* dst_like, hodu_kernel** out);
 /* residual: NULL unless desc->accumulate; it may be dst itself. */
 HODU_KERNELS_API int hodu_conv2d_run(hodu_kernels* k, hodu_kernel* op, const float* src, const float* residual, float* dst);
 
@@ -119,10 +145,24 @@ typedef struct {
   int64_t kernel_height, kernel_width, stride_height, stride_width, dilation_height, dilation_width;
   int64_t pad_top, pad_left, pad_bottom, pad_right; /* bottom/right grow for a ceil-mode last window */
   int kind;
+  int dst_native; /* HODU_DST_*, as for convs (size: channels rounded up to 16) */
 } hodu_pool2d_desc;
 
-HODU_KERNELS_API int hodu_pool2d_prepare(hodu_kernels* k, const hodu_pool2d_desc* desc, hodu_kernel** out);
+/* src_producer: the op (conv, pool, concat) whose native dst this one reads; NULL: plain. */
+HODU_KERNELS_API int hodu_pool2d_prepare(hodu_kernels* k, const hodu_pool2d_desc* desc, const hodu_kernel* src_producer,
+                                         hodu_kernel** out);
 HODU_KERNELS_API int hodu_pool2d_run(hodu_kernels* k, hodu_kernel* op, const float* src, float* dst);
+
+/* ---- concatenation on channels, in place ---------------------------------- */
+/* Describes the concatenation on channels of num_parts dsts, each
+ * [1, channels[i], height, width], written side by side into one buffer (part i
+ * at the plain NCHW offset of its first channel): an op with no run, to name
+ * as the src_producer of the concat's readers. parts[i]: the op that wrote part
+ * i (prepared with dst_native CONCAT; the later ones with dst_like parts[0]), or
+ * NULL for a plain NCHW part. UNSUPPORTED when the parts' layouts disagree or a
+ * channel count is not a multiple of the block. */
+HODU_KERNELS_API int hodu_concat_prepare(hodu_kernels* k, int num_parts, const hodu_kernel* const* parts,
+                                         const int64_t* channels, int64_t height, int64_t width, hodu_kernel** out);
 
 #ifdef __cplusplus
 }

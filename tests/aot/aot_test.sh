@@ -61,6 +61,15 @@ readelf -d "$T/portable/p.so" | grep -q libhodu_kernels && bad "portable .so nee
 if HODU_KERNELS_DIR=/nonexistent "$HODU" build "$MODEL" -o "$T/nolib.so" >"$T/log" 2>&1; then bad "missing kernel library rejected"; else
   grep -q "libhodu_kernels.so is not in /nonexistent.*--kernels portable" "$T/log" && pass "missing kernel library: clear message" || { bad "missing kernel library message"; cat "$T/log"; }; fi
 
+# A kernel library of another ABI version (an interposed hodu_kernels_abi_version):
+# create fails with a message naming both versions, before touching the library.
+ABI=$(sed -n 's/^#define HODU_KERNELS_ABI_VERSION \([0-9]*\).*/\1/p' "$SRC/include/hodu/kernels.h")
+printf 'int hodu_kernels_abi_version(void) { return %d; }\n' $((ABI + 7)) > "$T/fake_abi.c"
+cc -shared -fPIC "$T/fake_abi.c" -o "$T/fake_abi.so"
+if LD_PRELOAD="$T/fake_abi.so" "$HODU" run "$T/m.so" >"$T/log" 2>&1; then bad "kernel library ABI mismatch rejected"; else
+  grep -q "libhodu_kernels has ABI version $((ABI + 7)), this model was built for version $ABI" "$T/log" \
+    && pass "kernel library ABI mismatch: clear message" || { bad "kernel library ABI mismatch message"; cat "$T/log"; }; fi
+
 # 3. Outputs: the executable, the .so through the native engine, the interpreter.
 check "run executable" "$T/m_exe" -i "$IN=$T/x.npy" -o "$T/out_exe"
 check "hodu run m.so" "$HODU" run "$T/m.so" -i "$IN=$T/x.npy" -f npy -o "$T/out_so"

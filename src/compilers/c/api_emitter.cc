@@ -627,7 +627,17 @@ static int hm_kernel_fail(@P@_t* m, const char* node) {
 
 static int hm_prepare_kernels(@P@_t* m, int num_threads, char* errbuf, size_t errbuf_size) {
   const unsigned char* W = m->weights;
-  int st = hodu_kernels_create(num_threads, &m->kernels, errbuf, errbuf_size);
+  int st;
+  if (hodu_kernels_abi_version() != HODU_KERNELS_ABI_VERSION) {
+    char msg[300];
+    snprintf(msg, sizeof msg,
+             "libhodu_kernels has ABI version %d, this model was built for version %d: "
+             "rebuild the model with the hodu that ships this library, or use that hodu's library",
+             hodu_kernels_abi_version(), HODU_KERNELS_ABI_VERSION);
+    hm_errbuf(errbuf, errbuf_size, msg);
+    return 4;
+  }
+  st = hodu_kernels_create(num_threads, &m->kernels, errbuf, errbuf_size);
   (void)W;
   if (st) return st == HODU_KERNELS_ERR_OUT_OF_MEMORY ? 2 : 4;
 @PREPARE_BODY@  return 0;

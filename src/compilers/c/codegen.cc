@@ -158,7 +158,9 @@ std::string Codegen::ptr(const std::string& name) {
   switch (v.kind) {
     case ValueInfo::Kind::Input: return fmt::format("((const {}*)in{})", t, v.index);
     case ValueInfo::Kind::Weight: return fmt::format("((const {}*)(W + {}))", t, weight_offsets[v.index]);
-    case ValueInfo::Kind::Arena: return fmt::format("(({}*)(A + @{}@))", t, v.index);
+    case ValueInfo::Kind::Arena:
+      return v.offset ? fmt::format("(({}*)(A + @{}@ + {}))", t, v.index, v.offset)
+                      : fmt::format("(({}*)(A + @{}@))", t, v.index);
   }
   return "";
 }
@@ -202,7 +204,8 @@ void Codegen::emit_checked(const std::string& call, const Node& n, const std::st
 bool Codegen::reusable(const std::string& name, int64_t bytes) const {
   if (options.opt_level < 1) return false;
   auto it = values.find(name);
-  if (it == values.end() || it->second.kind != ValueInfo::Kind::Arena) return false;
+  if (it == values.end() || it->second.kind != ValueInfo::Kind::Arena || it->second.offset || concat_parts.count(name))
+    return false;
   auto root = alias_root.find(name);
   auto lu = last_use.find(root == alias_root.end() ? name : root->second);
   // Dies at this step (its last reader is this step) and is not a graph output.

@@ -20,6 +20,7 @@ struct ValueInfo {
   enum class Kind { Input, Weight, Arena };
   Kind kind = Kind::Arena;
   int index = -1;  // input index, weight index or buffer id
+  int64_t offset = 0;  // bytes into the arena buffer (a part of an in-place Concat)
   DType dtype = DType::Undefined;
   std::vector<int64_t> shape;
 };
@@ -68,8 +69,22 @@ struct Codegen {
   int library_ops = 0;
   // Conv outputs read only by library Convs (as src or fused residual): left in
   // oneDNN's layout (dst_native); native_op: the producing op of each, once emitted.
+  // native_mode: the HODU_DST_* mode each native value's producer is prepared with.
   std::set<std::string> native_values;
+  std::map<std::string, int> native_mode;
   std::map<std::string, std::string> native_op;
+  // Default mode: Concats on channels whose parts (conv outputs) are written in
+  // place into the concat's buffer: part → (concat output, byte offset, the
+  // first part the generator emits, whose layout the others follow).
+  struct ConcatPart {
+    std::string concat;
+    int64_t offset = 0;
+    std::string first;
+  };
+  std::map<std::string, ConcatPart> concat_parts;
+  std::set<std::string> inplace_concats;
+  // Default mode: Mul(x [N,C,H,W], s [.,C,1,1]) outputs computed on x's layout.
+  std::set<std::string> channel_scales;
 
   const ValueInfo& info(const std::string& name);
   DType dtype_of(const std::string& name) const;
@@ -105,6 +120,10 @@ struct Codegen {
   void emit_library_call(const Node& n, const std::string& op, const std::string& library_call,
                          const std::string& portable);
 };
+
+// A Conv that the default mode runs as a vector product (1x1 kernel over 1x1
+// pixels, one group: squeeze-excite's fully connected layers), not through oneDNN.
+bool conv_as_fc(const Codegen& cg, const Node& n);
 
 // Op emitters. Each returns false when it does not handle the op.
 bool emit_nn_op(Codegen& cg, const Node& n);

@@ -5,6 +5,9 @@
 #include <cmath>
 #include <filesystem>
 
+#include <fmt/format.h>
+#include <unistd.h>
+
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
@@ -223,7 +226,7 @@ TEST(CCodegen, KernelLibraryOpsMatchTheInterpreter) {
   auto want = run(m, "interp", x);
   auto gen = generate_c(m, {});
   EXPECT_EQ(gen.library_ops, 6);
-  EXPECT_NE(gen.source.find("m->ops[1], NULL, &m->ops[2]"), std::string::npos) << "conv 3 reads conv 2's native layout";
+  EXPECT_NE(gen.source.find("m->ops[1], NULL, NULL, &m->ops[2]"), std::string::npos) << "conv 3 reads conv 2's native layout";
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SILU"), std::string::npos);
   EXPECT_NE(gen.source.find("HODU_ACTIVATION_SIGMOID"), std::string::npos);
   EXPECT_NE(gen.source.find("hodu_kernels_parallel_for"), std::string::npos);
@@ -268,14 +271,113 @@ TEST(CCodegen, ResidualAddsRunAsConvSumPostOps) {
   auto want = run(m, "interp", x);
   auto gen = generate_c(m, {});
   EXPECT_EQ(gen.library_ops, 5);
-  EXPECT_NE(gen.source.find("m->ops[1], m->ops[1], &m->ops[2]"), std::string::npos)
+  EXPECT_NE(gen.source.find("m->ops[1], m->ops[1], NULL, &m->ops[2]"), std::string::npos)
       << "conv 3 reads conv 2's output as src and residual";
-  EXPECT_NE(gen.source.find("m->ops[2], m->ops[3], &m->ops[4]"), std::string::npos)
+  EXPECT_NE(gen.source.find("m->ops[2], m->ops[3], NULL, &m->ops[4]"), std::string::npos)
       << "conv 5 sums conv 4's output, in its layout";
   auto got = run(m, "native", x);
   double scale = 0;
   for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
   EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale) << "outputs reach " << scale;
+}
+
+// Runs `m` built with `o` to a .so (through Session::load and the native engine).
+std::vector<NamedValue> run_built(const Model& m, const CodegenOptions& o, const Tensor& x, const std::string& tag) {
+  auto dir = std::filesystem::temp_directory_path() / ("hodu-codegen-test-" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  std::string so = (dir / (tag + ".so")).string();
+  BuildOptions b;
+  b.codegen = o;
+  build_model(m, so, b);
+  SessionOptions so_opts;
+  so_opts.engine = "native";
+  so_opts.threads = 1;
+  // A node-less model naming the library: the native engine runs it (as `hodu run lib.so`).
+  Model lib;
+  lib.producer_name = "hodu build";
+  lib.graph.inputs = m.graph.inputs;
+  lib.metadata.push_back({"hodu.native.library", so});
+  auto want = run(m, "interp", x);
+  for (const auto& o : want)
+    lib.graph.outputs.push_back(
+        Value{o.name, ValueType::tensor(DType::F32, Shape::from(o.value.tensor.shape())), {}});
+  auto out = Session::from_model(lib, so_opts)->run({{"x", x}});
+  std::filesystem::remove_all(dir);
+  return out;
+}
+
+// Squeeze-excite (a depthwise conv's result averaged, two 1x1 convs on 1x1
+// pixels, the result scaling the conv's channels) and a fire module (two convs
+// concatenated on channels, read by a pool and a conv): default mode keeps the
+// convs' layouts (per-channel Mul, in-place Concat, pools on the native layout)
+// and runs the 1x1-pixel convs as vector products; at every level, with and
+// without the kernel library, against the interpreter.
+Model se_fire_model(int64_t channels) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  int64_t C = channels;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 3, 18, 18}), ""});
+  g.set_initializer("w0", ramp({C, 3, 3, 3}, 0.37f, 0.f));
+  g.set_initializer("b0", ramp({C}, 1.1f, 0.1f));
+  g.set_initializer("wd", ramp({C, 1, 3, 3}, 0.23f, 0.05f));
+  g.set_initializer("w1", ramp({8, C, 1, 1}, 0.19f, 0.f));
+  g.set_initializer("b1", ramp({8}, 0.7f, 0.f));
+  g.set_initializer("w2", ramp({C, 8, 1, 1}, 0.29f, 0.f));
+  g.set_initializer("b2", ramp({C}, 0.3f, 0.1f));
+  g.set_initializer("we1", ramp({16, C, 1, 1}, 0.11f, 0.f));
+  g.set_initializer("we3", ramp({32, C, 3, 3}, 0.07f, 0.f));
+  g.set_initializer("wq", ramp({16, 48, 1, 1}, 0.13f, 0.f));
+  auto pad1 = Attribute::make_ints("pads", {1, 1, 1, 1});
+  g.nodes.push_back(node("Conv", {"x", "w0", "b0"}, {"c0"}, {pad1}));
+  g.nodes.push_back(node("Relu", {"c0"}, {"r0"}));
+  g.nodes.push_back(node("Conv", {"r0", "wd"}, {"cd"}, {pad1, Attribute::make_int("group", C)}));
+  g.nodes.push_back(node("Sigmoid", {"cd"}, {"sd"}));
+  g.nodes.push_back(node("Mul", {"cd", "sd"}, {"d"}));
+  g.nodes.push_back(node("GlobalAveragePool", {"d"}, {"gap"}));
+  g.nodes.push_back(node("Conv", {"gap", "w1", "b1"}, {"f1"}));
+  g.nodes.push_back(node("Sigmoid", {"f1"}, {"sf1"}));
+  g.nodes.push_back(node("Mul", {"f1", "sf1"}, {"h"}));
+  g.nodes.push_back(node("Conv", {"h", "w2", "b2"}, {"f2"}));
+  g.nodes.push_back(node("Sigmoid", {"f2"}, {"s"}));
+  g.nodes.push_back(node("Mul", {"s", "d"}, {"se"}));
+  g.nodes.push_back(node("Conv", {"se", "we1"}, {"e1"}));
+  g.nodes.push_back(node("Relu", {"e1"}, {"re1"}));
+  g.nodes.push_back(node("Conv", {"se", "we3"}, {"e3"}, {pad1}));
+  g.nodes.push_back(node("Relu", {"e3"}, {"re3"}));
+  g.nodes.push_back(node("Concat", {"re1", "re3"}, {"cat"}, {Attribute::make_int("axis", 1)}));
+  g.nodes.push_back(node("MaxPool", {"cat"}, {"p"},
+                         {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+                          Attribute::make_int("ceil_mode", 1)}));
+  g.nodes.push_back(node("Conv", {"p", "wq"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  return m;
+}
+
+TEST(CCodegen, SqueezeExciteAndConcatKeepTheConvLayouts) {
+  for (int64_t C : {32, 24}) {  // 24: the last 16-channel block padded
+    Model m = se_fire_model(C);
+    Tensor x = ramp({1, 3, 18, 18}, 0.21f, 0.f);
+    auto want = run(m, "interp", x);
+    double scale = 0;
+    for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+    auto gen = generate_c(m, {});
+    EXPECT_NE(gen.source.find("hk_fc("), std::string::npos) << "1x1-pixel convs as vector products";
+    EXPECT_NE(gen.source.find("hk_scale_range"), std::string::npos) << "per-channel Mul on the conv's layout";
+    EXPECT_NE(gen.source.find("HODU_DST_SIMPLE"), std::string::npos);
+    EXPECT_NE(gen.source.find("hodu_concat_prepare"), std::string::npos) << "Concat written in place";
+    EXPECT_NE(gen.source.find("HODU_DST_CONCAT"), std::string::npos);
+    EXPECT_EQ(gen.source.find("hk_copy_rows(("), std::string::npos) << "no concat copy";
+    for (int level = 0; level <= 3; ++level)
+      for (bool library : {true, false}) {
+        CodegenOptions o;
+        o.opt_level = level;
+        o.kernel_library = library;
+        auto got = run_built(m, o, x, fmt::format("c{}o{}k{}", C, level, library));
+        EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale)
+            << "C " << C << " -O" << level << (library ? " default" : " portable") << ", outputs reach " << scale;
+      }
+  }
 }
 
 TEST(CCodegen, ArtifactFormatsFromExtension) {

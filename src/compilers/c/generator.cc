@@ -199,7 +199,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   auto library_conv = [&](const Node& n) {
     return n.op_type == "Conv" && n.domain.empty() && cg.is_constant(n.inputs[1]) &&
            (!n.has_input(2) || cg.is_constant(n.inputs[2])) && cg.dtype_of(n.inputs[0]) == DType::F32 &&
-           cg.shape_of(n.inputs[0]).size() == 4;
+           cg.shape_of(n.inputs[0]).size() == 4 && !conv_as_fc(cg, n);
   };
   // Default mode: Add(Conv(...), Z) [+ Relu/Clip] with Z of the same shape, already
   // computed when the Conv runs, becomes the Conv's sum post-op (ResNet's residual
@@ -239,35 +239,130 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
     }
   }
-  // Default mode: a Conv output (after its fused Add and activation) read only by
-  // library Convs, as their src or their fused residual, stays in the layout
-  // oneDNN picked (no reorder to NCHW and back).
+  // Default mode: values that stay in the layout oneDNN picked (no reorder to
+  // NCHW and back): results of library Convs (after their fused Add and
+  // activation) and pools, in-place Concats and per-channel Muls, when every
+  // reader can take that layout: a library Conv (as src or fused residual), a
+  // library pool, a per-channel Mul (SIMPLE layouts), an in-place Concat (CONCAT).
   if (options.opt_level >= 2 && cg.kernel_library) {
+    auto result_of = [&](size_t i) -> const std::string& {
+      return act_of[i] >= 0 ? g.nodes[act_of[i]].outputs[0] : add_of[i] >= 0 ? g.nodes[add_of[i]].outputs[0]
+                                                                                : g.nodes[i].outputs[0];
+    };
+    auto is_op = [&](const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); };
+    auto f32_4d = [&](const std::string& v) { return cg.dtype_of(v) == DType::F32 && cg.shape_of(v).size() == 4; };
+    auto library_pool = [&](const Node& n) {
+      return (is_op(n, "MaxPool") || is_op(n, "AveragePool") || is_op(n, "GlobalAveragePool") ||
+              is_op(n, "GlobalMaxPool")) &&
+             f32_4d(n.inputs[0]) && (n.outputs.size() == 1 || !n.has_output(1)) &&
+             n.get_int("storage_order", 0) == 0;
+    };
+    std::map<std::string, int> made_by;  // a value a library op (conv, pool) writes → its step
     for (size_t i = 0; i < count; ++i) {
-      if (!library_conv(g.nodes[i])) continue;
-      const std::string& y = act_of[i] >= 0   ? g.nodes[act_of[i]].outputs[0]
-                             : add_of[i] >= 0 ? g.nodes[add_of[i]].outputs[0]
-                                              : g.nodes[i].outputs[0];
+      if (emitted_at[i] != static_cast<int>(i)) continue;
+      const Node& n = g.nodes[i];
+      if (library_conv(n) || (library_pool(n) && !is_op(n, "GlobalAveragePool") &&
+                                                      !is_op(n, "GlobalMaxPool")))
+        made_by[result_of(i)] = static_cast<int>(i);
+    }
+    // In-place Concats: batch 1, on channels, every part a library conv's result
+    // read only here, channels whole 16-blocks.
+    std::map<std::string, int> concat_step;
+    for (size_t j = 0; j < count; ++j) {
+      const Node& c = g.nodes[j];
+      if (!is_op(c, "Concat") || c.inputs.size() < 2 || graph_outputs.count(c.outputs[0]) || !f32_4d(c.outputs[0]))
+        continue;
+      auto ys = cg.shape_of(c.outputs[0]);
+      int64_t axis = c.get_int("axis", 0);
+      if (ys[0] != 1 || (axis != 1 && axis != -3)) continue;
+      std::set<std::string> seen;
+      bool ok = true;
+      for (const auto& in : c.inputs) {
+        auto p = made_by.find(in);
+        ok = ok && !in.empty() && seen.insert(in).second && p != made_by.end() && library_conv(g.nodes[p->second]) &&
+             uses[in] == 1 && !graph_outputs.count(in) && cg.shape_of(in)[1] % 16 == 0;
+      }
+      if (!ok) continue;
+      cg.inplace_concats.insert(c.outputs[0]);
+      concat_step[c.outputs[0]] = static_cast<int>(j);
+      int64_t at = 0;
+      std::string first;
+      int first_step = INT_MAX;
+      for (const auto& in : c.inputs)
+        if (made_by[in] < first_step) first_step = made_by[in], first = in;
+      for (const auto& in : c.inputs) {
+        auto s = cg.shape_of(in);
+        cg.concat_parts[in] = {c.outputs[0], at * s[2] * s[3] * 4, first};
+        at += s[1];
+      }
+      made_by[c.outputs[0]] = static_cast<int>(j);
+    }
+    // Per-channel Muls (squeeze-excite): Mul(x, s) with x a library op's result
+    // [N,C,H,W] and s [1 or N, C, 1, 1].
+    std::set<int> scale_candidates;
+    for (size_t j = 0; j < count; ++j) {
+      const Node& n = g.nodes[j];
+      if (!is_op(n, "Mul") || emitted_at[j] != static_cast<int>(j) || n.inputs.size() != 2 ||
+          graph_outputs.count(n.outputs[0]) || !f32_4d(n.outputs[0]))
+        continue;
+      auto zs = cg.shape_of(n.outputs[0]);
+      for (int k = 0; k < 2; ++k) {
+        const std::string &x = n.inputs[k], &sv = n.inputs[1 - k];
+        if (x == sv || !made_by.count(x) || cg.shape_of(x) != zs || cg.dtype_of(sv) != DType::F32) continue;
+        auto ss = cg.shape_of(sv);
+        if (ss.size() == 4 && (ss[0] == 1 || ss[0] == zs[0]) && ss[1] == zs[1] && ss[2] == 1 && ss[3] == 1 &&
+            zs[2] * zs[3] > 1)
+          scale_candidates.insert(static_cast<int>(j));
+      }
+    }
+    for (int j : scale_candidates) made_by[g.nodes[j].outputs[0]] = j;
+    // Last value first: whether a reader takes a native input can depend on its own result.
+    std::map<int, bool> scale_ok;
+    std::vector<std::pair<int, std::string>> order;
+    for (const auto& [v, step] : made_by) order.push_back({step, v});
+    std::sort(order.rbegin(), order.rend());
+    for (const auto& [step, y] : order) {
       if (graph_outputs.count(y)) continue;
-      int readers = 0;
-      bool all_convs = true;
-      for (size_t j = i + 1; j < count && all_convs; ++j) {
+      int readers = 0, mode = HODU_DST_NATIVE;
+      bool ok = true;
+      for (size_t j = 0; j < count && ok; ++j) {
         const Node& r = g.nodes[j];
         int reads = static_cast<int>(std::count(r.inputs.begin(), r.inputs.end(), y));
         if (!reads) continue;
         readers += reads;
         auto z = residual_of_add.find(static_cast<int>(j));
-        all_convs = reads == 1 && ((library_conv(r) && r.inputs[0] == y) || (z != residual_of_add.end() && z->second == y));
+        if (reads != 1) ok = false;
+        else if (z != residual_of_add.end() && z->second == y) ok = true;
+        else if (emitted_at[j] != static_cast<int>(j)) ok = false;
+        else if (library_conv(r)) ok = r.inputs[0] == y;
+        else if (library_pool(r)) ok = r.inputs[0] == y;
+        else if (scale_candidates.count(static_cast<int>(j))) {
+          ok = cg.native_values.count(r.outputs[0]) > 0;
+          scale_ok[static_cast<int>(j)] = ok;
+          mode = std::max(mode, HODU_DST_SIMPLE);
+        } else if (cg.inplace_concats.count(r.outputs[0])) {
+          ok = cg.native_values.count(r.outputs[0]) > 0;
+          mode = HODU_DST_CONCAT;
+        } else ok = false;
       }
-      if (all_convs && readers > 0 && readers == uses[y]) cg.native_values.insert(y);
+      if (ok && readers > 0 && readers == uses[y]) {
+        cg.native_values.insert(y);
+        cg.native_mode[y] = mode;
+      }
     }
+    for (const auto& [j, ok] : scale_ok)
+      if (ok) cg.channel_scales.insert(g.nodes[j].outputs[0]);
+    // A part of a plain in-place Concat is written plain, whatever its readers.
+    for (const auto& [part, info] : cg.concat_parts)
+      if (!cg.native_values.count(info.concat)) cg.native_values.erase(part);
   }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
   std::vector<std::vector<int>> group(count);
   std::vector<bool> absorbed(count, false);
   for (size_t i = 0; i < count; ++i) {
     const Node& n = g.nodes[i];
-    if (emitted_at[i] != static_cast<int>(i) || !is_elementwise(cg, n)) continue;
+    if (emitted_at[i] != static_cast<int>(i) || !is_elementwise(cg, n) || cg.channel_scales.count(n.outputs[0]))
+      continue;
     std::vector<int> members;
     if (options.opt_level >= 1) {
       auto out_shape = cg.shape_of(n.outputs[0]);

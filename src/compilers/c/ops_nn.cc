@@ -92,8 +92,75 @@ Target take_target(Codegen& cg, const Node& n) {
   return t;
 }
 
+// The library op whose native dst `v` is ("NULL": plain).
+std::string native_producer(Codegen& cg, const std::string& v) {
+  auto p = cg.native_op.find(v);
+  return p == cg.native_op.end() ? std::string("NULL") : p->second;
+}
+
+// The portable code cannot read a producer's layout: create fails when oneDNN
+// could not prepare a reader of one.
+void require_library_reader(Codegen& cg, const Node& n, const std::string& from, const std::string& op) {
+  if (from != "NULL")
+    cg.prepare += fmt::format("  if ({} && !{}) {{\n    hm_errbuf(errbuf, errbuf_size, {});\n    return 4;\n  }}\n", from,
+                              op, c_string_literal(n.describe() + ": oneDNN cannot run this op on its input's layout"));
+}
+
+// Squeeze-excite's fully connected layers: one vector product per image, with the
+// activation, in generated code (oneDNN's per-call overhead is larger than the op).
+void emit_fc(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]);
+  int64_t N = xs[0], K = xs[1], M = ws[0];
+  Target t = take_target(cg, n);
+  HODU_CHECK(cg.residual.empty(), ErrorCode::Internal, "{}: a fused residual on a vector product", n.describe());
+  Tensor wt = cg.constant(n.inputs[1]).reshape({M, K}).permute({1, 0}).contiguous();
+  std::string w = fmt::format("((const float*)(W + {}))", cg.weight_offsets[cg.add_weight(wt)]);
+  std::string x = cg.ptr(n.inputs[0]), b = n.has_input(2) ? cg.ptr(n.inputs[2]) : "NULL";
+  cg.define(t.name, DType::F32, cg.shape_of(n.outputs[0]));
+  int act = t.kind != HODU_ACTIVATION_CLIP                ? t.kind
+            : t.lo == -INFINITY && t.hi == INFINITY ? HODU_ACTIVATION_NONE
+                                                        : HODU_ACTIVATION_CLIP;
+  cg.emit(fmt::format("hk_fc({}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, w, b, cg.ptr(t.name), N, K, M, act,
+                      c_float(t.lo), c_float(t.hi)));
+}
+
+// The arena storage of a conv/pool result: its own buffer, or its part of an
+// in-place Concat's buffer (defined by the first part emitted).
+void define_result(Codegen& cg, const std::string& name, const std::vector<int64_t>& shape) {
+  auto part = cg.concat_parts.find(name);
+  if (part == cg.concat_parts.end()) {
+    cg.define(name, DType::F32, shape);
+    return;
+  }
+  const std::string& concat = part->second.concat;
+  if (!cg.values.count(concat)) cg.define(concat, DType::F32, cg.shape_of(concat));
+  ValueInfo v = cg.values.at(concat);
+  v.shape = shape;
+  v.offset = part->second.offset;
+  cg.values[name] = v;
+  cg.touch(name);
+}
+
+// The HODU_DST_* mode a result is prepared with.
+int dst_mode(Codegen& cg, const std::string& name) {
+  auto m = cg.native_mode.find(name);
+  return cg.native_values.count(name) && m != cg.native_mode.end() ? m->second : HODU_DST_PLAIN;
+}
+
+// Room for 16-channel blocks in a native result's buffer.
+void grow_for_blocks(Codegen& cg, const std::string& name, const std::vector<int64_t>& shape) {
+  PlanBuffer& buf = cg.buffers[cg.buffer_of(name)];
+  int64_t inner = 1;
+  for (size_t d = 2; d < shape.size(); ++d) inner *= shape[d];
+  buf.bytes = std::max(buf.bytes, cg.values.at(name).offset + shape[0] * ((shape[1] + 15) / 16 * 16) * inner * 4);
+}
+
 void emit_conv(Codegen& cg, const Node& n) {
   require_f32(cg, n, 0);
+  if (conv_as_fc(cg, n)) {
+    emit_fc(cg, n);
+    return;
+  }
   auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
   Window w = window(cg, n, xs, ys, std::vector<int64_t>(ws.begin() + 2, ws.end()));
   int64_t group = n.get_int("group", 1);
@@ -112,7 +179,7 @@ void emit_conv(Codegen& cg, const Node& n) {
   bool depthwise = Cg == 1 && Mg == 1;
   std::string col = pointwise || depthwise ? "NULL" : cg.scratch(Cg * w.kernel[0] * w.kernel[1] * w.out[0] * w.out[1] * 4);
   std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
-  cg.define(t.name, DType::F32, ys);
+  define_result(cg, t.name, ys);
   std::string y = cg.ptr(t.name);
   // With a residual the clamp follows the sum, in its own loop.
   std::string portable = fmt::format(
@@ -134,11 +201,13 @@ void emit_conv(Codegen& cg, const Node& n) {
   portable += activation_loop(t, y, shape_numel(ys));
   // Chained convs: the output may stay in oneDNN's layout (room for 16-channel
   // blocks), the input may be in the producing conv's layout.
-  bool native_dst = cg.native_values.count(t.name) > 0;
-  if (native_dst) {
-    PlanBuffer& buf = cg.buffers[cg.buffer_of(t.name)];
-    buf.bytes = std::max(buf.bytes, N * ((M + 15) / 16 * 16) * w.out[0] * w.out[1] * 4);
-  }
+  int mode = dst_mode(cg, t.name);
+  if (mode != HODU_DST_PLAIN) grow_for_blocks(cg, t.name, ys);
+  // A later part of an in-place Concat writes the layout of the first one.
+  std::string like = "NULL";
+  if (auto part = cg.concat_parts.find(t.name); part != cg.concat_parts.end() && mode != HODU_DST_PLAIN &&
+                                                part->second.first != t.name)
+    like = cg.native_op.at(part->second.first);
   auto producer_of = [&](const std::string& v) {
     auto p = cg.native_op.find(v);
     return p == cg.native_op.end() ? std::string("NULL") : p->second;
@@ -149,14 +218,14 @@ void emit_conv(Codegen& cg, const Node& n) {
       fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
                   w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
                   w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group,
-                  residual.empty() ? 0 : 1, activation_fields(t), native_dst ? 1 : 0),
-      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, {}, &OP)", wp, b, from, residual_from));
+                  residual.empty() ? 0 : 1, activation_fields(t), mode),
+      fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, {}, {}, &OP)", wp, b, from, residual_from, like));
   // The portable code cannot read a producer's layout.
   for (const auto& p : {from, residual_from})
     if (p != "NULL")
       cg.prepare += fmt::format("  if ({} && !{}) {{\n    hm_errbuf(errbuf, errbuf_size, {});\n    return 4;\n  }}\n", p,
                                 op, c_string_literal(n.describe() + ": oneDNN cannot run this conv"));
-  if (native_dst) cg.native_op[t.name] = op;
+  if (mode != HODU_DST_PLAIN) cg.native_op[t.name] = op;
   cg.emit_library_call(n, op, fmt::format("hodu_conv2d_run(m->kernels, {}, {}, {}, {})", op, x, z, y), portable);
 }
 
@@ -171,7 +240,7 @@ void emit_pool(Codegen& cg, const Node& n) {
   int kind = n.op_type == "MaxPool" ? 0 : 1;
   int include_pad = static_cast<int>(n.get_int("count_include_pad", 0));
   std::string x = cg.ptr(n.inputs[0]);
-  cg.define(n.outputs[0], DType::F32, ys);
+  define_result(cg, n.outputs[0], ys);
   std::string y = cg.ptr(n.outputs[0]);
   std::string portable = fmt::format(
       "hk_pool2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, y, xs[0] * xs[1],
@@ -181,13 +250,19 @@ void emit_pool(Codegen& cg, const Node& n) {
     cg.emit(portable);
     return;
   }
+  int mode = dst_mode(cg, n.outputs[0]);
+  if (mode != HODU_DST_PLAIN) grow_for_blocks(cg, n.outputs[0], ys);
+  std::string from = native_producer(cg, n.inputs[0]);
   std::string op = cg.library_op(
       n, "hodu_pool2d_desc",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", xs[0], xs[1], w.in[0], w.in[1],
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", xs[0], xs[1], w.in[0], w.in[1],
                   w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1], w.dilations[0],
                   w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1],
-                  kind == 0 ? "HODU_POOL_MAX" : include_pad ? "HODU_POOL_AVERAGE_INCLUDE_PAD" : "HODU_POOL_AVERAGE"),
-      "hodu_pool2d_prepare(m->kernels, &d, &OP)");
+                  kind == 0 ? "HODU_POOL_MAX" : include_pad ? "HODU_POOL_AVERAGE_INCLUDE_PAD" : "HODU_POOL_AVERAGE",
+                  mode),
+      fmt::format("hodu_pool2d_prepare(m->kernels, &d, {}, &OP)", from));
+  require_library_reader(cg, n, from, op);
+  if (mode != HODU_DST_PLAIN) cg.native_op[n.outputs[0]] = op;
   cg.emit_library_call(n, op, fmt::format("hodu_pool2d_run(m->kernels, {}, {}, {})", op, x, y), portable);
 }
 
@@ -201,7 +276,9 @@ void emit_global_pool(Codegen& cg, const Node& n) {
   std::string y = cg.ptr(n.outputs[0]);
   std::string portable = fmt::format("hk_global_pool({}, {}, {}, {}, {});", x, y, xs[0] * xs[1], inner,
                                      n.op_type == "GlobalMaxPool" ? 0 : 1);
+  std::string from = native_producer(cg, n.inputs[0]);
   if (!cg.kernel_library || xs.size() < 3 || xs.size() > 4) {
+    HODU_CHECK(from == "NULL", ErrorCode::Internal, "{}: a native input without the kernel library", n.describe());
     cg.emit(portable);
     return;
   }
@@ -209,9 +286,10 @@ void emit_global_pool(Codegen& cg, const Node& n) {
   int64_t h = xs.size() == 4 ? xs[2] : 1, w = xs.back();
   std::string op = cg.library_op(
       n, "hodu_pool2d_desc",
-      fmt::format("{}, {}, {}, {}, 1, 1, {}, {}, 1, 1, 1, 1, 0, 0, 0, 0, {}", xs[0], xs[1], h, w, h, w,
+      fmt::format("{}, {}, {}, {}, 1, 1, {}, {}, 1, 1, 1, 1, 0, 0, 0, 0, {}, HODU_DST_PLAIN", xs[0], xs[1], h, w, h, w,
                   n.op_type == "GlobalMaxPool" ? "HODU_POOL_MAX" : "HODU_POOL_AVERAGE"),
-      "hodu_pool2d_prepare(m->kernels, &d, &OP)");
+      fmt::format("hodu_pool2d_prepare(m->kernels, &d, {}, &OP)", from));
+  require_library_reader(cg, n, from, op);
   cg.emit_library_call(n, op, fmt::format("hodu_pool2d_run(m->kernels, {}, {}, {})", op, x, y), portable);
 }
 
@@ -467,7 +545,72 @@ void emit_gemm(Codegen& cg, const Node& n) {
                        portable);
 }
 
+// Mul(x [N,C,H,W], s [1 or N, C, 1, 1]) on x's layout (a library op's native dst
+// or plain): the result has that layout too, for the convs that read it.
+void emit_channel_scale(Codegen& cg, const Node& n) {
+  const std::string& z = n.outputs[0];
+  auto zs = cg.shape_of(z);
+  bool x_first = cg.shape_of(n.inputs[0]) == zs && cg.shape_of(n.inputs[1]) != zs;
+  const std::string& xv = x_first ? n.inputs[0] : n.inputs[1];
+  const std::string& sv = x_first ? n.inputs[1] : n.inputs[0];
+  auto ss = cg.shape_of(sv);
+  int64_t N = zs[0], C = zs[1], hw = zs[2] * zs[3];
+  int64_t s_batch = ss.size() == 4 && ss[0] == N && N > 1 ? C : 0;
+  std::string from = native_producer(cg, xv);
+  std::string x = cg.ptr(xv), sp = cg.ptr(sv);
+  int64_t bytes = N * ((C + 15) / 16 * 16) * hw * 4;
+  cg.define(z, DType::F32, zs, cg.reusable(xv, bytes) ? cg.buffer_of(xv) : -1);
+  grow_for_blocks(cg, z, zs);
+  if (from != "NULL") cg.native_op[z] = from;
+  cg.emit("/* Mul: per-channel scale */ {");
+  cg.code += fmt::format("    hk_scale_args a = {{{}, {}, {}, {}, {}, {}, {}, hodu_kernel_layout({})}};\n", x, sp,
+                         cg.ptr(z), N, C, hw, s_batch, from);
+  if (N * C * hw >= 65536)
+    cg.code += "    hodu_kernels_parallel_for(m->kernels, hk_scale_tasks(&a), 1, hk_scale_range, &a);\n  }\n";
+  else
+    cg.code += "    hk_scale_range(&a, 0, hk_scale_tasks(&a));\n  }\n";
+}
+
+// Concat on channels whose parts were written in place into its buffer: no code
+// at run time; create checks that the parts' layouts agree (they were prepared
+// to) and makes the op its readers name as their producer.
+void emit_concat_inplace(Codegen& cg, const Node& n) {
+  const std::string& y = n.outputs[0];
+  auto ys = cg.shape_of(y);
+  for (const auto& in : n.inputs) cg.touch(in);
+  cg.touch(y);
+  if (!cg.native_values.count(y)) return;  // plain parts side by side: plain NCHW
+  std::string parts, channels;
+  for (const auto& in : n.inputs) {
+    parts += (parts.empty() ? "" : ", ") + native_producer(cg, in);
+    channels += (channels.empty() ? "" : ", ") + std::to_string(cg.shape_of(in)[1]);
+  }
+  std::string op = fmt::format("m->ops[{}]", cg.library_ops++);
+  cg.prepare += fmt::format(
+      "  {{\n    const hodu_kernel* parts[] = {{{}}};\n    static const int64_t channels[] = {{{}}};\n"
+      "    if ((st = hm_prepared(m, hodu_concat_prepare(m->kernels, {}, parts, channels, {}, {}, &{}), {}, errbuf, "
+      "errbuf_size))) return st;\n"
+      "    if (!{}) {{\n      hm_errbuf(errbuf, errbuf_size, {});\n      return 4;\n    }}\n  }}\n",
+      parts, channels, n.inputs.size(), ys[2], ys[3], op, c_string_literal(n.describe()), op,
+      c_string_literal(n.describe() + ": the convolutions writing the parts of this in-place concat left them in "
+                                      "different layouts"));
+  cg.native_op[y] = op;
+}
+
 }  // namespace
+
+bool conv_as_fc(const Codegen& cg, const Node& n) {
+  if (!cg.kernel_library || n.op_type != "Conv" || !n.domain.empty() || !cg.is_constant(n.inputs[1]) ||
+      (n.has_input(2) && !cg.is_constant(n.inputs[2])) || n.get_int("group", 1) != 1)
+    return false;
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  auto pads = n.get_ints("pads", {});
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  return cg.dtype_of(n.inputs[0]) == DType::F32 && xs.size() == 4 && xs[2] == 1 && xs[3] == 1 && ws.size() == 4 &&
+         ws[2] == 1 && ws[3] == 1 && ys.size() == 4 && ys[2] == 1 && ys[3] == 1 &&
+         std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
+         (auto_pad == "NOTSET" || auto_pad == "VALID");
+}
 
 std::vector<std::string> nn_op_names() {
   return {"Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "BatchNormalization",
@@ -485,6 +628,8 @@ bool emit_nn_op(Codegen& cg, const Node& n) {
   else if (op == "Softmax" || op == "LogSoftmax") emit_softmax(cg, n);
   else if (op == "MatMul") emit_matmul(cg, n);
   else if (op == "Gemm") emit_gemm(cg, n);
+  else if (op == "Mul" && cg.channel_scales.count(n.outputs[0])) emit_channel_scale(cg, n);
+  else if (op == "Concat" && cg.inplace_concats.count(n.outputs[0])) emit_concat_inplace(cg, n);
   else return false;
   return true;
 }

@@ -19,7 +19,6 @@ struct Conv2dKernel : hodu_kernel {
   Conv2dKernel() : hodu_kernel(Kind::Conv2d) {}
   bool accumulate = false;
   size_t dst_bytes = 0;
-  dnnl::memory::desc written;  // the layout run() leaves dst in (plain unless dst_native)
   dnnl::memory src_user, dst_user, src_mem, dst_mem, scratch_mem;
   // The residual as given (plain, or its producer's layout); residual_staged:
   // dst's layout in the context's dst buffer, for a residual that is dst itself
@@ -48,20 +47,15 @@ void check(const hodu_conv2d_desc& d) {
   if (!ok) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: inconsistent descriptor");
 }
 
-// The layout a producing conv leaves its dst in; it must be shaped `dims`.
-dnnl::memory::desc written_by(const hodu_kernel* producer, const dnnl::memory::dims& dims, const char* what) {
-  if (producer->kind != hodu_kernel::Kind::Conv2d)
-    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string("conv2d: ") + what + " producer is not a conv");
-  const dnnl::memory::desc& md = static_cast<const Conv2dKernel*>(producer)->written;
-  if (md.dims() != dims)
-    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string("conv2d: ") + what + " producer's dst is not shaped as expected");
-  return md;
-}
-
 }  // namespace
 
+bool is_ref(const dnnl::convolution_forward::primitive_desc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b,
-                                         const hodu_kernel* producer, const hodu_kernel* residual_producer) {
+                                         const hodu_kernel* producer, const hodu_kernel* residual_producer,
+                                         const hodu_kernel* dst_like) {
   check(d);
   auto op = std::make_unique<Conv2dKernel>();
   dnnl::memory::dims src_dims = {d.batch, d.in_channels, d.in_height, d.in_width};
@@ -77,14 +71,20 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   // An image with few channels (the first conv) is read as it is: oneDNN has direct
   // kernels for it, and blocking 3 channels costs more than the conv gains.
   // A producer's native dst is read as it is when this primitive takes that layout.
-  dnnl::memory::desc src_given = producer ? written_by(producer, src_dims, "src") : src_plain;
+  if (d.dst_native < HODU_DST_PLAIN || d.dst_native > HODU_DST_CONCAT || (dst_like && !d.dst_native))
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: bad dst_native");
+  dnnl::memory::desc src_given = producer ? written_by(producer, src_dims, "conv2d: src") : src_plain;
   if (residual_producer && !d.accumulate)
     fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: a residual producer without accumulate");
-  dnnl::memory::desc residual_given = residual_producer ? written_by(residual_producer, dst_dims, "residual") : dst_plain;
+  dnnl::memory::desc residual_given = residual_producer ? written_by(residual_producer, dst_dims, "conv2d: residual") : dst_plain;
   dnnl::memory::desc src_md = d.in_channels <= 4   ? src_plain
                               : producer ? src_given
                                          : dnnl::memory::desc(src_dims, dt::f32, tag::any);
-  dnnl::memory::desc dst_md(dst_dims, dt::f32, tag::any);
+  dnnl::memory::desc dst_any(dst_dims, dt::f32, tag::any);
+  // dst_like: the primitive writes that op's layout when it has a fast kernel for it.
+  int like = dst_like ? hodu_kernel_layout(dst_like) : HODU_LAYOUT_OTHER;
+  if (dst_like && like == HODU_LAYOUT_OTHER) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: dst_like in no named layout");
+  dnnl::memory::desc dst_md = dst_like ? layout_desc(dst_dims, like) : dst_any;
   dnnl::memory::desc w_md(w_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({d.out_channels}, dt::f32, tag::x);
 
@@ -96,32 +96,47 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::memory::dims strides = {d.stride_height, d.stride_width}, dilation = {d.dilation_height - 1, d.dilation_width - 1},
                      pad_l = {d.pad_top, d.pad_left}, pad_r = {d.pad_bottom, d.pad_right};
-  auto make_pd = [&](const dnnl::memory::desc& src) {
+  auto make_pd = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
     auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                    dnnl::algorithm::convolution_direct, src, w_md, b_md, dst_md, strides,
+                                                    dnnl::algorithm::convolution_direct, src, w_md, b_md, dst, strides,
                                                     dilation, pad_l, pad_r)
                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                    dnnl::algorithm::convolution_direct, src, w_md, dst_md, strides,
+                                                    dnnl::algorithm::convolution_direct, src, w_md, dst, strides,
                                                     dilation, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(desc, attr, k.engine);
   };
   dnnl::convolution_forward::primitive_desc pd;
   try {
-    pd = make_pd(src_md);
+    pd = make_pd(src_md, dst_md);
   } catch (const dnnl::error&) {
-    if (!producer) throw;
+    if (!producer && !dst_like) throw;
   }
-  // No fast kernel for the producer's layout (only oneDNN's reference one):
-  // let the primitive pick and reorder from the producer's layout instead.
-  if (producer && (!pd || std::string(pd.impl_info_str()).rfind("ref", 0) == 0))
-    pd = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any));
+  // No fast kernel for the producer's layout or dst_like's (only oneDNN's
+  // reference one): let the primitive pick and reorder instead.
+  if (producer && (!pd || is_ref(pd))) {
+    try {
+      pd = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any), dst_md);
+    } catch (const dnnl::error&) {
+      if (!dst_like) throw;
+    }
+  }
+  if (dst_like && (!pd || is_ref(pd)))
+    pd = make_pd(producer ? dnnl::memory::desc(src_dims, dt::f32, tag::any) : src_md, dst_any);
 
   op->weights = k.pack(w, w_user, pd.weights_desc());
-  // Native dst: the primitive writes the caller's buffer in its own layout when it fits.
+  // Native dst: the primitive writes the caller's buffer in its own layout when
+  // it fits (and, for SIMPLE/CONCAT, is one the caller's code knows); with
+  // dst_like always that op's layout, through a reorder if need be.
   size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.out_channels) * d.out_height *
                                             d.out_width) * sizeof(float);
-  bool native_dst = d.dst_native && pd.dst_desc().get_size() <= native_bytes;
-  op->written = native_dst ? pd.dst_desc() : dst_plain;
+  int picked = layout_of(pd.dst_desc());
+  bool native_dst = d.dst_native != HODU_DST_PLAIN && pd.dst_desc().get_size() <= native_bytes &&
+                    (d.dst_native == HODU_DST_NATIVE ||
+                     (d.dst_native == HODU_DST_SIMPLE && picked != HODU_LAYOUT_OTHER) ||
+                     (d.dst_native == HODU_DST_CONCAT && picked != HODU_LAYOUT_OTHER && picked != HODU_LAYOUT_NHWC));
+  op->written = dst_like ? dst_md : native_dst ? pd.dst_desc() : dst_plain;
+  op->layout = layout_of(op->written);
+  if (op->written.get_size() > native_bytes) fail(HODU_KERNELS_ERR_UNSUPPORTED, "conv2d: dst_like's layout does not fit");
   op->src_user = dnnl::memory(src_given, k.engine, nullptr);
   op->dst_user = dnnl::memory(op->written, k.engine, nullptr);
   op->src_mem = plain(pd.src_desc(), src_given) ? op->src_user : dnnl::memory(pd.src_desc(), k.engine, nullptr);
@@ -198,11 +213,12 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
 
 extern "C" int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc, const float* weights,
                                    const float* bias, const hodu_kernel* src_producer,
-                                   const hodu_kernel* residual_producer, hodu_kernel** out) {
+                                   const hodu_kernel* residual_producer, const hodu_kernel* dst_like,
+                                   hodu_kernel** out) {
   if (!k || !desc || !weights || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
-    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer, residual_producer));
+    k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer, residual_producer, dst_like));
     *out = k->ops.back().get();
   });
 }

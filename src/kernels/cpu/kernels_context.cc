@@ -51,6 +51,31 @@ void append_activation(dnnl::post_ops& po, int activation, float alpha, float be
   }
 }
 
+int layout_of(const dnnl::memory::desc& md) {
+  const auto dims = md.dims();
+  if (dims.size() != 4 || md.data_type() != dnnl::memory::data_type::f32) return HODU_LAYOUT_OTHER;
+  for (int l : {HODU_LAYOUT_NCHW, HODU_LAYOUT_NHWC, HODU_LAYOUT_NCHW16C, HODU_LAYOUT_NCHW8C})
+    if (md == layout_desc(dims, l)) return l;
+  return HODU_LAYOUT_OTHER;
+}
+
+dnnl::memory::desc layout_desc(const dnnl::memory::dims& dims, int layout) {
+  using tag = dnnl::memory::format_tag;
+  tag t = layout == HODU_LAYOUT_NHWC      ? tag::nhwc
+          : layout == HODU_LAYOUT_NCHW8C  ? tag::nChw8c
+          : layout == HODU_LAYOUT_NCHW16C ? tag::nChw16c
+                                          : tag::nchw;
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, t);
+}
+
+dnnl::memory::desc written_by(const hodu_kernel* producer, const dnnl::memory::dims& dims, const char* what) {
+  if (producer->kind == hodu_kernel::Kind::MatMul)
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string(what) + " producer is a matmul");
+  if (producer->written.dims() != dims)
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, std::string(what) + " producer's dst is not shaped as expected");
+  return producer->written;
+}
+
 int physical_cores() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -89,6 +114,42 @@ PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& f
 extern "C" {
 
 int hodu_kernels_abi_version(void) { return HODU_KERNELS_ABI_VERSION; }
+
+int hodu_kernel_layout(const hodu_kernel* op) { return op ? op->layout : HODU_LAYOUT_NCHW; }
+
+namespace {
+struct ConcatKernel : hodu_kernel {
+  ConcatKernel() : hodu_kernel(Kind::Concat) {}
+};
+}  // namespace
+
+int hodu_concat_prepare(hodu_kernels* k, int num_parts, const hodu_kernel* const* parts, const int64_t* channels,
+                        int64_t height, int64_t width, hodu_kernel** out) {
+  if (!k || num_parts < 1 || !parts || !channels || height <= 0 || width <= 0 || !out)
+    return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  *out = nullptr;
+  return k->guarded([&] {
+    int layout = hodu_kernel_layout(parts[0]);
+    int64_t block = layout == HODU_LAYOUT_NCHW ? 1 : layout;
+    int64_t total = 0;
+    if (layout != HODU_LAYOUT_NCHW && layout != HODU_LAYOUT_NCHW8C && layout != HODU_LAYOUT_NCHW16C)
+      fail(HODU_KERNELS_ERR_UNSUPPORTED, "concat: the first part's layout cannot be concatenated in place");
+    for (int i = 0; i < num_parts; ++i) {
+      dnnl::memory::dims dims = {1, channels[i], height, width};
+      if (parts[i]) written_by(parts[i], dims, "concat: part");
+      if (hodu_kernel_layout(parts[i]) != layout)
+        fail(HODU_KERNELS_ERR_UNSUPPORTED, "concat: part " + std::to_string(i) + " is in another layout than part 0");
+      if (channels[i] <= 0 || channels[i] % block)
+        fail(HODU_KERNELS_ERR_UNSUPPORTED, "concat: part " + std::to_string(i) + "'s channels are not whole blocks");
+      total += channels[i];
+    }
+    auto op = std::make_unique<ConcatKernel>();
+    op->written = layout_desc({1, total, height, width}, layout);
+    op->layout = layout;
+    k->ops.push_back(std::move(op));
+    *out = k->ops.back().get();
+  });
+}
 
 int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_t errbuf_size) {
   auto report = [&](const char* msg) {

@@ -12,10 +12,14 @@
 #include "hodu/kernels.h"
 
 struct hodu_kernel {
-  enum class Kind { Conv2d, MatMul, Pool2d };
+  enum class Kind { Conv2d, MatMul, Pool2d, Concat };
   explicit hodu_kernel(Kind k) : kind(k) {}
   virtual ~hodu_kernel() = default;
   const Kind kind;
+  // Convs, pools, concats: the layout run() leaves dst in (plain unless
+  // dst_native) and its HODU_LAYOUT_* code.
+  dnnl::memory::desc written;
+  int layout = HODU_LAYOUT_NCHW;
 };
 
 namespace hodu::kernels {
@@ -71,6 +75,13 @@ struct KernelError {
 
 // Appends an activation as eltwise post-ops; KernelError UNSUPPORTED for an unknown one.
 void append_activation(dnnl::post_ops& po, int activation, float alpha, float beta);
+
+// HODU_LAYOUT_* of a 4-D f32 desc (OTHER when none fits), and the desc of a layout.
+int layout_of(const dnnl::memory::desc& md);
+dnnl::memory::desc layout_desc(const dnnl::memory::dims& dims, int layout);
+
+// The dst layout of a producing op (conv, pool, concat), which must be shaped `dims`.
+dnnl::memory::desc written_by(const hodu_kernel* producer, const dnnl::memory::dims& dims, const char* what);
 
 // The physical cores in this process's CPU affinity mask (at least 1).
 int physical_cores();

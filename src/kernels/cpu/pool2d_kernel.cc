@@ -1,4 +1,5 @@
-// 2-D max/average pooling on oneDNN over plain NCHW tensors. A ceil-mode last
+// 2-D max/average pooling on oneDNN: src plain NCHW or a producer's native
+// layout; dst plain, or with dst_native the primitive's own layout. A ceil-mode last
 // window is covered by growing the bottom/right padding, which never counts
 // in an average that excludes padding.
 #include "kernels/cpu/kernels_context.h"
@@ -11,8 +12,8 @@ using tag = dnnl::memory::format_tag;
 
 struct Pool2dKernel : hodu_kernel {
   Pool2dKernel() : hodu_kernel(Kind::Pool2d) {}
-  dnnl::memory src_mem, dst_mem, scratch_mem, workspace_mem;
-  Execution pool;
+  dnnl::memory src_mem, dst_mem, dst_user, scratch_mem, workspace_mem;
+  Execution pool, dst_reorder;
   AlignedBytes workspace;
 };
 
@@ -27,8 +28,9 @@ int64_t end_padding(int64_t in, int64_t out, int64_t kernel, int64_t stride, int
 
 }  // namespace
 
-std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc& d) {
-  if (d.batch <= 0 || d.channels <= 0 || d.kernel_height <= 0 || d.kernel_width <= 0 || d.stride_height <= 0 ||
+std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc& d, const hodu_kernel* producer) {
+  if (d.dst_native < HODU_DST_PLAIN || d.dst_native > HODU_DST_CONCAT ||
+      d.batch <= 0 || d.channels <= 0 || d.kernel_height <= 0 || d.kernel_width <= 0 || d.stride_height <= 0 ||
       d.stride_width <= 0 || d.dilation_height <= 0 || d.dilation_width <= 0 || d.kind < 0 || d.kind > 2)
     fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "pool2d: inconsistent descriptor");
   int64_t bottom = end_padding(d.in_height, d.out_height, d.kernel_height, d.stride_height, d.dilation_height,
@@ -40,8 +42,13 @@ std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc
   if (d.kind == HODU_POOL_AVERAGE_INCLUDE_PAD && (bottom != d.pad_bottom || right != d.pad_right))
     fail(HODU_KERNELS_ERR_UNSUPPORTED, "pool2d: ceil mode with count_include_pad");
   auto op = std::make_unique<Pool2dKernel>();
-  dnnl::memory::desc src_md({d.batch, d.channels, d.in_height, d.in_width}, dt::f32, tag::nchw);
-  dnnl::memory::desc dst_md({d.batch, d.channels, d.out_height, d.out_width}, dt::f32, tag::nchw);
+  dnnl::memory::dims src_dims = {d.batch, d.channels, d.in_height, d.in_width};
+  dnnl::memory::dims dst_dims = {d.batch, d.channels, d.out_height, d.out_width};
+  dnnl::memory::desc src_md = producer ? written_by(producer, src_dims, "pool2d: src")
+                                       : dnnl::memory::desc(src_dims, dt::f32, tag::nchw);
+  dnnl::memory::desc dst_plain(dst_dims, dt::f32, tag::nchw);
+  // Plain src: plain dst. A producer's layout: the primitive picks (its src layout).
+  dnnl::memory::desc dst_md = producer ? dnnl::memory::desc(dst_dims, dt::f32, tag::any) : dst_plain;
   auto alg = d.kind == HODU_POOL_MAX                 ? dnnl::algorithm::pooling_max
              : d.kind == HODU_POOL_AVERAGE_INCLUDE_PAD ? dnnl::algorithm::pooling_avg_include_padding
                                                        : dnnl::algorithm::pooling_avg_exclude_padding;
@@ -52,8 +59,24 @@ std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc
                                       {d.dilation_height - 1, d.dilation_width - 1}, {d.pad_top, d.pad_left},
                                       {bottom, right});
   dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, k.engine);
+  size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.channels) * d.out_height *
+                                            d.out_width) * sizeof(float);
+  int picked = layout_of(pd.dst_desc());
+  bool native_dst = d.dst_native != HODU_DST_PLAIN && pd.dst_desc().get_size() <= native_bytes &&
+                    (d.dst_native == HODU_DST_NATIVE ||
+                     (d.dst_native == HODU_DST_SIMPLE && picked != HODU_LAYOUT_OTHER) ||
+                     (d.dst_native == HODU_DST_CONCAT && picked != HODU_LAYOUT_OTHER && picked != HODU_LAYOUT_NHWC));
+  op->written = native_dst ? pd.dst_desc() : dst_plain;
+  op->layout = layout_of(op->written);
   op->src_mem = dnnl::memory(src_md, k.engine, nullptr);
-  op->dst_mem = dnnl::memory(dst_md, k.engine, nullptr);
+  op->dst_user = dnnl::memory(op->written, k.engine, nullptr);
+  op->dst_mem = pd.dst_desc() == op->written ? op->dst_user : dnnl::memory(pd.dst_desc(), k.engine, nullptr);
+  if (op->dst_mem != op->dst_user) {
+    k.dst_buffer.reserve(pd.dst_desc().get_size());
+    op->dst_reorder.primitive = dnnl::reorder(op->dst_mem, op->dst_user);
+    op->dst_reorder.add(DNNL_ARG_FROM, op->dst_mem);
+    op->dst_reorder.add(DNNL_ARG_TO, op->dst_user);
+  }
   op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
   k.scratchpad.reserve(pd.scratchpad_desc().get_size());
   op->pool.primitive = dnnl::pooling_v2_forward(pd);
@@ -73,18 +96,21 @@ void run_pool2d(hodu_kernels& k, hodu_kernel& base, const float* src, float* dst
   if (!src || !dst) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "pool2d_run: NULL tensor");
   auto& op = static_cast<Pool2dKernel&>(base);
   op.src_mem.set_data_handle(const_cast<float*>(src));
-  op.dst_mem.set_data_handle(dst);
+  op.dst_user.set_data_handle(dst);
+  if (op.dst_reorder.primitive) op.dst_mem.set_data_handle(k.dst_buffer.data());
   op.scratch_mem.set_data_handle(k.scratchpad.data());
   op.pool.run(k.stream);
+  if (op.dst_reorder.primitive) op.dst_reorder.run(k.stream);
 }
 
 }  // namespace hodu::kernels
 
-extern "C" int hodu_pool2d_prepare(hodu_kernels* k, const hodu_pool2d_desc* desc, hodu_kernel** out) {
+extern "C" int hodu_pool2d_prepare(hodu_kernels* k, const hodu_pool2d_desc* desc, const hodu_kernel* src_producer,
+                                   hodu_kernel** out) {
   if (!k || !desc || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
-    k->ops.push_back(hodu::kernels::make_pool2d(*k, *desc));
+    k->ops.push_back(hodu::kernels::make_pool2d(*k, *desc, src_producer));
     *out = k->ops.back().get();
   });
 }

@@ -298,6 +298,105 @@ HK void hk_global_pool(const float* x, float* y, int64_t NC, int64_t inner, int 
   }
 }
 
+/* ---- Per-channel scale in an activation layout ----------------------------- */
+/* y = x * s[c] for x [N, C, H*W] stored in `layout`: 0 NCHW, 1 NHWC, 8 / 16
+ * blocked [N][ceil(C / b)][HW][b] (lanes past C written 0). s: [N or 1, C]
+ * (s_batch_stride C or 0). Work is split into hk_scale_tasks() independent
+ * tasks (a range [begin, end) of them per call, so threads can share them). */
+typedef struct {
+  const float* x;
+  const float* s;
+  float* y;
+  int64_t n, c, hw, s_batch_stride;
+  int layout;
+} hk_scale_args;
+
+HK int64_t hk_scale_tasks(const hk_scale_args* a) {
+  if (a->layout == 1) return a->n * a->hw;
+  if (a->layout == 0) return a->n * a->c;
+  return a->n * ((a->c + a->layout - 1) / a->layout);
+}
+
+HK void hk_scale_range(void* arg, int64_t begin, int64_t end) {
+  const hk_scale_args* a = (const hk_scale_args*)arg;
+  int64_t t, i, j;
+  if (a->layout == 1) { /* task: one pixel's C channels */
+    for (t = begin; t < end; ++t) {
+      const float* s = a->s + t / a->hw * a->s_batch_stride;
+      const float* x = a->x + t * a->c;
+      float* y = a->y + t * a->c;
+      for (j = 0; j < a->c; ++j) y[j] = x[j] * s[j];
+    }
+  } else if (a->layout == 0) { /* task: one channel's plane */
+    for (t = begin; t < end; ++t) {
+      float v = a->s[t / a->c * a->s_batch_stride + t % a->c];
+      const float* x = a->x + t * a->hw;
+      float* y = a->y + t * a->hw;
+      for (i = 0; i < a->hw; ++i) y[i] = x[i] * v;
+    }
+  } else { /* task: one block of b channels over the plane */
+    int64_t b = a->layout, nb = (a->c + b - 1) / b;
+    float v[16];
+    for (t = begin; t < end; ++t) {
+      int64_t n = t / nb, c0 = t % nb * b;
+      const float* x = a->x + t * a->hw * b;
+      float* y = a->y + t * a->hw * b;
+      for (j = 0; j < b; ++j) v[j] = c0 + j < a->c ? a->s[n * a->s_batch_stride + c0 + j] : 0.f;
+      if (b == 16) {
+        for (i = 0; i < a->hw; ++i)
+          for (j = 0; j < 16; ++j) y[i * 16 + j] = x[i * 16 + j] * v[j];
+      } else {
+        for (i = 0; i < a->hw; ++i)
+          for (j = 0; j < 8; ++j) y[i * 8 + j] = x[i * 8 + j] * v[j];
+      }
+    }
+  }
+}
+
+/* ---- Fully connected on a vector (1x1 conv over 1x1 pixels) ---------------- */
+/* y[m] = act(b[m] + sum_k x[k] * wt[k, m]) for each of `batch` rows x [K] -> y [M];
+ * wt is the weight transposed, [K, M]; b may be NULL. act: 0 none, 1 clamp
+ * [lo, hi], 2 sigmoid, 4 silu (HODU_ACTIVATION_* codes). */
+HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t batch, int64_t K, int64_t M, int act,
+              float lo, float hi) {
+  int64_t n, k, m;
+  for (n = 0; n < batch; ++n) {
+    const float* xr = x + n * K;
+    float* yr = y + n * M;
+    for (m = 0; m < M; ++m) yr[m] = b ? b[m] : 0.f;
+    for (k = 0; k < K; ++k) {
+      const float xv = xr[k];
+      const float* w = wt + k * M;
+      m = 0;
+#if defined(HK_VEC) && HK_VEC == 8
+      for (; m + 8 <= M; m += 8) {
+        hk_v8 wv, yv;
+        memcpy(&wv, w + m, sizeof wv);
+        memcpy(&yv, yr + m, sizeof yv);
+        yv += xv * wv;
+        memcpy(yr + m, &yv, sizeof yv);
+      }
+#elif defined(HK_VEC)
+      for (; m + 4 <= M; m += 4) {
+        hk_v4 wv, yv;
+        memcpy(&wv, w + m, sizeof wv);
+        memcpy(&yv, yr + m, sizeof yv);
+        yv += xv * wv;
+        memcpy(yr + m, &yv, sizeof yv);
+      }
+#endif
+      for (; m < M; ++m) yr[m] += xv * w[m];
+    }
+    for (m = 0; m < M; ++m) {
+      float v = yr[m];
+      if (act == 1) v = v < lo ? lo : v > hi ? hi : v;
+      else if (act == 2) v = 1.f / (1.f + expf(-v));
+      else if (act == 4) v = v / (1.f + expf(-v));
+      yr[m] = v;
+    }
+  }
+}
+
 /* ---- Normalization -------------------------------------------------------- */
 /* y[n,c,i] = x[n,c,i] * scale[c] + shift[c] (BatchNormalization at inference, folded). */
 HK void hk_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t N, int64_t C,
