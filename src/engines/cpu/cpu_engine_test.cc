@@ -272,6 +272,83 @@ TEST(CpuEngine, ConcatOfBlockedConvOutputsStaysBlocked) {
   EXPECT_LE(reorders, 2);  // only at the edges: the input into the blocked layout, the output back
 }
 
+// EfficientNet's squeeze-excite: global pool, two 1x1 convs over [1, C, 1, 1] (run as GEMVs,
+// not oneDNN calls), the sigmoid gate scaling the block's channels (in place on the conv
+// output's own layout when nothing reads it later, a new buffer when something does).
+Model squeeze_excite(bool x_read_later) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(3), Dim(12), Dim(12)}));
+  b.constant("w0", {24, 3, 3, 3}, 1);
+  b.constant("w1", {6, 24, 1, 1}, 2);
+  b.constant("b1", {6}, 3);
+  b.constant("w2", {24, 6, 1, 1}, 4);
+  b.constant("b2", {24}, 5);
+  b.constant("w3", {16, 24, 1, 1}, 6);
+  b.node("Conv", {"x", "w0"}, {"c0"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c0"}, {"a"});
+  b.node("GlobalAveragePool", {"a"}, {"g"});
+  b.node("Conv", {"g", "w1", "b1"}, {"f1"});
+  b.node("Relu", {"f1"}, {"r1"});
+  b.node("Conv", {"r1", "w2", "b2"}, {"f2"});
+  b.node("Sigmoid", {"f2"}, {"s"});
+  b.node("Mul", {"a", "s"}, {"y"});
+  b.node("Conv", {"y", "w3"}, {"z"});
+  if (x_read_later) {
+    b.node("ReduceMean", {"a"}, {"am"}, {Attribute::make_ints("axes", {2, 3})});
+    b.output("am");
+  }
+  b.output("z");
+  return b.finish();
+}
+
+TEST(CpuEngine, SqueezeExciteRunsGemvAndChannelScale) {
+  for (bool read_later : {false, true}) {
+    Model m = squeeze_excite(read_later);
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 3, 12, 12}, 9))}};
+    expect_matches_interp(m, feeds, 1);
+    expect_matches_interp(m, feeds, 2);
+    Model opt = m;
+    passes::optimize(opt, {3, {{"x", {1, 3, 12, 12}}}});
+    auto want = run_interp(m, feeds);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    for (bool blocked : {true, false}) {
+      PlanOptions o;
+      o.blocked_layouts = blocked;
+      Plan plan(opt, {{"x", {1, 3, 12, 12}}}, o, eng);
+      int gemv = 0, scale = 0, in_place = 0;
+      for (const auto& c : plan.kernel_choices()) {
+        gemv += c.find("cpu gemv") != std::string::npos;
+        scale += c.find("cpu channel scale") != std::string::npos;
+        in_place += c.find("channel scale, in place") != std::string::npos;
+      }
+      EXPECT_EQ(gemv, 2) << "blocked " << blocked;
+      EXPECT_EQ(scale, 1) << "blocked " << blocked;
+      EXPECT_EQ(in_place, read_later ? 0 : 1) << "blocked " << blocked;
+      for (int run = 0; run < 2; ++run) {
+        auto got = plan.run(feeds, stream);
+        ASSERT_EQ(got.size(), want.size());
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_LE(rel_l2(got[i].tensor, want[i].tensor), 1e-5) << "output " << i << " blocked " << blocked;
+      }
+    }
+  }
+}
+
+// A value whose layout has the same bytes as the plain one (nhwc of [1, C, 1, 1]) is read
+// through a view: no reorder step.
+TEST(CpuEngine, SameBytesLayoutIsAViewNotAReorder) {
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  EXPECT_TRUE(same_bytes_as_plain(dnnl::memory::desc({1, 48, 1, 1}, dnnl::memory::data_type::f32,
+                                                     dnnl::memory::format_tag::nhwc), {1, 48, 1, 1}, eng));
+  EXPECT_TRUE(same_bytes_as_plain(dnnl::memory::desc({1, 32, 1, 1}, dnnl::memory::data_type::f32,
+                                                     dnnl::memory::format_tag::nChw16c), {1, 32, 1, 1}, eng));
+  EXPECT_FALSE(same_bytes_as_plain(dnnl::memory::desc({1, 24, 1, 1}, dnnl::memory::data_type::f32,
+                                                      dnnl::memory::format_tag::nChw16c), {1, 24, 1, 1}, eng));
+  EXPECT_FALSE(same_bytes_as_plain(dnnl::memory::desc({1, 8, 2, 2}, dnnl::memory::data_type::f32,
+                                                      dnnl::memory::format_tag::nhwc), {1, 8, 2, 2}, eng));
+}
+
 TEST(CpuEngine, OpsWithoutCpuKernelFallBackToInterpreter) {
   Builder b;
   b.input("x", Shape({Dim(4), Dim(5)}));

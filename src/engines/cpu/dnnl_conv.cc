@@ -1,12 +1,113 @@
 // Conv and hodu.FusedConv on oneDNN: the primitive is created and the weights
 // reordered into its preferred layout once per plan; bias, the residual (sum
 // post-op) and the activation (eltwise post-ops) run inside the convolution.
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/row_kernels.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
+
+// A FusedConv activation applied to single values (the GEMV path's few outputs).
+struct ScalarActivation {
+  enum class Kind { None, Relu, LeakyRelu, Sigmoid, Tanh, Clip, HardSigmoid, Silu, Gelu, GeluTanh } kind = Kind::None;
+  float a = 0, b = 0;
+
+  static std::optional<ScalarActivation> of(const std::string& act, const std::vector<float>& p) {
+    auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+    constexpr float inf = std::numeric_limits<float>::infinity();
+    ScalarActivation r;
+    if (act.empty()) r.kind = Kind::None;
+    else if (act == "Relu") r.kind = Kind::Relu;
+    else if (act == "LeakyRelu") r = {Kind::LeakyRelu, param(0, 0.01f), 0};
+    else if (act == "Sigmoid") r.kind = Kind::Sigmoid;
+    else if (act == "Tanh") r.kind = Kind::Tanh;
+    else if (act == "Clip") r = {Kind::Clip, param(0, -inf), param(1, inf)};
+    else if (act == "HardSigmoid") r = {Kind::HardSigmoid, param(0, 0.2f), param(1, 0.5f)};
+    else if (act == "Silu") r.kind = Kind::Silu;
+    else if (act == "Gelu") r.kind = Kind::Gelu;
+    else if (act == "GeluTanh") r.kind = Kind::GeluTanh;
+    else return std::nullopt;
+    return r;
+  }
+  float operator()(float v) const {
+    switch (kind) {
+      case Kind::None: return v;
+      case Kind::Relu: return v > 0 ? v : 0.0f;
+      case Kind::LeakyRelu: return v > 0 ? v : a * v;
+      case Kind::Sigmoid: return 1.0f / (1.0f + std::exp(-v));
+      case Kind::Tanh: return std::tanh(v);
+      case Kind::Clip: return std::fmin(std::fmax(v, a), b);
+      case Kind::HardSigmoid: return std::fmin(std::fmax(a * v + b, 0.0f), 1.0f);
+      case Kind::Silu: return v / (1.0f + std::exp(-v));
+      case Kind::Gelu: return 0.5f * v * (1.0f + std::erf(v * 0.70710678118654752f));
+      case Kind::GeluTanh:
+        return 0.5f * v * (1.0f + std::tanh(0.79788456080286536f * (v + 0.044715f * v * v * v)));
+    }
+    return v;
+  }
+};
+
+// A convolution whose window covers its whole (small) input once, e.g. squeeze-excite's
+// 1x1 convs over [1, C, 1, 1]: a matrix-vector product. oneDNN's per-call cost is tens of
+// microseconds here, the product itself one or two.
+class GemvConvStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    const float* z = has_z_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    const int64_t rows = rows_, cols = cols_;
+    const int64_t chunk = 64;
+    const int threads = rows * cols >= (1 << 16) ? rs.threads : 1;
+    parallel_for((rows + chunk - 1) / chunk, threads, [&](int64_t c) {
+      int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
+      gemv_rows(weights_.data(), x, bias_.empty() ? nullptr : bias_.data(), y, begin, end, cols);
+      for (int64_t o = begin; o < end; ++o) y[o] = act_(z ? y[o] + z[o] : y[o]);
+    });
+  }
+  std::vector<float> weights_, bias_;  // [rows, cols], [rows] or empty
+  int64_t rows_ = 0, cols_ = 0;
+  ScalarActivation act_;
+  bool has_z_ = false;
+};
+
+// The GEMV form of a conv when its window is its whole input: batch 1, one group, no padding,
+// every output spatial dim 1 and every kernel dim its input dim.
+bool make_gemv_conv(PlanBuilder& b, const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
+                    const Tensor& w, const Tensor* bias, const std::string& act, const std::vector<float>& act_params,
+                    bool has_z) {
+  if (xs[0] != 1 || n.get_int("group", 1) != 1 || n.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  for (int64_t p : n.get_ints("pads", {}))
+    if (p != 0) return false;
+  for (int64_t d : n.get_ints("dilations", {}))
+    if (d != 1) return false;
+  for (size_t i = 2; i < xs.size(); ++i)
+    if (ys[i] != 1 || w.dim(static_cast<int64_t>(i)) != xs[i]) return false;
+  auto sa = ScalarActivation::of(act, act_params);
+  if (!sa || !w.is_contiguous() || (bias && !bias->is_contiguous())) return false;
+  auto step = std::make_unique<GemvConvStep>();
+  step->rows_ = ys[1];
+  step->cols_ = shape_numel(xs) / xs[0];
+  if (w.numel() != step->rows_ * step->cols_ || (bias && bias->numel() != step->rows_)) return false;
+  const float* wd = w.data<float>();
+  step->weights_.assign(wd, wd + w.numel());
+  if (bias) step->bias_.assign(bias->data<float>(), bias->data<float>() + bias->numel());
+  step->act_ = *sa;
+  step->reads = {b.plain(n.inputs[0])};
+  if (has_z) {
+    step->has_z_ = true;
+    step->reads.push_back(b.plain(n.inputs[3]));
+  }
+  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
+  step->label = n.describe() + ": cpu gemv";
+  b.add(std::move(step));
+  return true;
+}
 
 class ConvStep : public Step {
  public:
@@ -53,6 +154,8 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     if (!z || z->first != DType::F32 || z->second != ys) return false;
   }
 
+  if (make_gemv_conv(b, n, xs, ys, *w, bias, act, act_params, has_z)) return true;
+
   int64_t group = n.get_int("group", 1);
   auto strides = n.get_ints("strides", std::vector<int64_t>(spatial, 1));
   auto dil = n.get_ints("dilations", std::vector<int64_t>(spatial, 1));
@@ -96,27 +199,38 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   if (!append_activation(po, act, act_params)) return false;
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
-  auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                     dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
-                                                     to_dims(strides), dnnl_dil, pad_l, pad_r)
-                   : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                     dnnl::algorithm::convolution_direct, src_md, w_md, dst_md,
-                                                     to_dims(strides), dnnl_dil, pad_l, pad_r);
-  dnnl::convolution_forward::primitive_desc pd;
-  try {
-    pd = dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
-  } catch (const dnnl::error&) {
-    return false;
+  auto make_pd = [&](const dnnl::memory::desc& src) -> std::optional<dnnl::convolution_forward::primitive_desc> {
+    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, src, w_md, b_md, dst_md,
+                                                       to_dims(strides), dnnl_dil, pad_l, pad_r)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, src, w_md, dst_md,
+                                                       to_dims(strides), dnnl_dil, pad_l, pad_r);
+    try {
+      return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
+  std::optional<dnnl::convolution_forward::primitive_desc> pd;
+  // The image into the first conv, reordered to nhwc (cheap: few channels), lets oneDNN's brgemm
+  // kernel write nhwc, the layout the convs after it use: measured faster than the direct
+  // nchw kernel writing a 16-channel-blocked output that is then reordered.
+  if (blocked && plain_src && spatial == 2 && !xslot.blocked) {
+    pd = make_pd(dnnl::memory::desc(to_dims(xs), dt::f32, tag::nhwc));
+    if (pd && std::string(pd->impl_info_str()).find("brg") == std::string::npos) pd.reset();
   }
+  if (!pd) pd = make_pd(src_md);
+  if (!pd) return false;
   auto step = std::make_unique<ConvStep>();
-  step->prim_ = dnnl::convolution_forward(pd);
-  step->weights_ = pack_constant(b.engine(), *w, w_user, pd.weights_desc());
+  step->prim_ = dnnl::convolution_forward(*pd);
+  step->weights_ = pack_constant(b.engine(), *w, w_user, pd->weights_desc());
   if (bias) {
     step->has_bias_ = true;
-    step->bias_ = pack_constant(b.engine(), *bias, b_md, pd.bias_desc());
+    step->bias_ = pack_constant(b.engine(), *bias, b_md, pd->bias_desc());
   }
-  int src = b.as_layout(n.inputs[0], pd.src_desc());
-  step->src_ = dnnl::memory(pd.src_desc(), b.engine(), nullptr);
+  int src = b.as_layout(n.inputs[0], pd->src_desc());
+  step->src_ = dnnl::memory(pd->src_desc(), b.engine(), nullptr);
   step->reads = {src};
   if (has_z) {
     int z = b.slot(n.inputs[3]);
@@ -124,11 +238,11 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     step->has_z_ = true;
     step->reads.push_back(z);
   }
-  int dst = b.define(n.outputs[0], DType::F32, ys, pd.dst_desc());
-  step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
+  int dst = b.define(n.outputs[0], DType::F32, ys, pd->dst_desc());
+  step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
   if (has_z) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
-  step->label = n.describe() + ": onednn " + std::string(pd.impl_info_str());
+  step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str());
   b.add(std::move(step));
   return true;
 }

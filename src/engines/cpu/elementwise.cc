@@ -3,10 +3,82 @@
 // squeeze-excite multiplies stays in the blocked layout of the convs.
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/row_kernels.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
+
+// x[1, C, spatial...] * s[1, C, 1, ...] (squeeze-excite) on x's own layout, in place when x
+// dies here: oneDNN's binary primitive broadcasting over a blocked or nhwc tensor runs
+// several times slower than this memory-bound loop.
+class ScaleChannelsStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    const float* s = static_cast<const float*>(rs.slots[reads[1]].data());
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    if (!padded_.empty()) {  // the blocked layout's channels rounded up: the pad scales by 0
+      std::copy(s, s + channels_, padded_.begin());
+      s = padded_.data();
+    }
+    const int64_t rows = rows_, len = len_, per = rows_per_v_;
+    const bool scalar = scalar_per_row_;
+    const int64_t grain = std::max<int64_t>(1, 16384 / len);
+    const int threads = rows * len >= 65536 ? rs.threads : 1;
+    parallel_for((rows + grain - 1) / grain, threads, [&](int64_t c) {
+      scale_rows(x, s, y, len, per, scalar, c * grain, std::min(rows, (c + 1) * grain));
+    });
+  }
+  int64_t rows_ = 0, len_ = 0, rows_per_v_ = 1, channels_ = 0;
+  bool scalar_per_row_ = false;
+  std::vector<float> padded_;
+};
+
+bool make_scale_channels(PlanBuilder& b, const Node& n, const std::string& x_name, const std::string& s_name,
+                         const std::vector<int64_t>& ys, const std::vector<int64_t>& s1) {
+  if (n.op_type != "Mul" || ys.size() < 3 || ys.size() > 5 || ys[0] != 1 || s1[1] != ys[1]) return false;
+  for (size_t i = 0; i < ys.size(); ++i)
+    if (i != 1 && s1[i] != 1) return false;
+  int x = b.slot(x_name);
+  const Slot& xs = b.at(x);
+  if (!xs.is_static || xs.dtype != DType::F32) return false;
+  const dnnl::memory::desc x_md = layout_md(xs);
+  const int64_t channels = ys[1], pixels = shape_numel(ys) / channels;
+  const bool r3 = ys.size() == 3, r4 = ys.size() == 4;
+  auto step = std::make_unique<ScaleChannelsStep>();
+  step->channels_ = channels;
+  if (x_md == plain_md(ys)) {
+    step->rows_ = channels;
+    step->len_ = pixels;
+    step->scalar_per_row_ = true;
+  } else if (x_md == dnnl::memory::desc(to_dims(ys), dt::f32, r3 ? tag::nwc : r4 ? tag::nhwc : tag::ndhwc)) {
+    step->rows_ = pixels;
+    step->len_ = channels;
+    step->rows_per_v_ = pixels;
+  } else {
+    int64_t block = 0;
+    for (int64_t blk : {16, 8})
+      if (x_md == dnnl::memory::desc(to_dims(ys), dt::f32,
+                                     blk == 16 ? (r3 ? tag::nCw16c : r4 ? tag::nChw16c : tag::nCdhw16c)
+                                               : (r3 ? tag::nCw8c : r4 ? tag::nChw8c : tag::nCdhw8c)))
+        block = blk;
+    if (!block) return false;
+    int64_t blocks = (channels + block - 1) / block;
+    step->rows_ = blocks * pixels;
+    step->len_ = block;
+    step->rows_per_v_ = pixels;
+    step->padded_.assign(static_cast<size_t>(blocks * block), 0.0f);
+  }
+  step->reads = {x, b.plain(s_name)};
+  // In place when nothing after this node reads x: the result takes x's bytes.
+  step->writes = {b.dies_here(x_name) ? b.define_part(n.outputs[0], x, ys, x_md, 0)
+                                      : b.define(n.outputs[0], DType::F32, ys, x_md)};
+  step->label = n.describe() + (b.at(step->writes[0]).kind == Slot::Kind::Part ? ": cpu channel scale, in place"
+                                                                                : ": cpu channel scale");
+  b.add(std::move(step));
+  return true;
+}
 
 class EltwiseStep : public Step {
  public:
@@ -126,6 +198,7 @@ bool make_binary(PlanBuilder& b, const Node& n) {
   for (size_t i = 0; i < ys.size(); ++i)
     if (s1[i] != ys[i] && s1[i] != 1) return false;
   if (ys.empty()) return false;
+  if (make_scale_channels(b, n, first, second, ys, s1)) return true;
   int a = b.slot(first);
   dnnl::memory::desc a_md = layout_md(b.at(a));
   int c;

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "passes/graph_utils.h"
 #include "runtime/dispatcher.h"
 #include "runtime/profiler.h"
 
@@ -70,7 +71,73 @@ dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::dat
   return dnnl::memory::desc(dims, dt, strides);
 }
 
-PlanBuilder::PlanBuilder(Plan& plan, const Graph& graph) : plan_(plan), graph_(graph) {}
+bool same_bytes_as_plain(const dnnl::memory::desc& md, const std::vector<int64_t>& shape, dnnl::engine& eng) {
+  auto plain = plain_md(shape);
+  if (md == plain) return true;
+  int64_t n = shape_numel(shape);
+  if (n <= 0 || n > (1 << 16) || md.get_size() != plain.get_size()) return false;
+  // Reorder 0, 1, 2, ... into `md`: the same bytes come out exactly when every element keeps its offset.
+  std::vector<float> a(static_cast<size_t>(n)), b(static_cast<size_t>(n), -1.0f);
+  for (int64_t i = 0; i < n; ++i) a[static_cast<size_t>(i)] = static_cast<float>(i);
+  try {
+    dnnl::memory from(plain, eng, a.data()), to(md, eng, b.data());
+    dnnl::stream s(eng);
+    dnnl::reorder(from, to).execute(s, from, to);
+    s.wait();
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  return a == b;
+}
+
+PlanBuilder::PlanBuilder(Plan& plan, const Graph& graph) : plan_(plan), graph_(graph) {
+  for (size_t i = 0; i < graph.nodes.size(); ++i)
+    for (const auto& v : passes::reads_of(graph.nodes[i])) readers_[v].push_back(i);
+}
+
+const std::vector<size_t>& PlanBuilder::readers(const std::string& value) const {
+  static const std::vector<size_t> none;
+  auto it = readers_.find(value);
+  return it == readers_.end() ? none : it->second;
+}
+
+bool PlanBuilder::dies_here(const std::string& value) const {
+  if (!current_ || graph_.output(value)) return false;
+  auto it = by_name_.find(value);
+  if (it == by_name_.end()) return false;
+  auto kind = plan_.slots_[it->second].kind;
+  if (kind != Slot::Kind::Arena && kind != Slot::Kind::Part) return false;
+  size_t here = static_cast<size_t>(current_ - graph_.nodes.data());
+  for (size_t r : readers(value))
+    if (r > here) return false;
+  return true;
+}
+
+int PlanBuilder::define_part(const std::string& value, int of, std::vector<int64_t> shape,
+                             const dnnl::memory::desc& md, size_t offset) {
+  const Slot& root = plan_.slots_[of];
+  HODU_CHECK(root.kind == Slot::Kind::Arena || root.kind == Slot::Kind::Part, ErrorCode::Internal,
+             "'{}' cannot live inside '{}'", value, root.name);
+  Slot s;
+  s.name = value;
+  s.kind = Slot::Kind::Part;
+  s.dtype = root.dtype;
+  s.shape = std::move(shape);
+  s.is_static = true;
+  s.alias_of = of;
+  s.part_offset = offset;
+  if (!(md == plain_md(s.shape))) {
+    s.blocked = true;
+    s.md = md;
+    s.bytes = md.get_size();
+  } else {
+    s.bytes = dtype_storage_bytes(s.dtype, shape_numel(s.shape));
+  }
+  plan_.slots_.push_back(std::move(s));
+  int id = static_cast<int>(plan_.slots_.size()) - 1;
+  if (!value.empty()) by_name_[value] = id;
+  return id;
+}
 
 int PlanBuilder::slot(const std::string& value) const {
   auto it = by_name_.find(value);
@@ -141,6 +208,15 @@ int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& m
   std::string key = layout_key(md);
   if (auto it = reordered_.find({s, key}); it != reordered_.end()) return it->second;
   bool is_plain = md == plain_md(cur.shape);
+  // A layout with the same bytes (nhwc of [1, C, 1, 1] read as plain) is a view, not a copy.
+  if ((cur.kind == Slot::Kind::Arena || cur.kind == Slot::Kind::Part) && !graph_.output(value) &&
+      (is_plain ? same_bytes_as_plain(layout_md(cur), cur.shape, engine())
+                : cur.blocked ? false : same_bytes_as_plain(md, cur.shape, engine()))) {
+    int id = define_part("", s, cur.shape, md, 0);
+    plan_.slots_[id].name = value;
+    reordered_[{s, key}] = id;
+    return id;
+  }
   Slot t;
   t.name = cur.name;
   t.kind = Slot::Kind::Arena;
@@ -238,7 +314,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
 
   // Lifetimes in step order; an alias keeps its root alive.
   auto root = [&](int s) {
-    while (slots_[s].kind == Slot::Kind::Alias) s = slots_[s].alias_of;
+    while (slots_[s].kind == Slot::Kind::Alias || slots_[s].kind == Slot::Kind::Part) s = slots_[s].alias_of;
     return s;
   };
   std::vector<int> first(slots_.size(), -1), last(slots_.size(), -1);
@@ -273,8 +349,24 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     placed.push_back(s);
   }
   arena_ = Storage::allocate(std::max<size_t>(arena_bytes_, kAlign));
-  for (int s : order) {
+  // Parts sit inside their root: offsets add up along the chain.
+  for (auto& sl : slots_) {
+    if (sl.kind != Slot::Kind::Part) continue;
+    size_t off = sl.part_offset;
+    int r = sl.alias_of;
+    while (slots_[r].kind == Slot::Kind::Part) {
+      off += slots_[r].part_offset;
+      r = slots_[r].alias_of;
+    }
+    HODU_CHECK(slots_[r].kind == Slot::Kind::Arena, ErrorCode::Internal, "'{}' is inside '{}', which is not in the arena",
+               sl.name, slots_[r].name);
+    sl.offset = slots_[r].offset + off;
+  }
+  std::vector<char> in_arena(slots_.size(), 0);
+  for (int s : order) in_arena[static_cast<size_t>(s)] = 1;
+  for (size_t s = 0; s < slots_.size(); ++s) {
     Slot& sl = slots_[s];
+    if (!in_arena[s] && sl.kind != Slot::Kind::Part) continue;
     if (sl.blocked) {
       sl.value = RuntimeValue(Tensor::from_storage(DType::U8, {static_cast<int64_t>(sl.bytes)}, arena_,
                                                    static_cast<int64_t>(sl.offset)));
@@ -361,7 +453,8 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
   outs.reserve(output_slots_.size());
   for (int id : output_slots_) {
     Slot& s = slots_[id];
-    if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena) outs.emplace_back(s.value.tensor.clone());
+    if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena || s.kind == Slot::Kind::Part)
+      outs.emplace_back(s.value.tensor.clone());
     else outs.push_back(s.value);
   }
   // Drop references to the caller's inputs.

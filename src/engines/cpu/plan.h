@@ -28,7 +28,9 @@ struct Slot {
     Constant,  // an initializer
     Arena,     // an intermediate with a static size: lives in the arena
     Output,    // a graph output: its own buffer, replaced when the caller still holds it
-    Alias,     // a view of another slot's data (Reshape and friends)
+    Alias,     // a view of another slot's data (Reshape and friends), set by a step at run time
+    Part,      // bytes inside another Arena/Part slot (alias_of, at part_offset): a view in an
+               // equivalent layout, an in-place result, or a producer's share of a Concat
     Dynamic,   // produced by a kernel that allocates (interpreter fallback, unknown shape)
   };
   std::string name;
@@ -40,6 +42,7 @@ struct Slot {
   bool blocked = false;
   dnnl::memory::desc md;
   int alias_of = -1;
+  size_t part_offset = 0;  // Part: bytes from the start of alias_of
   size_t bytes = 0;
   size_t offset = 0;  // in the arena
   RuntimeValue value;
@@ -123,6 +126,15 @@ class PlanBuilder {
   int define(const std::string& value, DType dtype, std::vector<int64_t> shape,
              std::optional<dnnl::memory::desc> md = std::nullopt);
   int define_alias(const std::string& value, int of, std::vector<int64_t> shape);
+  // Defines `value` as bytes inside slot `of` (an Arena or Part slot) at byte `offset`, in layout
+  // `md` (plain when it is the plain layout of `shape`). The plan places `of` to cover both.
+  int define_part(const std::string& value, int of, std::vector<int64_t> shape, const dnnl::memory::desc& md,
+                  size_t offset);
+  // True when no node after the current one reads `value` (nor any subgraph), it is not a graph
+  // output, and its slot lives in the arena: its bytes may be overwritten by the current node.
+  bool dies_here(const std::string& value) const;
+  // Nodes reading `value` (indices into graph().nodes; subgraph reads count for their node).
+  const std::vector<size_t>& readers(const std::string& value) const;
   // Static type of a value, when known.
   std::optional<std::pair<DType, std::vector<int64_t>>> static_type(const std::string& value) const;
   void add(std::unique_ptr<Step> step);
@@ -134,12 +146,16 @@ class PlanBuilder {
   const Graph& graph_;
   std::map<std::string, int> by_name_;
   std::map<std::pair<int, std::string>, int> reordered_;  // (slot, layout) → slot
+  std::map<std::string, std::vector<size_t>> readers_;
 };
 
 // Plain (row-major) oneDNN descriptor for a tensor shape.
 dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
 // The layout of a slot's data: its blocked descriptor, or the plain one.
 inline dnnl::memory::desc layout_md(const Slot& s) { return s.blocked ? s.md : plain_md(s.shape); }
+// True when data in layout `md` has the same bytes as the plain layout of `shape` (a blocked
+// layout over unit dims, e.g. nhwc of [1, C, 1, 1]); checked for small tensors only.
+bool same_bytes_as_plain(const dnnl::memory::desc& md, const std::vector<int64_t>& shape, dnnl::engine& eng);
 // A oneDNN memory over a slot's current data.
 dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md);
 

@@ -125,4 +125,35 @@ void layer_norm_row(const float* x, const float* scale, const float* bias, float
   }
 }
 
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
+void gemv_rows(const float* w, const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end,
+               int64_t cols) {
+  const int64_t body = cols / kLanes * kLanes;
+  for (int64_t o = row_begin; o < row_end; ++o) {
+    const float* row = w + o * cols;
+    float acc[kLanes] = {};
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) acc[l] += row[j + l] * x[j + l];
+    float sum = lanes_sum(acc);
+    for (int64_t j = body; j < cols; ++j) sum += row[j] * x[j];
+    y[o] = bias ? sum + bias[o] : sum;
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
+void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
+                int64_t begin, int64_t end) {
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * len;
+    float* yr = y + r * len;
+    if (scalar_per_row) {
+      const float s = v[r];
+      for (int64_t j = 0; j < len; ++j) yr[j] = xr[j] * s;
+    } else {
+      const float* vr = v + r / rows_per_v * len;
+      for (int64_t j = 0; j < len; ++j) yr[j] = xr[j] * vr[j];
+    }
+  }
+}
+
 }  // namespace hodu::cpu

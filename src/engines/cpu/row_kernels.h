@@ -11,6 +11,15 @@ void softmax_row(const float* x, const float* add, int64_t add_stride, float* y,
 // y = (x - mean) / sqrt(var + eps) * scale + bias over one row (rms: no mean, root mean square).
 void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps, bool rms);
 
+// y[o] = bias[o] + sum_i w[o * cols + i] * x[i] for rows o in [row_begin, row_end); bias may be null.
+void gemv_rows(const float* w, const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end,
+               int64_t cols);
+// Rows r in [begin, end) of `len` values: y[r, j] = x[r, j] * v[r / rows_per_v, j] (a vector per
+// group of rows: nhwc's channels, nChw16c's blocks), or with scalar_per_row y[r, j] = x[r, j] * v[r]
+// (nchw's channels). y may be x.
+void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
+                int64_t begin, int64_t end);
+
 // Runs f(i) for i in [0, n) on `threads` OpenMP threads.
 template <typename F>
 void parallel_for(int64_t n, int threads, F&& f) {
