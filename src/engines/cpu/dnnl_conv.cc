@@ -232,15 +232,22 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   int src = b.as_layout(n.inputs[0], pd->src_desc());
   step->src_ = dnnl::memory(pd->src_desc(), b.engine(), nullptr);
   step->reads = {src};
+  int dst = -1;
   if (has_z) {
     int z = b.slot(n.inputs[3]);
-    step->z_ = dnnl::memory(layout_md(b.at(z)), b.engine(), nullptr);
-    step->has_z_ = true;
     step->reads.push_back(z);
+    // The residual read nowhere after this conv, in the conv's own output layout, is the
+    // output's buffer: the sum post-op accumulates onto it, nothing is copied.
+    if (n.inputs[3] != n.inputs[0] && layout_md(b.at(z)) == pd->dst_desc() && b.dies_here(n.inputs[3])) {
+      dst = b.define_part(n.outputs[0], z, ys, pd->dst_desc(), 0);
+    } else {
+      step->z_ = dnnl::memory(layout_md(b.at(z)), b.engine(), nullptr);
+      step->has_z_ = true;
+    }
   }
-  int dst = b.define(n.outputs[0], DType::F32, ys, pd->dst_desc());
+  if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, pd->dst_desc());
   step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
-  if (has_z) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
+  if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
   step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str());
   b.add(std::move(step));
