@@ -52,6 +52,8 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     fold_transposes(g);
     fold_conv_batchnorm(g);
     infer_types(g);
+    split_concat_convs(g);
+    infer_types(g);
     fuse_gelu(g);
     fuse_layer_norm(g);
     if (options.level >= 3) {

@@ -41,6 +41,11 @@ bool fold_transposes(Graph& g);
 // folded into the conv's weights and bias.
 bool fold_conv_batchnorm(Graph& g);
 
+// Conv of a channel Concat (read by nothing else) → one Conv per part, added (fuse_conv then
+// makes each Add the next conv's residual); a pool of such a Concat → the Concat of the
+// pooled parts. Only where the conv's output is no larger than the Concat.
+bool split_concat_convs(Graph& g);
+
 // Conv [+ Add of a same-shaped tensor] [+ activation] → hodu.FusedConv.
 bool fuse_conv(Graph& g);
 

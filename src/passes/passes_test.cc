@@ -304,6 +304,50 @@ TEST(ConvFusion, ConvBatchNormAddReluBecomesOneFusedConv) {
   EXPECT_EQ(count_op(o1.graph, "BatchNormalization"), 1);
 }
 
+// SqueezeNet's fire modules: Concat → Conv becomes two convs summed (the second takes the
+// first as its residual), Concat → MaxPool → Conv pools the parts first; a Concat that is
+// also read elsewhere, or feeds a conv with a larger output, stays.
+TEST(ConcatConvSplit, FireModulesLoseTheirConcats) {
+  Builder b;
+  b.input("x", {1, 8, 10, 10});
+  b.constant("we1", {16, 8, 1, 1}, 1);
+  b.constant("we3", {16, 8, 3, 3}, 2);
+  b.constant("ws", {4, 32, 1, 1}, 3);
+  b.constant("bs", {4}, 4);
+  b.constant("wf", {6, 32, 3, 3}, 5);
+  b.constant("wbig", {40, 32, 1, 1}, 6);
+  b.node("Conv", {"x", "we1"}, {"e1"});
+  b.node("Relu", {"e1"}, {"r1"});
+  b.node("Conv", {"x", "we3"}, {"e3"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"e3"}, {"r3"});
+  b.node("Concat", {"r1", "r3"}, {"cat"}, {Attribute::make_int("axis", 1)});
+  b.node("Conv", {"cat", "ws", "bs"}, {"s"});  // split
+  b.node("Relu", {"s"}, {"y1"});
+  b.node("Concat", {"r3", "r1"}, {"cat2"}, {Attribute::make_int("axis", 1)});  // distinct, or CSE merges them
+  b.node("MaxPool", {"cat2"}, {"p"}, {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+                                     Attribute::make_int("ceil_mode", 1)});
+  b.node("Conv", {"p", "wf"}, {"y2"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});  // pooled, then split
+  b.node("Concat", {"r3", "r3"}, {"cat3"}, {Attribute::make_int("axis", -3)});
+  b.node("Conv", {"cat3", "wbig"}, {"y3"});  // output larger than the concat: stays
+  b.output("y1");
+  b.output("y2");
+  b.output("y3");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 10, 10}, 7))}};
+  Model opt = b.m;
+  EXPECT_TRUE(split_concat_convs(opt.graph));
+  verify_model(opt);
+  expect_close(run(opt, feeds), run(b.m, feeds), 1e-5);
+  EXPECT_EQ(count_op(opt.graph, "Concat"), 1);  // cat3
+  EXPECT_EQ(count_op(opt.graph, "MaxPool"), 2);
+  EXPECT_EQ(count_op(opt.graph, "Add"), 2);
+  EXPECT_FALSE(split_concat_convs(opt.graph));  // nothing left to do
+  // At -O2 each Add becomes the second conv's residual.
+  Model o2 = optimize_and_compare(b.m, feeds, 2);
+  EXPECT_EQ(count_op(o2.graph, "Add"), 0);
+  EXPECT_EQ(count_op(o2.graph, "Concat"), 1);
+}
+
 TEST(ConvFusion, ClipAndSiluActivations) {
   Builder b;
   b.input("x", {1, 2, 5, 5});

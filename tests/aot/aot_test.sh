@@ -73,6 +73,7 @@ if LD_PRELOAD="$T/fake_abi.so" "$HODU" run "$T/m.so" >"$T/log" 2>&1; then bad "k
 # 3. Outputs: the executable, the .so through the native engine, the interpreter.
 check "run executable" "$T/m_exe" -i "$IN=$T/x.npy" -o "$T/out_exe"
 check "hodu run m.so" "$HODU" run "$T/m.so" -i "$IN=$T/x.npy" -f npy -o "$T/out_so"
+check "hodu bench m.so (native engine, JSON)" bash -c "'$HODU' bench '$T/m.so' --iters 2 --warmup 1 --json | grep -q '\"median_ms\"'"
 check "hodu run --engine native (compiles on the fly)" "$HODU" run "$MODEL" --engine native -i "$IN=$T/x.npy" -f npy -o "$T/out_native"
 check "hodu run p.so (portable kernels)" "$HODU" run "$T/portable/p.so" -i "$IN=$T/x.npy" -f npy -o "$T/out_portable"
 check "hodu run m.so --threads 2" "$HODU" run "$T/m.so" --threads 2 -i "$IN=$T/x.npy" -f npy -o "$T/out_so2"

@@ -16,6 +16,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engines/native/native_engine.h"
 #include "input_files.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
@@ -124,8 +125,11 @@ int run_bench(const BenchArgs& a) {
   so.device = Device::parse(a.device);
   so.threads = a.threads;
   so.engine = a.engine;
+  // A library built by `hodu build` runs on the native engine, as with `hodu run`.
+  const bool library = native::is_native_library(a.model);
+  if (library && so.engine.empty()) so.engine = "native";
   auto t0 = std::chrono::steady_clock::now();
-  auto session = Session::load(a.model, so);
+  auto session = library ? Session::from_model(native::describe_library(a.model), so) : Session::load(a.model, so);
   double load_ms = ms_since(t0);
 
   auto feeds = load_inputs(a.inputs, *session);

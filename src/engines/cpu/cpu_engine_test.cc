@@ -240,14 +240,14 @@ TEST(CpuEngine, FusedElementwiseMatchesInterpreter) {
   EXPECT_NE(plan.kernel_choices()[0].find("cpu fused loop (6 ops)"), std::string::npos);
 }
 
-// SqueezeNet's fire module: two convs concatenated on channels feed the next conv. The concat
-// runs on the blocked layout the convs write (no reorder to plain and back) and matches the interpreter.
+// Two convs concatenated on channels feed a wider conv (a narrower one takes the parts
+// separately, see split_concat_convs). The concat runs on the blocked layout the convs write (no reorder to plain and back) and matches the interpreter.
 TEST(CpuEngine, ConcatOfBlockedConvOutputsStaysBlocked) {
   Builder b;
   b.input("x", Shape({Dim(1), Dim(16), Dim(9), Dim(9)}));
   b.constant("w1", {32, 16, 1, 1}, 1);
   b.constant("w3", {32, 16, 3, 3}, 2);
-  b.constant("wn", {8, 64, 1, 1}, 3);
+  b.constant("wn", {80, 64, 1, 1}, 3);  // wider than the concat: not split into two convs (-O2)
   b.node("Conv", {"x", "w1"}, {"c1"});
   b.node("Relu", {"c1"}, {"r1"});
   b.node("Conv", {"x", "w3"}, {"c3"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
