@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 2
+#define HODU_KERNELS_ABI_VERSION 3
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -163,6 +163,16 @@ HODU_KERNELS_API int hodu_pool2d_run(hodu_kernels* k, hodu_kernel* op, const flo
  * channel count is not a multiple of the block. */
 HODU_KERNELS_API int hodu_concat_prepare(hodu_kernels* k, int num_parts, const hodu_kernel* const* parts,
                                          const int64_t* channels, int64_t height, int64_t width, hodu_kernel** out);
+
+/* ---- row-wise normalizations (no prepare; on the context's threads) ----- */
+/* y[r, :] = (x[r, :] - mean) / sqrt(var + epsilon) * scale + bias over the last
+ * `cols` values of each of `rows` rows; scale [cols]; bias [cols] or NULL; y may be x. */
+HODU_KERNELS_API int hodu_layer_norm(hodu_kernels* k, const float* x, const float* scale, const float* bias, float* y,
+                                     int64_t rows, int64_t cols, float epsilon);
+/* y[r, :] = softmax(x[r, :] * scale + add[r % add_rows, :]) over `cols` values
+ * (an attention's scale and additive mask); add NULL: none; y may be x. */
+HODU_KERNELS_API int hodu_softmax(hodu_kernels* k, const float* x, float scale, const float* add, int64_t add_rows,
+                                  float* y, int64_t rows, int64_t cols);
 
 #ifdef __cplusplus
 }

@@ -62,6 +62,18 @@ struct Codegen {
   // (the kernel's sum post-op; the activation, if any, comes after the sum).
   std::string residual;
   float act_lo = 0, act_hi = 0;
+  // Default mode: a MatMul whose Add of a constant vector over N was fused (the
+  // kernel's bias; the activation, if any, comes after it).
+  std::string matmul_bias;
+  // Default mode: Softmax (last axis) inputs fused into hodu_softmax, keyed by
+  // the Softmax's output: softmax(x * scale + mask[row % mask_rows]).
+  struct SoftmaxInput {
+    std::string x;
+    float scale = 1.f;
+    std::string mask;  // empty: none
+    int64_t mask_rows = 1;
+  };
+  std::map<std::string, SoftmaxInput> softmax_inputs;
   // Default mode: ops prepared in libhodu_kernels at create time (`prepare`
   // fills m->ops[i]) and run by the body; a NULL op runs the portable code.
   bool kernel_library = false;

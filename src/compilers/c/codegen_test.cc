@@ -380,6 +380,108 @@ TEST(CCodegen, SqueezeExciteAndConcatKeepTheConvLayouts) {
   }
 }
 
+// A transformer block: LayerNormalization, Q/K/V projections with bias, heads
+// split by Reshape/Transpose, scores scaled (Div) and masked (Add) before the
+// Softmax, the output projection with a residual, a feed-forward layer with the
+// erf-form GELU chain; and a 7-D MatMul (beyond the library's rank) with bias and
+// Relu. Default mode fuses the biases and the GELU into the matmuls and the scale
+// and mask into hodu_softmax; at every level, with and without the library,
+// against the interpreter.
+Model transformer_block() {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  const int64_t S = 6, D = 16, H = 2, F = 32;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, S, D}), ""});
+  g.set_initializer("ls", ramp({D}, 0.3f, 1.f));
+  g.set_initializer("lb", ramp({D}, 0.7f, 0.f));
+  for (const char* p : {"q", "k", "v", "o"}) {
+    g.set_initializer(std::string("w") + p, ramp({D, D}, 0.17f + 0.01f * static_cast<float>(*p - 'k'), 0.f));
+    g.set_initializer(std::string("b") + p, ramp({D}, 0.41f + 0.02f * static_cast<float>(*p - 'k'), 0.f));
+  }
+  g.set_initializer("w1", ramp({D, F}, 0.13f, 0.f));
+  g.set_initializer("b1", ramp({F}, 0.23f, 0.f));
+  g.set_initializer("w2", ramp({F, D}, 0.11f, 0.f));
+  g.set_initializer("b2", ramp({1, D}, 0.31f, 0.f));
+  g.set_initializer("w7", ramp({D, 4}, 0.19f, 0.f));
+  g.set_initializer("b7", ramp({4}, 0.37f, 0.f));
+  std::vector<float> mask(S * S);
+  for (int64_t i = 0; i < S; ++i)
+    for (int64_t j = 0; j < S; ++j) mask[i * S + j] = j > i ? -10000.f : 0.f;
+  g.set_initializer("mask", Tensor::from_vector(DType::F32, {1, 1, S, S}, mask));
+  g.set_initializer("heads", Tensor::from_vector(DType::I64, {4}, std::vector<int64_t>{1, S, H, D / H}));
+  g.set_initializer("merged", Tensor::from_vector(DType::I64, {3}, std::vector<int64_t>{1, S, D}));
+  g.set_initializer("seven", Tensor::from_vector(DType::I64, {7}, std::vector<int64_t>{1, 1, 1, 1, 1, S, D}));
+  g.set_initializer("scale", Tensor::from_vector(DType::F32, {}, std::vector<float>{std::sqrt(8.f)}));
+  g.set_initializer("sqrt2", Tensor::from_vector(DType::F32, {}, std::vector<float>{1.41421354f}));
+  g.set_initializer("one", Tensor::from_vector(DType::F32, {}, std::vector<float>{1.f}));
+  g.set_initializer("half", Tensor::from_vector(DType::F32, {}, std::vector<float>{0.5f}));
+  g.nodes.push_back(node("LayerNormalization", {"x", "ls", "lb"}, {"ln"}));
+  for (const char* p : {"q", "k", "v"}) {
+    std::string s = p;
+    g.nodes.push_back(node("MatMul", {"ln", "w" + s}, {s + "m"}));
+    g.nodes.push_back(node("Add", {"b" + s, s + "m"}, {s + "a"}));
+    g.nodes.push_back(node("Reshape", {s + "a", "heads"}, {s + "r"}));
+    g.nodes.push_back(node("Transpose", {s + "r"}, {s + "t"},
+                           {Attribute::make_ints("perm", s == "k" ? std::vector<int64_t>{0, 2, 3, 1}
+                                                                  : std::vector<int64_t>{0, 2, 1, 3})}));
+  }
+  g.nodes.push_back(node("MatMul", {"qt", "kt"}, {"sc"}));
+  g.nodes.push_back(node("Div", {"sc", "scale"}, {"scd"}));
+  g.nodes.push_back(node("Add", {"scd", "mask"}, {"scm"}));
+  g.nodes.push_back(node("Softmax", {"scm"}, {"p"}, {Attribute::make_int("axis", -1)}));
+  g.nodes.push_back(node("MatMul", {"p", "vt"}, {"ctx"}));
+  g.nodes.push_back(node("Transpose", {"ctx"}, {"ctxt"}, {Attribute::make_ints("perm", {0, 2, 1, 3})}));
+  g.nodes.push_back(node("Reshape", {"ctxt", "merged"}, {"ctxm"}));
+  g.nodes.push_back(node("MatMul", {"ctxm", "wo"}, {"om"}));
+  g.nodes.push_back(node("Add", {"om", "bo"}, {"oa"}));
+  g.nodes.push_back(node("Add", {"x", "oa"}, {"h"}));
+  g.nodes.push_back(node("MatMul", {"h", "w1"}, {"f1"}));
+  g.nodes.push_back(node("Add", {"b1", "f1"}, {"f1b"}));
+  g.nodes.push_back(node("Div", {"f1b", "sqrt2"}, {"gd"}));
+  g.nodes.push_back(node("Erf", {"gd"}, {"ge"}));
+  g.nodes.push_back(node("Add", {"ge", "one"}, {"ga"}));
+  g.nodes.push_back(node("Mul", {"f1b", "ga"}, {"gm"}));
+  g.nodes.push_back(node("Mul", {"gm", "half"}, {"gelu"}));
+  g.nodes.push_back(node("MatMul", {"gelu", "w2"}, {"f2"}));
+  g.nodes.push_back(node("Add", {"f2", "b2"}, {"f2b"}));
+  g.nodes.push_back(node("Add", {"h", "f2b"}, {"y"}));
+  g.nodes.push_back(node("Reshape", {"y", "seven"}, {"y7"}));
+  g.nodes.push_back(node("MatMul", {"y7", "w7"}, {"z7"}));
+  g.nodes.push_back(node("Add", {"z7", "b7"}, {"z7b"}));
+  g.nodes.push_back(node("Relu", {"z7b"}, {"z"}));
+  g.outputs.push_back({"y", {}, ""});
+  g.outputs.push_back({"z", {}, ""});
+  return m;
+}
+
+TEST(CCodegen, TransformerBlockFusesBiasGeluAndSoftmax) {
+  Model m = transformer_block();
+  Tensor x = ramp({1, 6, 16}, 0.21f, 0.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  EXPECT_NE(gen.source.find("HODU_ACTIVATION_GELU"), std::string::npos) << "GELU chain in the matmul";
+  EXPECT_EQ(gen.source.find("/* Div + Erf"), std::string::npos) << "no GELU loop";
+  EXPECT_NE(gen.source.find("hodu_softmax(m->kernels"), std::string::npos);
+  EXPECT_NE(gen.source.find("hodu_layer_norm(m->kernels"), std::string::npos);
+  EXPECT_EQ(gen.source.find("/* Div */"), std::string::npos) << "the scale is the softmax's";
+  EXPECT_EQ(gen.library_ops, 8) << "7-D MatMul runs portable code";
+  for (int level = 0; level <= 3; ++level)
+    for (bool library : {true, false}) {
+      CodegenOptions o;
+      o.opt_level = level;
+      o.kernel_library = library;
+      auto got = run_built(m, o, x, fmt::format("t{}k{}", level, library));
+      ASSERT_EQ(got.size(), 2u);
+      for (size_t k = 0; k < 2; ++k) {
+        double scale = 0;
+        for (double v : want[k].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+        EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), 1e-5 * scale)
+            << "output " << k << " -O" << level << (library ? " default" : " portable") << ", outputs reach " << scale;
+      }
+    }
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

@@ -15,6 +15,7 @@
 #include "compilers/c/graph_prep.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
+#include "passes/passes.h"
 
 namespace hodu::compilers::c {
 namespace {
@@ -112,6 +113,17 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
              "optimization level {} (expected 0 to 3)", options.opt_level);
   PreparedGraph prep = prepare_graph(model, options.input_shapes, options.dims);
   Graph& g = prep.graph;
+  // Default mode: the erf-form GELU chain (Div, Erf, Add, Mul, Mul) becomes one
+  // ONNX Gelu, which a MatMul runs as its epilogue (oneDNN's gelu_erf post-op)
+  // and a fused loop computes otherwise.
+  if (options.opt_level >= 2 && options.kernel_library && !options.standalone) {
+    if (passes::fuse_gelu(g))
+      for (auto& n : g.nodes)
+        if (n.op_type == "Gelu" && n.domain == "hodu") {
+          n.domain.clear();
+          n.attributes.clear();
+        }
+  }
   Codegen cg(g, options);
   cg.kernel_library = options.kernel_library && !options.standalone;
 
@@ -147,12 +159,63 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
 
   // Activations fused into the producing Conv/Gemm/MatMul (O2+).
   std::vector<int> act_of(count, -1);         // producer → activation node
+  std::vector<int> act_kind(count, HODU_ACTIVATION_CLIP);
   std::vector<int> emitted_at(count, -1);     // node → the step that computes it
   for (size_t i = 0; i < count; ++i) emitted_at[i] = static_cast<int>(i);
+  auto readers = passes::consumers(g);
+  // The one node reading `v` (read once, not a graph output), or -1.
+  auto sole_reader = [&](const std::string& v) -> int {
+    auto r = readers.find(v);
+    if (uses[v] != 1 || graph_outputs.count(v) || r == readers.end() || r->second.size() != 1) return -1;
+    return static_cast<int>(r->second[0]);
+  };
+  // Default mode: MatMul [+ Add of a constant vector over N] [+ Gelu / Relu / Clip]
+  // runs as one oneDNN matmul with the bias and the activation inside (transformers'
+  // projections and feed-forward layers).
+  std::vector<int> bias_add_of(count, -1);  // matmul → fused bias Add
+  std::map<int, std::string> bias_value;    // matmul → the constant bias
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    for (size_t i = 0; i < count; ++i) {
+      const Node& n = g.nodes[i];
+      if (n.op_type != "MatMul" || !n.domain.empty() || n.inputs.size() != 2 ||
+          cg.dtype_of(n.outputs[0]) != DType::F32 || cg.shape_of(n.inputs[0]).size() < 2 ||
+          cg.shape_of(n.inputs[1]).size() < 2)
+        continue;
+      const auto ys = cg.shape_of(n.outputs[0]);
+      std::string y = n.outputs[0];
+      int j = sole_reader(y);
+      if (j >= 0 && g.nodes[j].op_type == "Add" && g.nodes[j].domain.empty() && g.nodes[j].inputs.size() == 2 &&
+          g.nodes[j].inputs[0] != g.nodes[j].inputs[1]) {
+        const Node& add = g.nodes[j];
+        const std::string& c = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+        auto cs = cg.shape_of(c);
+        if (cg.is_constant(c) && cg.dtype_of(c) == DType::F32 && !cs.empty() && cs.back() == ys.back() &&
+            shape_numel(cs) == ys.back() && cs.size() <= ys.size() && cg.shape_of(add.outputs[0]) == ys) {
+          bias_add_of[i] = j;
+          bias_value[static_cast<int>(i)] = c;
+          emitted_at[j] = static_cast<int>(i);
+          y = add.outputs[0];
+          j = sole_reader(y);
+        }
+      }
+      if (j < 0 || g.nodes[j].inputs.empty() || g.nodes[j].inputs[0] != y || cg.shape_of(g.nodes[j].outputs[0]) != ys)
+        continue;
+      const Node& a = g.nodes[j];
+      if (a.op_type == "Gelu" && a.domain.empty() && a.get_string("approximate", "none") == "none") {
+        act_of[i] = j;
+        act_kind[i] = HODU_ACTIVATION_GELU;
+        emitted_at[j] = static_cast<int>(i);
+      } else if (clamp_of(cg, a)) {
+        act_of[i] = j;
+        emitted_at[j] = static_cast<int>(i);
+      }
+    }
+  }
   if (options.opt_level >= 2) {
     for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
       if (!(n.op_type == "Conv" || n.op_type == "Gemm" || n.op_type == "MatMul") || !n.domain.empty()) continue;
+      if (act_of[i] >= 0 || bias_add_of[i] >= 0) continue;
       const std::string& y = n.outputs[0];
       if (uses[y] != 1 || graph_outputs.count(y) || cg.dtype_of(y) != DType::F32) continue;
       for (size_t j = i + 1; j < count; ++j) {
@@ -168,9 +231,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   }
   // Default mode: Sigmoid and SiLU (x * Sigmoid(x)) after a Conv with constant
   // weights run as oneDNN post-ops instead of scalar expf loops (EfficientNet).
-  std::vector<int> act_kind(count, HODU_ACTIVATION_CLIP);
   if (options.opt_level >= 2 && cg.kernel_library) {
-    auto readers = passes::consumers(g);
     for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
       if (act_of[i] >= 0 || n.op_type != "Conv" || !n.domain.empty() || !cg.is_constant(n.inputs[1]) ||
@@ -356,6 +417,66 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     for (const auto& [part, info] : cg.concat_parts)
       if (!cg.native_values.count(info.concat)) cg.native_values.erase(part);
   }
+  // Default mode: Softmax over the last axis of Div/Mul(x, scalar) [+ Add of a
+  // constant mask] (attention scores) runs as one hodu_softmax with the scale and
+  // the mask: mask [1, ..., 1, R, cols] with R 1 or the rows' last dim.
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    for (size_t k = 0; k < count; ++k) {
+      const Node& sm = g.nodes[k];
+      if (sm.op_type != "Softmax" || !sm.domain.empty() || cg.dtype_of(sm.inputs[0]) != DType::F32) continue;
+      const auto xs = cg.shape_of(sm.inputs[0]);
+      int64_t r = static_cast<int64_t>(xs.size()), axis = sm.get_int("axis", -1);
+      if (r < 1 || (axis != -1 && axis != r - 1)) continue;
+      Codegen::SoftmaxInput in;
+      in.x = sm.inputs[0];
+      std::vector<int> fused;
+      auto unclaimed_producer = [&](const std::string& v) -> int {
+        auto p = producer.find(v);
+        if (p == producer.end() || emitted_at[p->second] != p->second || sole_reader(v) < 0) return -1;
+        const Node& pn = g.nodes[p->second];
+        return pn.domain.empty() && pn.inputs.size() == 2 && pn.outputs.size() == 1 ? p->second : -1;
+      };
+      int p = unclaimed_producer(in.x);
+      if (p >= 0 && g.nodes[p].op_type == "Add" && r >= 2) {
+        const Node& add = g.nodes[p];
+        for (int side = 0; side < 2; ++side) {
+          const std::string &m = add.inputs[side], &other = add.inputs[1 - side];
+          if (m == other || !cg.is_constant(m) || cg.dtype_of(m) != DType::F32 || cg.shape_of(other) != xs) continue;
+          auto ms = cg.shape_of(m);
+          if (static_cast<int64_t>(ms.size()) > r) continue;
+          ms.insert(ms.begin(), r - ms.size(), 1);
+          bool ok = ms[r - 1] == xs[r - 1] && (ms[r - 2] == 1 || ms[r - 2] == xs[r - 2]);
+          for (int64_t d = 0; d + 2 < r; ++d) ok = ok && ms[d] == 1;
+          if (!ok) continue;
+          in.mask = m;
+          in.mask_rows = ms[r - 2];
+          in.x = other;
+          fused.push_back(p);
+          break;
+        }
+        p = in.mask.empty() ? -1 : unclaimed_producer(in.x);
+      }
+      if (p >= 0 && (g.nodes[p].op_type == "Div" || g.nodes[p].op_type == "Mul")) {
+        const Node& d = g.nodes[p];
+        for (int side = 0; side < 2; ++side) {
+          if (d.op_type == "Div" && side == 0) continue;  // c / x is no scale
+          const std::string &c = d.inputs[side], &other = d.inputs[1 - side];
+          if (!cg.is_constant(c) || shape_numel(cg.shape_of(c)) != 1 || cg.dtype_of(c) != DType::F32 ||
+              cg.shape_of(other) != xs || cg.dtype_of(other) != DType::F32)
+            continue;
+          double v = cg.constant(c).get_double(0);
+          if (d.op_type == "Div" && v == 0) continue;
+          in.scale = static_cast<float>(d.op_type == "Div" ? 1.0 / v : v);
+          in.x = other;
+          fused.push_back(p);
+          break;
+        }
+      }
+      for (int f : fused) emitted_at[f] = static_cast<int>(k);
+      if (!fused.empty()) cg.fused_nodes += static_cast<int>(fused.size());
+      cg.softmax_inputs[sm.outputs[0]] = in;
+    }
+  }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
   std::vector<std::vector<int>> group(count);
   std::vector<bool> absorbed(count, false);
@@ -421,13 +542,21 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       cg.act_hi = INFINITY;
       ++cg.fused_nodes;
     }
+    if (bias_add_of[i] >= 0) {
+      cg.matmul_bias = bias_value[static_cast<int>(i)];
+      cg.act_output = g.nodes[bias_add_of[i]].outputs[0];
+      cg.act_kind = HODU_ACTIVATION_CLIP;
+      cg.act_lo = -INFINITY;
+      cg.act_hi = INFINITY;
+      ++cg.fused_nodes;
+    }
     if (act_of[i] >= 0) {
       cg.act_output = g.nodes[act_of[i]].outputs[0];
       cg.act_kind = act_kind[i];
       cg.act_lo = -INFINITY;
       cg.act_hi = INFINITY;
       if (act_kind[i] == HODU_ACTIVATION_CLIP) std::tie(cg.act_lo, cg.act_hi) = *clamp_of(cg, g.nodes[act_of[i]]);
-      else ++cg.fused_nodes;  // the Sigmoid of a SiLU
+      if (act_kind[i] == HODU_ACTIVATION_SILU) ++cg.fused_nodes;  // the Sigmoid of a SiLU
       ++cg.fused_nodes;
     }
     try {
@@ -440,6 +569,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     }
     cg.act_output.clear();
     cg.residual.clear();
+    cg.matmul_bias.clear();
     if (!is_view_op(n)) ++cg.steps_emitted;
   }
 

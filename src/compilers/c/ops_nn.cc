@@ -69,16 +69,24 @@ struct Target {
 };
 
 // The portable form of a SIGMOID/SILU target: a loop after the kernel.
+// The C expression of a SIGMOID/SILU/GELU activation of float `v`.
+const char* activation_expr(int kind) {
+  if (kind == HODU_ACTIVATION_SIGMOID) return "1.f / (1.f + expf(-v))";
+  if (kind == HODU_ACTIVATION_GELU) return "0.5f * v * (1.f + erff(v * 0.707106769f))";
+  return "v / (1.f + expf(-v))";
+}
+
 std::string activation_loop(const Target& t, const std::string& y, int64_t count) {
   if (t.kind == HODU_ACTIVATION_CLIP) return "";
   return fmt::format("    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; {}[i] = {}; }}\n", count, y, y,
-                     t.kind == HODU_ACTIVATION_SIGMOID ? "1.f / (1.f + expf(-v))" : "v / (1.f + expf(-v))");
+                     activation_expr(t.kind));
 }
 
 // hodu_kernels.h activation fields of a target: "kind, alpha, beta".
 std::string activation_fields(const Target& t) {
   if (t.kind == HODU_ACTIVATION_SIGMOID) return "HODU_ACTIVATION_SIGMOID, 0.f, 0.f";
   if (t.kind == HODU_ACTIVATION_SILU) return "HODU_ACTIVATION_SILU, 0.f, 0.f";
+  if (t.kind == HODU_ACTIVATION_GELU) return "HODU_ACTIVATION_GELU, 0.f, 0.f";
   if (t.lo == -INFINITY && t.hi == INFINITY) return "HODU_ACTIVATION_NONE, 0.f, 0.f";
   return fmt::format("HODU_ACTIVATION_CLIP, {}, {}", c_float(t.lo), c_float(t.hi));
 }
@@ -347,8 +355,14 @@ void emit_layernorm(Codegen& cg, const Node& n) {
   };
   std::string x = cg.ptr(n.inputs[0]), s = full(1), b = full(2);
   cg.define(n.outputs[0], DType::F32, xs);
-  cg.emit(fmt::format("hk_layer_norm({}, {}, {}, {}, {}, {}, {});", x, s, b, cg.ptr(n.outputs[0]), rows, cols,
-                      c_float(n.get_float("epsilon", 1e-5f))));
+  std::string args = fmt::format("{}, {}, {}, {}, {}, {}, {}", x, s, b, cg.ptr(n.outputs[0]), rows, cols,
+                                 c_float(n.get_float("epsilon", 1e-5f)));
+  // Default mode: vectorized for the host and on the library's threads (the
+  // portable kernel when the call refuses its arguments).
+  if (cg.kernel_library)
+    cg.emit(fmt::format("if (hodu_layer_norm(m->kernels, {})) hk_layer_norm({});", args, args));
+  else
+    cg.emit(fmt::format("hk_layer_norm({});", args));
 }
 
 void emit_softmax(Codegen& cg, const Node& n) {
@@ -361,6 +375,29 @@ void emit_softmax(Codegen& cg, const Node& n) {
   int64_t outer = 1, inner = 1, mid = r ? xs[axis] : 1;
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
+  auto fused = cg.softmax_inputs.find(n.outputs[0]);
+  if (fused != cg.softmax_inputs.end() && n.op_type == "Softmax" && inner == 1) {
+    // Default mode: softmax(x * scale + mask) over rows (generator.cc fused the
+    // scale and the mask); the portable fallback applies them in a loop first.
+    const Codegen::SoftmaxInput& in = fused->second;
+    std::string x = cg.ptr(in.x), mask = in.mask.empty() ? "NULL" : cg.ptr(in.mask);
+    int64_t bytes = shape_numel(xs) * 4;
+    cg.define(n.outputs[0], DType::F32, xs, cg.reusable(in.x, bytes) ? cg.buffer_of(in.x) : -1);
+    std::string y = cg.ptr(n.outputs[0]);
+    std::string prologue;
+    if (!in.mask.empty())
+      prologue = fmt::format(
+          "for (int64_t r = 0; r < {}; ++r) for (int64_t j = 0; j < {}; ++j) {}[r * {} + j] = {}[r * {} + j] * {} + "
+          "{}[r % {} * {} + j]; ",
+          outer, mid, y, mid, x, mid, c_float(in.scale), mask, in.mask_rows, mid);
+    else if (in.scale != 1.f)
+      prologue = fmt::format("for (int64_t i = 0; i < {}; ++i) {}[i] = {}[i] * {}; ", outer * mid, y, x,
+                             c_float(in.scale));
+    cg.emit(fmt::format("if (hodu_softmax(m->kernels, {}, {}, {}, {}, {}, {}, {})) {{ {}hk_softmax({}, {}, {}, {}, 1, 0); }}",
+                        x, c_float(in.scale), mask, in.mask_rows, y, outer, mid, prologue,
+                        prologue.empty() ? x : y, y, outer, mid));
+    return;
+  }
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], DType::F32, xs);
   cg.emit(fmt::format("hk_softmax({}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), outer, mid, inner,
@@ -412,6 +449,8 @@ void emit_matmul(Codegen& cg, const Node& n) {
   std::string a = cg.ptr(n.inputs[0]), b = cg.ptr(n.inputs[1]);
   std::string pack = cg.scratch(kGemmPackBytes);
   Target t = take_target(cg, n);
+  std::string bias = cg.matmul_bias.empty() ? "" : cg.ptr(cg.matmul_bias);  // default mode: a fused bias over N
+  cg.matmul_bias.clear();
   cg.define(t.name, DType::F32, ys);
   std::string y = cg.ptr(t.name);
   std::string portable = captured(cg, [&] {
@@ -443,9 +482,16 @@ void emit_matmul(Codegen& cg, const Node& n) {
     cg.emit(fmt::format("hk_matmul_batched({}, {}, {}, {}, {}, {}, {}, {}, {}, {});", nb, M, N, K, a, cg.table(aoff), b,
                         cg.table(boff), y, pack));
   }
-  if (t.lo != -INFINITY || t.hi != INFINITY)
+  if (!bias.empty() || t.kind != HODU_ACTIVATION_CLIP) {
+    std::string v = bias.empty() ? fmt::format("{}[i]", y) : fmt::format("{}[i] + {}[i % {}]", y, bias, N);
+    std::string act = t.kind != HODU_ACTIVATION_CLIP ? fmt::format(" v = {};", activation_expr(t.kind)) : "";
+    if (t.kind == HODU_ACTIVATION_CLIP && t.lo != -INFINITY) act += fmt::format(" v = v < {} ? {} : v;", c_float(t.lo), c_float(t.lo));
+    if (t.kind == HODU_ACTIVATION_CLIP && t.hi != INFINITY) act += fmt::format(" v = v > {} ? {} : v;", c_float(t.hi), c_float(t.hi));
+    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {};{} {}[i] = v; }}", shape_numel(ys), v, act, y));
+  } else if (t.lo != -INFINITY || t.hi != INFINITY) {
     cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
                         shape_numel(ys), y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+  }
   });
   if (!cg.kernel_library || rank + 2 > 6) {
     cg.code += portable;
@@ -455,8 +501,10 @@ void emit_matmul(Codegen& cg, const Node& n) {
   a_dims.insert(a_dims.end(), {M, K});
   b_dims.insert(b_dims.end(), {K, N});
   bool b_constant = cg.is_constant(n.inputs[1]);
-  std::string op = cg.library_op(n, "hodu_matmul_desc", matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, false, t),
-                                 fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, NULL, &OP)", b_constant ? b : "NULL"));
+  std::string op = cg.library_op(n, "hodu_matmul_desc",
+                                 matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, !bias.empty(), t),
+                                 fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b : "NULL",
+                                             bias.empty() ? "NULL" : bias));
   cg.emit_library_call(n, op, fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {})", op, a, b_constant ? "NULL" : b, y),
                        portable);
 }

@@ -1,0 +1,158 @@
+// Row-wise kernels of a transformer that oneDNN 2.6 has no cheap primitive for
+// at these sizes: layer normalization and softmax (with the attention's scale
+// and additive mask), vectorized for the host through target_clones and split
+// over the context's threads by rows. No prepare: nothing to reorder.
+#include <omp.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "kernels/cpu/kernels_context.h"
+
+namespace hodu::kernels {
+namespace {
+
+// Reductions keep one partial result per lane and combine them at the end:
+// without -ffast-math GCC vectorizes a loop over independent lanes, never a
+// serial float reduction.
+constexpr int64_t kLanes = 16;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// exp on [-87, 88] with a degree-6 polynomial (about 2 ulp), plain compares and
+// the 1.5·2²³ rounding trick so that no libm call is left and the loops vectorize.
+inline float fast_exp(float x) {
+  x = x < -87.0f ? -87.0f : x;
+  x = x > 88.0f ? 88.0f : x;
+  constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
+  float k = (x * 1.44269504088896341f + kRound) - kRound;
+  float r = x - k * 0.693359375f + k * 2.12194440e-4f;
+  float p = 1.9875691500e-4f;
+  p = p * r + 1.3981999507e-3f;
+  p = p * r + 8.3334519073e-3f;
+  p = p * r + 4.1665795894e-2f;
+  p = p * r + 1.6666665459e-1f;
+  p = p * r + 5.0000001201e-1f;
+  p = p * r * r + r + 1.0f;
+  int32_t bits = (static_cast<int32_t>(k) + 127) << 23;
+  float scale;
+  std::memcpy(&scale, &bits, sizeof(scale));
+  return p * scale;
+}
+
+inline float lanes_max(const float* m) {
+  float r = m[0];
+  for (int64_t l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;
+  return r;
+}
+
+inline float lanes_sum(const float* s) {
+  float r = 0;
+  for (int64_t l = 0; l < kLanes; ++l) r += s[l];
+  return r;
+}
+
+// y = softmax(x * scale + add) over n values (add may be NULL; y may be x).
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
+void softmax_row(const float* x, float scale, const float* add, float* y, int64_t n) {
+  if (add) {
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] * scale + add[j];
+  } else if (scale != 1.0f) {
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j] * scale;
+  } else if (y != x) {
+    for (int64_t j = 0; j < n; ++j) y[j] = x[j];
+  }
+  float mlanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = kNegInf;
+  const int64_t body = n / kLanes * kLanes;
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = y[j + l] > mlanes[l] ? y[j + l] : mlanes[l];
+  float mx = lanes_max(mlanes);
+  for (int64_t j = body; j < n; ++j) mx = y[j] > mx ? y[j] : mx;
+  if (mx == kNegInf) {  // every entry -inf: ONNX gives NaN (0/0), as the reference does
+    for (int64_t j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
+    return;
+  }
+  // exp(-inf - mx) is 0 through the clamp at -87 only approximately: -inf entries are zeroed.
+  float slanes[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float v = y[j + l];
+      float e = v == kNegInf ? 0.0f : fast_exp(v - mx);
+      y[j + l] = e;
+      slanes[l] += e;
+    }
+  float sum = lanes_sum(slanes);
+  for (int64_t j = body; j < n; ++j) {
+    float e = y[j] == kNegInf ? 0.0f : fast_exp(y[j] - mx);
+    y[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+}
+
+// Two passes (mean, then the centred variance) keep the error small for n up to a few thousand.
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
+void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps) {
+  const int64_t body = n / kLanes * kLanes;
+  float s[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) s[l] += x[j + l];
+  float mean = lanes_sum(s);
+  for (int64_t j = body; j < n; ++j) mean += x[j];
+  mean /= static_cast<float>(n);
+  float v[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float d = x[j + l] - mean;
+      v[l] += d * d;
+    }
+  float var = lanes_sum(v);
+  for (int64_t j = body; j < n; ++j) {
+    float d = x[j] - mean;
+    var += d * d;
+  }
+  var /= static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
+  }
+}
+
+// body(r) for every row, split over at most `threads` threads (one when the work is small).
+template <class F>
+void for_rows(int threads, int64_t rows, int64_t cols, F&& body) {
+  int64_t chunks = std::min<int64_t>(threads, rows);
+  if (rows * cols < 32768) chunks = 1;
+  if (chunks < 2) {
+    for (int64_t r = 0; r < rows; ++r) body(r);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static)
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t r = rows * c / chunks; r < rows * (c + 1) / chunks; ++r) body(r);
+}
+
+}  // namespace
+}  // namespace hodu::kernels
+
+extern "C" int hodu_layer_norm(hodu_kernels* k, const float* x, const float* scale, const float* bias, float* y,
+                               int64_t rows, int64_t cols, float epsilon) {
+  if (!k || !x || !scale || !y || rows < 0 || cols <= 0) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  hodu::kernels::for_rows(k->threads, rows, cols, [&](int64_t r) {
+    hodu::kernels::layer_norm_row(x + r * cols, scale, bias, y + r * cols, cols, epsilon);
+  });
+  return HODU_KERNELS_OK;
+}
+
+extern "C" int hodu_softmax(hodu_kernels* k, const float* x, float scale, const float* add, int64_t add_rows, float* y,
+                            int64_t rows, int64_t cols) {
+  if (!k || !x || !y || rows < 0 || cols <= 0 || (add && add_rows <= 0)) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  hodu::kernels::for_rows(k->threads, rows, cols, [&](int64_t r) {
+    hodu::kernels::softmax_row(x + r * cols, scale, add ? add + (r % add_rows) * cols : nullptr, y + r * cols, cols);
+  });
+  return HODU_KERNELS_OK;
+}
