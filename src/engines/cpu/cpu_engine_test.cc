@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <thread>
 
@@ -442,6 +443,297 @@ TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
   double before = cpu_seconds();
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   EXPECT_LT(cpu_seconds() - before, 0.03);  // spinning threads would burn ~0.3 s per thread
+}
+
+// ---- Quantized ops (dnnl_int8.cc) ----
+
+// Random 8-bit integers in [lo, hi].
+Tensor random_ints(DType dt, std::vector<int64_t> shape, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<int8_t> v(shape_numel(shape));
+  for (auto& x : v) x = static_cast<int8_t>(static_cast<uint8_t>(d(rng)));  // two's complement bytes
+  return Tensor::from_vector(dt, shape, v);
+}
+Tensor random_8bit(DType dt, std::vector<int64_t> shape, uint32_t seed) {
+  return dt == DType::U8 ? random_ints(dt, shape, seed, 0, 255) : random_ints(dt, shape, seed, -128, 127);
+}
+Tensor int8_scalar(DType dt, int v) {
+  return dt == DType::U8 ? Tensor::scalar<uint8_t>(dt, static_cast<uint8_t>(v)) : Tensor::scalar<int8_t>(dt, static_cast<int8_t>(v));
+}
+Tensor floats(std::vector<float> v) { return Tensor::from_vector(DType::F32, {static_cast<int64_t>(v.size())}, v); }
+
+void typed_input(Builder& b, const std::string& name, DType dt, std::vector<int64_t> shape) {
+  std::vector<Dim> dims;
+  for (int64_t d : shape) dims.emplace_back(d);
+  b.g.inputs.push_back({name, ValueType::tensor(dt, Shape(dims)), ""});
+}
+
+// Element differences between two integer tensors: the largest and how many.
+std::pair<int64_t, int64_t> int_diff(const Tensor& a, const Tensor& b) {
+  auto x = a.to_int64s(), y = b.to_int64s();
+  EXPECT_EQ(x.size(), y.size());
+  int64_t worst = 0, count = 0;
+  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
+    int64_t d = std::abs(x[i] - y[i]);
+    worst = std::max(worst, d);
+    count += d != 0;
+  }
+  return {worst, count};
+}
+
+// Runs `m` on the interpreter and the cpu engine (1 and 2 threads, two runs each) and checks
+// that the cpu plan runs `op` on `kernel` with no fallback. Integer outputs: exact, or with
+// `quantum_ok` within one unit on at most 1% of the elements (oneDNN requantizes in f32, the
+// interpreter in double, see dnnl_int8.cc); float outputs: exact, or within `float_tol`
+// (absolute) when given.
+void expect_int8_matches(const Model& m, const std::map<std::string, RuntimeValue>& feeds, const std::string& op,
+                         const std::string& kernel, bool quantum_ok, int expected_kernels = 1, double float_tol = 0) {
+  auto want = run_interp(m, feeds);
+  for (int threads : {1, 2}) {
+    auto exe = prepare_cpu(m, threads);
+    for (int run = 0; run < 2; ++run) {
+      auto got = exe->run(feeds);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i) {
+        const Tensor &g = got[i].tensor, &w = want[i].tensor;
+        ASSERT_EQ(g.shape(), w.shape()) << op << " output " << i;
+        ASSERT_EQ(g.dtype(), w.dtype()) << op << " output " << i;
+        if (g.dtype() == DType::F32) {
+          auto x = g.to_doubles(), y = w.to_doubles();
+          double worst = 0;
+          for (size_t k = 0; k < x.size(); ++k) worst = std::max(worst, std::abs(x[k] - y[k]));
+          EXPECT_LE(worst, float_tol) << op << " output " << i << " threads " << threads;
+        } else {
+          auto [worst, count] = int_diff(g, w);
+          EXPECT_LE(worst, quantum_ok ? 1 : 0) << op << " output " << i << " threads " << threads;
+          EXPECT_LE(count * 100, quantum_ok ? g.numel() : 0) << op << " output " << i << " threads " << threads;
+        }
+      }
+    }
+  }
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, v] : feeds) shapes[name] = v.tensor.shape();
+  Plan plan(m, shapes, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0) << op;
+  int chosen = 0;
+  for (const auto& c : plan.kernel_choices()) chosen += c.find("(" + op + ")") != std::string::npos && c.find(kernel) != std::string::npos;
+  EXPECT_EQ(chosen, expected_kernels) << op << " on " << kernel;
+}
+
+struct QConvCase {
+  DType x_dt, w_dt;
+  bool per_channel, bias;
+  int64_t group = 1, stride = 1;
+};
+
+Model qlinear_conv_model(const QConvCase& c, int64_t C, int64_t M, int64_t H) {
+  Builder b;
+  typed_input(b, "x", c.x_dt, {1, C, H, H});
+  int wzp = c.w_dt == DType::U8 ? 128 : 0;  // u8 weights: shifted to s8 by their zero point
+  b.g.set_initializer("w", c.w_dt == DType::U8 ? random_ints(DType::U8, {M, C / c.group, 3, 3}, 21, 1, 255)
+                                               : random_ints(DType::I8, {M, C / c.group, 3, 3}, 21, -127, 127));
+  b.g.set_initializer("xs", Tensor::scalar<float>(DType::F32, 0.02f));
+  b.g.set_initializer("xz", int8_scalar(c.x_dt, c.x_dt == DType::U8 ? 131 : -3));
+  std::vector<float> ws;
+  for (int64_t m = 0; m < (c.per_channel ? M : 1); ++m) ws.push_back(0.004f + 0.0005f * static_cast<float>(m));
+  b.g.set_initializer("ws", floats(ws));
+  b.g.set_initializer("wz", c.per_channel ? Tensor::from_vector(c.w_dt, {M}, std::vector<int8_t>(M, static_cast<int8_t>(wzp)))
+                                          : int8_scalar(c.w_dt, wzp));
+  b.g.set_initializer("ys", Tensor::scalar<float>(DType::F32, 0.35f / static_cast<float>(c.group)));
+  b.g.set_initializer("yz", int8_scalar(c.x_dt, c.x_dt == DType::U8 ? 119 : 5));
+  std::vector<std::string> ins = {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"};
+  if (c.bias) {
+    std::vector<int32_t> bv;
+    for (int64_t m = 0; m < M; ++m) bv.push_back(static_cast<int32_t>((m * 7919) % 20001) - 10000);
+    b.g.set_initializer("bias", Tensor::from_vector(DType::I32, {M}, bv));
+    ins.push_back("bias");
+  }
+  b.node("QLinearConv", ins, {"y"},
+         {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", c.group),
+          Attribute::make_ints("strides", {c.stride, c.stride})});
+  b.output("y");
+  return b.finish();
+}
+
+// QLinearConv on oneDNN: u8 and s8 activations, s8 and u8 (zero point 128) weights, per-tensor
+// and per-channel weight scales, with and without an int32 bias, grouped and strided; padding
+// counts as the input zero point. Within one quantum of the interpreter.
+TEST(CpuEngine, QLinearConvRunsOnOneDnnInt8) {
+  const int64_t C = 16, M = 24, H = 12;
+  std::vector<QConvCase> cases;
+  for (DType x_dt : {DType::U8, DType::I8})
+    for (bool per_channel : {false, true})
+      for (bool bias : {false, true}) cases.push_back({x_dt, DType::I8, per_channel, bias});
+  cases.push_back({DType::U8, DType::U8, true, true});
+  cases.push_back({DType::U8, DType::I8, true, true, 8, 2});
+  for (const auto& c : cases) {
+    SCOPED_TRACE(testing::Message() << "x " << dtype_name(c.x_dt) << " w " << dtype_name(c.w_dt) << " per_channel "
+                                    << c.per_channel << " bias " << c.bias << " group " << c.group);
+    Model m = qlinear_conv_model(c, C, M, H);
+    expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(c.x_dt, {1, C, H, H}, 5))}}, "QLinearConv", "onednn int8",
+                        true);
+  }
+}
+
+// A weight zero point that oneDNN cannot take (differences beyond s8) falls back to the interpreter.
+TEST(CpuEngine, QLinearConvWithUnshiftableWeightZeroPointFallsBack) {
+  Model m = qlinear_conv_model({DType::U8, DType::U8, false, false}, 8, 8, 6);
+  m.graph.set_initializer("wz", int8_scalar(DType::U8, 3));  // w - 3 reaches 252
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {1, 8, 6, 6}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 1);
+  expect_matches_interp(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 6, 6}, 6))}});
+}
+
+TEST(CpuEngine, ConvIntegerRunsOnOneDnnExactly) {
+  Builder b;
+  typed_input(b, "x", DType::U8, {1, 8, 10, 10});
+  b.g.set_initializer("w", random_ints(DType::I8, {12, 8, 3, 3}, 22, -100, 100));
+  b.g.set_initializer("xz", int8_scalar(DType::U8, 100));
+  b.g.set_initializer("wz", Tensor::from_vector(DType::I8, {12}, std::vector<int8_t>{1, -2, 3, 0, 0, 5, -5, 7, 0, 1, 2, 3}));
+  b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"}, {Attribute::make_ints("pads", {1, 0, 1, 2})});
+  b.output("y");
+  Model m = b.finish();
+  expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 10, 10}, 7))}}, "ConvInteger",
+                      "onednn int8", false);
+}
+
+Model qlinear_matmul_model(DType a_dt, DType b_dt, std::vector<int64_t> a_shape, int64_t N, bool per_column) {
+  Builder b;
+  const int64_t K = a_shape.back();
+  typed_input(b, "a", a_dt, a_shape);
+  b.g.set_initializer("b", random_8bit(b_dt, {K, N}, 23));
+  b.g.set_initializer("as", floats({0.03f}));
+  b.g.set_initializer("az", int8_scalar(a_dt, a_dt == DType::U8 ? 127 : 2));
+  std::vector<float> bs;
+  for (int64_t j = 0; j < (per_column ? N : 1); ++j) bs.push_back(0.002f + 0.0001f * static_cast<float>(j));
+  b.g.set_initializer("bs", floats(bs));
+  // u8 weights with zero point 3: differences up to 252, oneDNN's weights zero point takes the rest.
+  b.g.set_initializer("bz", int8_scalar(b_dt, b_dt == DType::U8 ? 3 : -1));
+  b.g.set_initializer("ys", floats({0.09f}));
+  b.g.set_initializer("yz", int8_scalar(a_dt, a_dt == DType::U8 ? 128 : -4));
+  b.node("QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"y"});
+  b.output("y");
+  return b.finish();
+}
+
+// QLinearMatMul on oneDNN: 2-D and batched A, u8 and s8, per-column weight scales, u8 weights.
+TEST(CpuEngine, QLinearMatMulRunsOnOneDnnInt8) {
+  for (DType a_dt : {DType::U8, DType::I8})
+    for (DType b_dt : {DType::I8, DType::U8})
+      for (auto shape : {std::vector<int64_t>{9, 64}, std::vector<int64_t>{2, 5, 64}}) {
+        bool per_column = b_dt == DType::I8;
+        SCOPED_TRACE(testing::Message() << "a " << dtype_name(a_dt) << " b " << dtype_name(b_dt) << " rank "
+                                        << shape.size());
+        Model m = qlinear_matmul_model(a_dt, b_dt, shape, 40, per_column);
+        expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(a_dt, shape, 8))}}, "QLinearMatMul", "onednn int8",
+                            true);
+      }
+}
+
+TEST(CpuEngine, MatMulIntegerRunsOnOneDnnExactly) {
+  for (DType b_dt : {DType::I8, DType::U8}) {
+    Builder b;
+    typed_input(b, "a", DType::U8, {3, 6, 40});
+    b.g.set_initializer("b", b_dt == DType::I8 ? random_ints(b_dt, {40, 24}, 24, -120, 120) : random_8bit(b_dt, {40, 24}, 24));
+    b.g.set_initializer("az", int8_scalar(DType::U8, 7));
+    if (b_dt == DType::I8) {  // per column, shifted into the weights
+      std::vector<int8_t> z(24);
+      for (int j = 0; j < 24; ++j) z[j] = static_cast<int8_t>(j % 5 - 2);
+      b.g.set_initializer("bz", Tensor::from_vector(DType::I8, {24}, z));
+    } else {
+      b.g.set_initializer("bz", int8_scalar(DType::U8, 200));
+    }
+    b.node("MatMulInteger", {"a", "b", "az", "bz"}, {"y"});
+    b.output("y");
+    Model m = b.finish();
+    SCOPED_TRACE(dtype_name(b_dt));
+    expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(DType::U8, {3, 6, 40}, 9))}}, "MatMulInteger",
+                        "onednn int8", false);
+  }
+}
+
+// QuantizeLinear / DequantizeLinear: per tensor and per axis, halfway values (round half to
+// even), saturation, NaN and infinities, sizes past the threading chunk: exactly the interpreter.
+TEST(CpuEngine, QuantizeDequantizeMatchInterpreterExactly) {
+  const int64_t C = 5, HW = 7001;
+  std::vector<float> xv(static_cast<size_t>(2 * C * HW));
+  for (size_t i = 0; i < xv.size(); ++i) xv[i] = 0.25f * static_cast<float>(static_cast<int64_t>(i % 2001) - 1000);
+  xv[3] = std::numeric_limits<float>::quiet_NaN();
+  xv[4] = std::numeric_limits<float>::infinity();
+  xv[5] = -std::numeric_limits<float>::infinity();
+  Tensor x = Tensor::from_vector(DType::F32, {2, C, HW}, xv);
+  for (DType dt : {DType::U8, DType::I8})
+    for (bool per_axis : {false, true}) {
+      Builder b;
+      b.input("x", Shape({Dim(2), Dim(C), Dim(HW)}));
+      if (per_axis) {
+        b.g.set_initializer("s", floats({0.5f, 1.0f, 0.25f, 3.0f, 0.1f}));
+        std::vector<int8_t> z = {0, 1, 2, 3, 4};
+        if (dt == DType::U8) z = {static_cast<int8_t>(128), 0, 1, static_cast<int8_t>(200), 17};
+        b.g.set_initializer("z", Tensor::from_vector(dt, {C}, z));
+      } else {
+        b.g.set_initializer("s", Tensor::scalar<float>(DType::F32, 0.5f));
+        b.g.set_initializer("z", int8_scalar(dt, dt == DType::U8 ? 129 : -1));
+      }
+      b.node("QuantizeLinear", {"x", "s", "z"}, {"q"}, {Attribute::make_int("axis", 1)});
+      b.node("DequantizeLinear", {"q", "s", "z"}, {"y"}, {Attribute::make_int("axis", -2)});
+      b.output("q");
+      b.output("y");
+      Model m = b.finish();
+      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " per_axis " << per_axis);
+      expect_int8_matches(m, {{"x", RuntimeValue(x)}}, "QuantizeLinear", ": cpu", false);
+      expect_int8_matches(m, {{"x", RuntimeValue(x)}}, "DequantizeLinear", ": cpu", false);
+    }
+}
+
+// A small quantized CNN: QuantizeLinear → QLinearConv → QLinearConv → DequantizeLinear, the
+// int8 tensors between the convs in oneDNN's layout (no reorder between them). oneDNN and the
+// interpreter may differ by one quantum in the first conv, which the second conv can spread:
+// the float output is compared within two quanta of the last conv.
+TEST(CpuEngine, QuantizedCnnChainRunsOnCpuKernels) {
+  Builder b;
+  const int64_t C = 8, M = 16, H = 14;
+  b.input("x", Shape({Dim(1), Dim(C), Dim(H), Dim(H)}));
+  b.g.set_initializer("xs", Tensor::scalar<float>(DType::F32, 0.02f));
+  b.g.set_initializer("xz", int8_scalar(DType::U8, 128));
+  b.g.set_initializer("w1", random_ints(DType::I8, {M, C, 3, 3}, 31, -127, 127));
+  std::vector<float> ws1;
+  for (int64_t m = 0; m < M; ++m) ws1.push_back(0.003f + 0.0002f * static_cast<float>(m));
+  b.g.set_initializer("ws1", floats(ws1));
+  b.g.set_initializer("wz1", Tensor::from_vector(DType::I8, {M}, std::vector<int8_t>(M, 0)));
+  b.g.set_initializer("ys1", Tensor::scalar<float>(DType::F32, 0.05f));
+  b.g.set_initializer("yz1", int8_scalar(DType::U8, 100));
+  std::vector<int32_t> b1;
+  for (int64_t m = 0; m < M; ++m) b1.push_back(static_cast<int32_t>(m * 300 - 2000));
+  b.g.set_initializer("b1", Tensor::from_vector(DType::I32, {M}, b1));
+  b.g.set_initializer("w2", random_ints(DType::I8, {M, M, 3, 3}, 32, -127, 127));
+  b.g.set_initializer("ws2", Tensor::scalar<float>(DType::F32, 0.004f));
+  b.g.set_initializer("wz2", int8_scalar(DType::I8, 0));
+  b.g.set_initializer("ys2", Tensor::scalar<float>(DType::F32, 0.4f));
+  b.g.set_initializer("yz2", int8_scalar(DType::U8, 128));
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"q"});
+  b.node("QLinearConv", {"q", "xs", "xz", "w1", "ws1", "wz1", "ys1", "yz1", "b1"}, {"c1"},
+         {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("QLinearConv", {"c1", "ys1", "yz1", "w2", "ws2", "wz2", "ys2", "yz2"}, {"c2"},
+         {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_ints("strides", {2, 2})});
+  b.node("DequantizeLinear", {"c2", "ys2", "yz2"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, C, H, H}, 10))}};
+  expect_int8_matches(m, feeds, "QLinearConv", "onednn int8", true, 2, 2 * 0.4 + 1e-6);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {1, C, H, H}}}, PlanOptions{}, eng);
+  int cpu = 0, reorders = 0;
+  for (const auto& c : plan.kernel_choices()) {
+    cpu += (c.find("(QuantizeLinear)") != std::string::npos || c.find("(DequantizeLinear)") != std::string::npos) &&
+           c.find(": cpu") != std::string::npos;
+    reorders += c.rfind("reorder", 0) == 0;
+  }
+  EXPECT_EQ(cpu, 2);
+  EXPECT_LE(reorders, 2);  // into the convs' layout and back, none between them
 }
 
 TEST(CpuEngine, BadInputGivesError) {

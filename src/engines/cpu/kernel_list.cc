@@ -32,6 +32,19 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"Concat"}, "", "onednn", "oneDNN concat of blocked-layout tensors on channels");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
   add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
+  // Quantized ops, dispatched on their first input's dtype (dnnl_int8.cc).
+  auto add_int8 = [&](std::initializer_list<const char*> ops, std::vector<DType> dtypes, const char* name,
+                      const char* what) {
+    for (const char* op : ops)
+      r.add({.op = op, .domain = "", .device = Device::Kind::CPU, .dtypes = dtypes, .name = name, .engine = "cpu",
+             .priority = 10, .description = what, .supports = {}});
+  };
+  add_int8({"QLinearConv", "ConvInteger"}, {DType::U8, DType::I8}, "onednn",
+           "oneDNN int8 convolution: constant s8 weights (u8 shifted by their zero point), output scales, zero points");
+  add_int8({"QLinearMatMul", "MatMulInteger"}, {DType::U8, DType::I8}, "onednn",
+           "oneDNN int8 matmul: constant s8 weights packed once, output scales, zero points");
+  add_int8({"QuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized loop, per tensor or per axis");
+  add_int8({"DequantizeLinear"}, {DType::U8, DType::I8}, "cpu", "hand-written vectorized loop, per tensor or per axis");
 }
 
 }  // namespace hodu::cpu

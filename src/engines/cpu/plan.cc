@@ -71,9 +71,19 @@ dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::dat
   return dnnl::memory::desc(dims, dt, strides);
 }
 
+dnnl::memory::data_type dnnl_dtype(DType t) {
+  switch (t) {
+    case DType::U8: return dnnl::memory::data_type::u8;
+    case DType::I8: return dnnl::memory::data_type::s8;
+    case DType::I32: return dnnl::memory::data_type::s32;
+    default: return dnnl::memory::data_type::f32;
+  }
+}
+
 bool same_bytes_as_plain(const dnnl::memory::desc& md, const std::vector<int64_t>& shape, dnnl::engine& eng) {
+  if (md == plain_md(shape, md.data_type())) return true;
+  if (md.data_type() != dnnl::memory::data_type::f32) return false;  // the check below reorders floats
   auto plain = plain_md(shape);
-  if (md == plain) return true;
   int64_t n = shape_numel(shape);
   if (n <= 0 || n > (1 << 16) || md.get_size() != plain.get_size()) return false;
   // Reorder 0, 1, 2, ... into `md`: the same bytes come out exactly when every element keeps its offset.
@@ -126,7 +136,7 @@ int PlanBuilder::define_part(const std::string& value, int of, std::vector<int64
   s.is_static = true;
   s.alias_of = of;
   s.part_offset = offset;
-  if (!(md == plain_md(s.shape))) {
+  if (!(md == plain_md_of(s))) {
     s.blocked = true;
     s.md = md;
     s.bytes = md.get_size();
@@ -167,7 +177,7 @@ int PlanBuilder::define(const std::string& value, DType dtype, std::vector<int64
   s.dtype = dtype;
   s.shape = std::move(shape);
   s.is_static = true;
-  if (md && !(*md == plain_md(s.shape))) {
+  if (md && !(*md == plain_md_of(s))) {
     s.blocked = true;
     s.md = *md;
     s.bytes = md->get_size();
@@ -198,7 +208,7 @@ int PlanBuilder::define_alias(const std::string& value, int of, std::vector<int6
 int PlanBuilder::plain(const std::string& value) {
   int s = slot(value);
   if (!plan_.slots_[s].blocked) return s;
-  return as_layout(value, plain_md(plan_.slots_[s].shape));
+  return as_layout(value, plain_md_of(plan_.slots_[s]));
 }
 
 int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& md) {
@@ -207,7 +217,7 @@ int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& m
   if (layout_md(cur) == md) return s;
   std::string key = layout_key(md);
   if (auto it = reordered_.find({s, key}); it != reordered_.end()) return it->second;
-  bool is_plain = md == plain_md(cur.shape);
+  bool is_plain = md == plain_md_of(cur);
   // A layout with the same bytes (nhwc of [1, C, 1, 1] read as plain) is a view, not a copy.
   if ((cur.kind == Slot::Kind::Arena || cur.kind == Slot::Kind::Part) && !graph_.output(value) &&
       (is_plain ? same_bytes_as_plain(layout_md(cur), cur.shape, engine())
@@ -284,7 +294,8 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
 
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
-                                     make_elementwise,   make_fused_elementwise};
+                                     make_elementwise,   make_fused_elementwise, make_int8_conv,
+                                     make_int8_matmul,   make_quantize};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;

@@ -151,8 +151,13 @@ class PlanBuilder {
 
 // Plain (row-major) oneDNN descriptor for a tensor shape.
 dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
+// oneDNN's data type for a dtype: u8, s8 and s32 as they are, f32 for everything else (the
+// engine's oneDNN kernels only see f32 or, in dnnl_int8.cc, 8-bit and 32-bit integers).
+dnnl::memory::data_type dnnl_dtype(DType t);
+// The plain descriptor of a slot's shape in its dtype.
+inline dnnl::memory::desc plain_md_of(const Slot& s) { return plain_md(s.shape, dnnl_dtype(s.dtype)); }
 // The layout of a slot's data: its blocked descriptor, or the plain one.
-inline dnnl::memory::desc layout_md(const Slot& s) { return s.blocked ? s.md : plain_md(s.shape); }
+inline dnnl::memory::desc layout_md(const Slot& s) { return s.blocked ? s.md : plain_md_of(s); }
 // True when data in layout `md` has the same bytes as the plain layout of `shape` (a blocked
 // layout over unit dims, e.g. nhwc of [1, C, 1, 1]); checked for small tensors only.
 bool same_bytes_as_plain(const dnnl::memory::desc& md, const std::vector<int64_t>& shape, dnnl::engine& eng);
@@ -172,6 +177,9 @@ bool make_data_movement(PlanBuilder& b, const Node& node);   // data_movement.cc
 bool make_blocked_concat(PlanBuilder& b, const Node& node);  // dnnl_concat.cc (Concat of blocked tensors)
 bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
 bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_elementwise.cc
+bool make_int8_conv(PlanBuilder& b, const Node& node);       // dnnl_int8.cc (QLinearConv, ConvInteger)
+bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QLinearMatMul, MatMulInteger)
+bool make_quantize(PlanBuilder& b, const Node& node);        // dnnl_int8.cc (QuantizeLinear, DequantizeLinear)
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 
 }  // namespace hodu::cpu
