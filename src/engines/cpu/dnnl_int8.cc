@@ -12,11 +12,13 @@
 // MatMulInteger int32 outputs are exact).
 // Weights must be constants; a nonzero weight zero point is subtracted from the weights when
 // every difference fits in s8 (u8 weights with zero point 128, the old quantizers' style),
-// otherwise the node runs on the interpreter's kernel. So do nodes whose scales or zero points
-// are not constants, whose zero points are per row / per element, or (oneDNN's u8·s8 products
-// saturate in 16 bits without it) on a CPU without VNNI.
+// otherwise the node runs on the interpreter's kernel (QLinearMatMul/MatMulInteger: oneDNN's common
+// weights zero point takes it). So do nodes whose scales or zero points are not constants, whose
+// zero points are per row / per element, those oneDNN only has a reference kernel for, or (oneDNN's
+// u8·s8 products saturate in 16 bits without it) any on a CPU without VNNI.
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <type_traits>
 
 #include "core/error.h"
@@ -93,6 +95,10 @@ std::vector<float> output_scales(float xs, const std::vector<float>& ws, float y
   for (float w : ws) r.push_back(xs * w / ys);
   return r;
 }
+
+// oneDNN's reference int8 kernels (no JIT kernel for the layout or attributes, e.g. plain nchw
+// with HODU_CPU_PLAIN_LAYOUT) are ~100x slower than the interpreter's: the node falls back instead.
+bool reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
 
 // A common zero point passed at run time (oneDNN 2.6's int8 kernels take them so).
 struct RuntimeZeroPoint {
@@ -234,6 +240,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
+  if (reference_impl(pd.impl_info_str())) return false;
   auto step = std::make_unique<Int8Step>();
   step->prim_ = dnnl::convolution_forward(pd);
   step->weights_ = pack_constant(b.engine(), *w8, w_user, pd.weights_desc());
@@ -324,6 +331,7 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
+  if (reference_impl(pd.impl_info_str())) return false;
   auto step = std::make_unique<Int8Step>();
   step->prim_ = dnnl::matmul(pd);
   step->weights_ = pack_constant(b.engine(), *w8, w_user, pd.weights_desc());
