@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 3
+#define HODU_KERNELS_ABI_VERSION 4
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -98,6 +98,11 @@ typedef struct {
    * library ops that name this one as their src_producer or residual_producer;
    * needs HODU_CONV2D_NATIVE_CHANNELS(out_channels) * batch * out_height * out_width floats. */
   int dst_native;
+  /* 1: a plain src with at most 4 channels (the image into the first conv) is
+   * read through an nhwc copy when oneDNN's brgemm kernel takes it, which then
+   * writes nhwc (with dst_native NATIVE or SIMPLE), the layout the brgemm convs
+   * after it keep; 0: the direct nchw kernel, writing the layout it prefers. */
+  int nhwc_stem;
 } hodu_conv2d_desc;
 
 /* Bytes a dst_native destination may need: channels rounded up to 16. */

@@ -380,6 +380,47 @@ TEST(CCodegen, SqueezeExciteAndConcatKeepTheConvLayouts) {
   }
 }
 
+// Default mode: an image conv (3 channels, read through an nhwc copy by oneDNN's
+// brgemm kernel when it takes it) and a residual that dies at its conv (the conv
+// accumulates onto the residual's buffer, and the portable fallback keeps a copy):
+// at every level, with and without the library, against the interpreter.
+TEST(CCodegen, StemConvAndInPlaceResidual) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 3, 32, 32}), ""});
+  g.set_initializer("w0", ramp({16, 3, 3, 3}, 0.37f, 0.f));
+  g.set_initializer("b0", ramp({16}, 1.1f, 0.1f));
+  g.set_initializer("wa", ramp({16, 16, 1, 1}, 0.13f, 0.f));
+  g.set_initializer("wb", ramp({16, 16, 3, 3}, 0.07f, 0.f));
+  g.set_initializer("wy", ramp({8, 16, 1, 1}, 0.11f, 0.f));
+  auto pad1 = Attribute::make_ints("pads", {1, 1, 1, 1});
+  g.nodes.push_back(node("Conv", {"x", "w0", "b0"}, {"c0"}, {pad1}));
+  g.nodes.push_back(node("Relu", {"c0"}, {"r0"}));
+  g.nodes.push_back(node("Conv", {"r0", "wa"}, {"ca"}));
+  g.nodes.push_back(node("Conv", {"r0", "wb"}, {"cb"}, {pad1}));
+  g.nodes.push_back(node("Add", {"cb", "ca"}, {"s"}));
+  g.nodes.push_back(node("Relu", {"s"}, {"rs"}));
+  g.nodes.push_back(node("Conv", {"rs", "wy"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  Tensor x = ramp({1, 3, 32, 32}, 0.21f, 0.f);
+  auto want = run(m, "interp", x);
+  double scale = 0;
+  for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(gen.library_ops, 4);
+  EXPECT_NE(gen.source.find("memcpy(((float*)(A + "), std::string::npos) << "the fallback keeps the residual";
+  for (int level = 0; level <= 3; ++level)
+    for (bool library : {true, false}) {
+      CodegenOptions o;
+      o.opt_level = level;
+      o.kernel_library = library;
+      auto got = run_built(m, o, x, fmt::format("s{}k{}", level, library));
+      EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale)
+          << "-O" << level << (library ? " default" : " portable") << ", outputs reach " << scale;
+    }
+}
+
 // A transformer block: LayerNormalization, Q/K/V projections with bias, heads
 // split by Reshape/Transpose, scores scaled (Div) and masked (Add) before the
 // Softmax, the output projection with a residual, a feed-forward layer with the

@@ -163,6 +163,18 @@ void grow_for_blocks(Codegen& cg, const std::string& name, const std::vector<int
   buf.bytes = std::max(buf.bytes, cg.values.at(name).offset + shape[0] * ((shape[1] + 15) / 16 * 16) * inner * 4);
 }
 
+// In-place residuals need buffer sharing (-O1+).
+bool options_allow_in_place(const Codegen& cg) { return cg.options.opt_level >= 1; }
+
+// Whether a first conv may read the image through an nhwc copy (hodu_conv2d_desc.nhwc_stem):
+// not when convs write the parts of an in-place concat in oneDNN's layout (nhwc parts
+// side by side are no concatenation, and the convs would fall back to slower kernels).
+bool nhwc_stem(const Codegen& cg) {
+  for (const auto& [v, mode] : cg.native_mode)
+    if (mode == HODU_DST_CONCAT && cg.native_values.count(v)) return false;
+  return true;
+}
+
 void emit_conv(Codegen& cg, const Node& n) {
   require_f32(cg, n, 0);
   if (conv_as_fc(cg, n)) {
@@ -187,7 +199,17 @@ void emit_conv(Codegen& cg, const Node& n) {
   bool depthwise = Cg == 1 && Mg == 1;
   std::string col = pointwise || depthwise ? "NULL" : cg.scratch(Cg * w.kernel[0] * w.kernel[1] * w.out[0] * w.out[1] * 4);
   std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
-  define_result(cg, t.name, ys);
+  // A residual that dies here is the result's buffer (default mode): the sum
+  // post-op accumulates onto it, nothing is copied. The portable fallback then
+  // keeps the residual in a scratch buffer while the conv overwrites it.
+  int64_t y_bytes = shape_numel(ys) * 4;
+  bool in_place = !residual.empty() && cg.kernel_library && options_allow_in_place(cg) &&
+                  !cg.concat_parts.count(t.name) && cg.reusable(residual, y_bytes) &&
+                  (cg.info(n.inputs[0]).kind != ValueInfo::Kind::Arena ||
+                   cg.buffer_of(n.inputs[0]) != cg.buffer_of(residual));
+  std::string kept = in_place ? cg.scratch(y_bytes) : "";
+  if (in_place) cg.define(t.name, DType::F32, ys, cg.buffer_of(residual));
+  else define_result(cg, t.name, ys);
   std::string y = cg.ptr(t.name);
   // With a residual the clamp follows the sum, in its own loop.
   std::string portable = fmt::format(
@@ -202,10 +224,11 @@ void emit_conv(Codegen& cg, const Node& n) {
     return;
   }
   portable = "    " + portable + "\n";
+  if (in_place) portable = fmt::format("    memcpy({}, {}, {});\n", kept, z, y_bytes) + portable;
   if (!residual.empty())
     portable += fmt::format(
         "    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i] + {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}\n",
-        shape_numel(ys), y, z, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi));
+        shape_numel(ys), y, in_place ? kept : z, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi));
   portable += activation_loop(t, y, shape_numel(ys));
   // Chained convs: the output may stay in oneDNN's layout (room for 16-channel
   // blocks), the input may be in the producing conv's layout.
@@ -223,10 +246,10 @@ void emit_conv(Codegen& cg, const Node& n) {
   std::string from = producer_of(n.inputs[0]), residual_from = residual.empty() ? "NULL" : producer_of(residual);
   std::string op = cg.library_op(
       n, "hodu_conv2d_desc",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
                   w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
                   w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group,
-                  residual.empty() ? 0 : 1, activation_fields(t), mode),
+                  residual.empty() ? 0 : 1, activation_fields(t), mode, nhwc_stem(cg) ? 1 : 0),
       fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, {}, {}, &OP)", wp, b, from, residual_from, like));
   // The portable code cannot read a producer's layout.
   for (const auto& p : {from, residual_from})

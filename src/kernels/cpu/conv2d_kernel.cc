@@ -106,10 +106,25 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     return dnnl::convolution_forward::primitive_desc(desc, attr, k.engine);
   };
   dnnl::convolution_forward::primitive_desc pd;
-  try {
-    pd = make_pd(src_md, dst_md);
-  } catch (const dnnl::error&) {
-    if (!producer && !dst_like) throw;
+  // The image into the first conv, reordered to nhwc (cheap: few channels), lets
+  // oneDNN's brgemm kernel run it and write nhwc, the layout the brgemm convs after
+  // it keep (as the cpu engine does): faster than the direct nchw kernel writing
+  // 16-channel blocks. Only when a brgemm kernel takes it, and when the caller
+  // asks (nhwc does not suit convs writing the parts of an in-place concat).
+  if (d.nhwc_stem && d.in_channels <= 4 && !producer && !dst_like &&
+      (d.dst_native == HODU_DST_NATIVE || d.dst_native == HODU_DST_SIMPLE)) {
+    try {
+      auto nhwc = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::nhwc), dst_md);
+      if (std::string(nhwc.impl_info_str()).find("brg") != std::string::npos) pd = nhwc;
+    } catch (const dnnl::error&) {
+    }
+  }
+  if (!pd) {
+    try {
+      pd = make_pd(src_md, dst_md);
+    } catch (const dnnl::error&) {
+      if (!producer && !dst_like) throw;
+    }
   }
   // No fast kernel for the producer's layout or dst_like's (only oneDNN's
   // reference one): let the primitive pick and reorder instead.
