@@ -445,6 +445,34 @@ TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
   EXPECT_LT(cpu_seconds() - before, 0.03);  // spinning threads would burn ~0.3 s per thread
 }
 
+// --threads 1 runs on one thread: oneDNN fixes a primitive's parallel split when the plan
+// creates it, so the plan must set the thread count first (it once ran convs on every core).
+// CPU time can only exceed wall time when more than one thread works.
+TEST(CpuEngine, OneThreadPlanUsesOneThread) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(32), Dim(56), Dim(56)}));
+  b.constant("w", {32, 32, 3, 3}, 1);
+  b.node("Conv", {"x", "w"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w"}, {"c2"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c2"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  auto exe = prepare_cpu(m, 1);
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 32, 56, 56}, 3))}};
+  exe->run(feeds);
+  auto cpu_seconds = [] {
+    rusage ru{};
+    getrusage(RUSAGE_SELF, &ru);
+    return ru.ru_utime.tv_sec + ru.ru_utime.tv_usec * 1e-6 + ru.ru_stime.tv_sec + ru.ru_stime.tv_usec * 1e-6;
+  };
+  double cpu0 = cpu_seconds();
+  auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(400)) exe->run(feeds);
+  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  EXPECT_LE(cpu_seconds() - cpu0, 1.25 * wall) << "a 1-thread plan kept more than one core busy";
+}
+
 // ---- Quantized ops (dnnl_int8.cc) ----
 
 // Random 8-bit integers in [lo, hi].

@@ -255,6 +255,9 @@ dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
 Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
            const PlanOptions& options, dnnl::engine& engine)
     : model_(model), options_(options), engine_(engine), interp_(model, {options.threads, 0}) {
+  // oneDNN sizes a primitive's parallel split when it is created: with the OpenMP default here,
+  // a plan for 1 thread would run its convolutions on every core.
+  omp_set_num_threads(options_.threads);
   const Graph& g = model.graph;
   PlanBuilder b(*this, g);
   std::map<std::string, int>& names = b.by_name_;
