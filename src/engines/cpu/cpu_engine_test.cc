@@ -445,6 +445,41 @@ TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
   EXPECT_LT(cpu_seconds() - before, 0.03);  // spinning threads would burn ~0.3 s per thread
 }
 
+// 3x3 stride-1 convs run on oneDNN's Winograd kernels (where the CPU has them); results stay
+// within the interpreter's tolerance. Strided and 1x1 convs keep the direct kernels.
+TEST(CpuEngine, ThreeByThreeConvsUseWinograd) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(32), Dim(28), Dim(28)}));
+  b.constant("w3", {32, 32, 3, 3}, 1);
+  b.constant("ws", {32, 32, 3, 3}, 2);
+  b.constant("w1", {16, 32, 1, 1}, 3);
+  b.node("Conv", {"x", "w3"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "ws"}, {"c2"}, {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_ints("strides", {2, 2})});
+  b.node("Conv", {"c2", "w1"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 32, 28, 28}, 5))}};
+  expect_matches_interp(m, feeds, 1);
+  expect_matches_interp(m, feeds, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {{"x", {1, 32, 28, 28}}}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {1, 32, 28, 28}}}, PlanOptions{}, eng);
+  int wino = 0;
+  for (const auto& c : plan.kernel_choices()) wino += c.find("wino") != std::string::npos;
+  if (!dnnl::convolution_forward::primitive_desc(
+           dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd,
+                                           dnnl::memory::desc({1, 32, 28, 28}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any),
+                                           dnnl::memory::desc({32, 32, 3, 3}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any),
+                                           dnnl::memory::desc({1, 32, 28, 28}, dnnl::memory::data_type::f32, dnnl::memory::format_tag::any),
+                                           {1, 1}, {1, 1}, {1, 1}),
+           eng, true)) {
+    GTEST_SKIP() << "oneDNN has no Winograd convolution for this CPU";
+  }
+  EXPECT_EQ(wino, 1);
+}
+
 // --threads 1 runs on one thread: oneDNN fixes a primitive's parallel split when the plan
 // creates it, so the plan must set the thread count first (it once ran convs on every core).
 // CPU time can only exceed wall time when more than one thread works.

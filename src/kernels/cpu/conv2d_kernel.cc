@@ -96,12 +96,11 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   dnnl::memory::dims strides = {d.stride_height, d.stride_width}, dilation = {d.dilation_height - 1, d.dilation_width - 1},
                      pad_l = {d.pad_top, d.pad_left}, pad_r = {d.pad_bottom, d.pad_right};
-  auto make_pd = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
-    auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                    dnnl::algorithm::convolution_direct, src, w_md, b_md, dst, strides,
-                                                    dilation, pad_l, pad_r)
-                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                    dnnl::algorithm::convolution_direct, src, w_md, dst, strides,
+  auto make_pd = [&](const dnnl::memory::desc& src, const dnnl::memory::desc& dst,
+                     dnnl::algorithm alg = dnnl::algorithm::convolution_direct) {
+    auto desc = b ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, w_md, b_md, dst,
+                                                    strides, dilation, pad_l, pad_r)
+                  : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference, alg, src, w_md, dst, strides,
                                                     dilation, pad_l, pad_r);
     return dnnl::convolution_forward::primitive_desc(desc, attr, k.engine);
   };
@@ -116,6 +115,16 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     try {
       auto nhwc = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::nhwc), dst_md);
       if (std::string(nhwc.impl_info_str()).find("brg") != std::string::npos) pd = nhwc;
+    } catch (const dnnl::error&) {
+    }
+  }
+  // 3x3 stride-1 convolutions on Winograd's kernels (as the cpu engine does): 1.5-2x fewer
+  // cycles than the direct kernel; a producer's layout is reordered into the one they take.
+  if (!pd && !dst_like && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
+      d.stride_width == 1 && d.dilation_height == 1 && d.dilation_width == 1 && d.in_channels >= 16) {
+    try {
+      auto wino = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any), dst_md, dnnl::algorithm::convolution_winograd);
+      if (std::string(wino.impl_info_str()).find("wino") != std::string::npos) pd = wino;
     } catch (const dnnl::error&) {
     }
   }
