@@ -13,6 +13,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
+#include "ir/schema.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
 #include "passes/passes.h"
@@ -124,6 +125,12 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
           n.attributes.clear();
         }
   }
+  // Default mode: a Concat that only feeds a conv (or a pool, then a conv) becomes per-part
+  // convs summed (as the cpu engine does), so the convs keep oneDNN's nhwc brgemm kernels
+  // instead of writing 16-channel blocks into an in-place concat. Before the Codegen: the
+  // split weights are new initializers.
+  if (options.opt_level >= 2 && options.kernel_library && !options.standalone && passes::split_concat_convs(g))
+    infer_types(g);
   Codegen cg(g, options);
   cg.kernel_library = options.kernel_library && !options.standalone;
 
