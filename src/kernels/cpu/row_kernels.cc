@@ -4,8 +4,7 @@
 // over the context's threads by rows. No prepare: nothing to reorder.
 #include <omp.h>
 
-#include <cmath>
-#include <cstring>
+#include <algorithm>
 #include <limits>
 
 #include "kernels/cpu/kernels_context.h"
@@ -13,12 +12,6 @@
 
 namespace hodu::kernels {
 namespace {
-
-using vector_math::fast_exp;
-using vector_math::kLanes;
-using vector_math::kNegInf;
-using vector_math::lanes_max;
-using vector_math::lanes_sum;
 
 // y = softmax(x * scale + add) over n values (add may be NULL; y may be x).
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
@@ -30,64 +23,14 @@ void softmax_row(const float* x, float scale, const float* add, float* y, int64_
   } else if (y != x) {
     for (int64_t j = 0; j < n; ++j) y[j] = x[j];
   }
-  float mlanes[kLanes];
-  for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = kNegInf;
-  const int64_t body = n / kLanes * kLanes;
-  for (int64_t j = 0; j < body; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = y[j + l] > mlanes[l] ? y[j + l] : mlanes[l];
-  float mx = lanes_max(mlanes);
-  for (int64_t j = body; j < n; ++j) mx = y[j] > mx ? y[j] : mx;
-  if (mx == kNegInf) {  // every entry -inf: ONNX gives NaN (0/0), as the reference does
+  // Every entry -inf: ONNX gives NaN (0/0), as the reference does.
+  if (!vector_math::softmax_in_place(y, n))
     for (int64_t j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
-    return;
-  }
-  // exp(-inf - mx) is 0 through the clamp at -87 only approximately: -inf entries are zeroed.
-  float slanes[kLanes] = {};
-  for (int64_t j = 0; j < body; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      float v = y[j + l];
-      float e = v == kNegInf ? 0.0f : fast_exp(v - mx);
-      y[j + l] = e;
-      slanes[l] += e;
-    }
-  float sum = lanes_sum(slanes);
-  for (int64_t j = body; j < n; ++j) {
-    float e = y[j] == kNegInf ? 0.0f : fast_exp(y[j] - mx);
-    y[j] = e;
-    sum += e;
-  }
-  const float inv = 1.0f / sum;
-  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
 }
 
-// Two passes (mean, then the centred variance) keep the error small for n up to a few thousand.
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps) {
-  const int64_t body = n / kLanes * kLanes;
-  float s[kLanes] = {};
-  for (int64_t j = 0; j < body; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) s[l] += x[j + l];
-  float mean = lanes_sum(s);
-  for (int64_t j = body; j < n; ++j) mean += x[j];
-  mean /= static_cast<float>(n);
-  float v[kLanes] = {};
-  for (int64_t j = 0; j < body; j += kLanes)
-    for (int64_t l = 0; l < kLanes; ++l) {
-      float d = x[j + l] - mean;
-      v[l] += d * d;
-    }
-  float var = lanes_sum(v);
-  for (int64_t j = body; j < n; ++j) {
-    float d = x[j] - mean;
-    var += d * d;
-  }
-  var /= static_cast<float>(n);
-  const float inv = 1.0f / std::sqrt(var + eps);
-  if (bias) {
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
-  } else {
-    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
-  }
+  vector_math::layer_norm(x, scale, bias, y, n, eps, false);
 }
 
 // body(r) for every row, split over at most `threads` threads (one when the work is small).

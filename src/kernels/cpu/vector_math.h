@@ -3,6 +3,7 @@
 // libhodu_kernels.so (which does not link libhodu) both inline them into their
 // target_clones loops.
 #pragma once
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
@@ -46,5 +47,77 @@ inline float lanes_sum(const float* s) {
   for (int64_t l = 0; l < kLanes; ++l) r += s[l];
   return r;
 }
+
+// The row kernels below are always inlined: the target_clones functions calling them (AVX-512,
+// AVX2, plain) each get a copy compiled for their own instruction set.
+#define HODU_ROW_INLINE inline __attribute__((always_inline))
+
+// y = exp(y - max) / sum over y[0, n) in place (-inf entries become 0). False, y untouched,
+// when every entry is -inf: callers differ on what a fully masked row gives.
+HODU_ROW_INLINE bool softmax_in_place(float* y, int64_t n) {
+  float mlanes[kLanes];
+  for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = kNegInf;
+  const int64_t body = n / kLanes * kLanes;
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) mlanes[l] = y[j + l] > mlanes[l] ? y[j + l] : mlanes[l];
+  float mx = lanes_max(mlanes);
+  for (int64_t j = body; j < n; ++j) mx = y[j] > mx ? y[j] : mx;
+  if (mx == kNegInf) return false;
+  // exp(-inf - mx) is 0 through the clamp at -87 only approximately: -inf entries are zeroed.
+  float slanes[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float v = y[j + l];
+      float e = v == kNegInf ? 0.0f : fast_exp(v - mx);
+      y[j + l] = e;
+      slanes[l] += e;
+    }
+  float sum = lanes_sum(slanes);
+  for (int64_t j = body; j < n; ++j) {
+    float e = y[j] == kNegInf ? 0.0f : fast_exp(y[j] - mx);
+    y[j] = e;
+    sum += e;
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t j = 0; j < n; ++j) y[j] *= inv;
+  return true;
+}
+
+// y = (x - mean) / sqrt(var + eps) * scale [+ bias] over one row of n (rms: no mean, the root
+// mean square). Two passes (mean, then the centred variance) keep the error small for n up to
+// a few thousand.
+HODU_ROW_INLINE void layer_norm(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps,
+                                bool rms) {
+  const int64_t body = n / kLanes * kLanes;
+  float mean = 0;
+  if (!rms) {
+    float s[kLanes] = {};
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) s[l] += x[j + l];
+    mean = lanes_sum(s);
+    for (int64_t j = body; j < n; ++j) mean += x[j];
+    mean /= static_cast<float>(n);
+  }
+  float v[kLanes] = {};
+  for (int64_t j = 0; j < body; j += kLanes)
+    for (int64_t l = 0; l < kLanes; ++l) {
+      float d = x[j + l] - mean;
+      v[l] += d * d;
+    }
+  float var = lanes_sum(v);
+  for (int64_t j = body; j < n; ++j) {
+    float d = x[j] - mean;
+    var += d * d;
+  }
+  var /= static_cast<float>(n);
+  const float inv = 1.0f / std::sqrt(var + eps);
+  if (bias) {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j] + bias[j];
+  } else {
+    for (int64_t j = 0; j < n; ++j) y[j] = (x[j] - mean) * inv * scale[j];
+  }
+}
+
+#undef HODU_ROW_INLINE
 
 }  // namespace hodu::vector_math
