@@ -40,6 +40,51 @@ std::pair<int64_t, int64_t> spatial_pads(const std::string& auto_pad, int64_t in
   return {pad_begin, pad_end};
 }
 
+std::optional<ConvWindow> conv_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
+                                      const std::vector<int64_t>& ws) {
+  const int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
+  ConvWindow win;
+  win.group = n.get_int("group", 1);
+  auto strides = n.get_ints("strides", std::vector<int64_t>(spatial, 1));
+  auto dil = n.get_ints("dilations", std::vector<int64_t>(spatial, 1));
+  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
+  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  if (spatial < 1 || spatial > 3 || static_cast<int64_t>(ws.size()) != spatial + 2 || ys.size() != xs.size() ||
+      win.group < 1 || ys[1] % win.group != 0 || xs[1] != ws[1] * win.group ||
+      static_cast<int64_t>(strides.size()) != spatial || static_cast<int64_t>(dil.size()) != spatial ||
+      static_cast<int64_t>(pads.size()) != 2 * spatial)
+    return std::nullopt;
+  win.strides = to_dims(strides);
+  win.pad_l.resize(spatial);
+  win.pad_r.resize(spatial);
+  win.dilations.resize(spatial);
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t k = ws[2 + i], in = xs[2 + i], out = ys[2 + i];
+    int64_t ext = (k - 1) * dil[i] + 1;
+    std::tie(win.pad_l[i], win.pad_r[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
+    win.dilations[i] = dil[i] - 1;
+    if ((in + win.pad_l[i] + win.pad_r[i] - ext) / strides[i] + 1 != out) return std::nullopt;
+  }
+  win.weight_dims = to_dims(ws);
+  if (win.group > 1) {
+    win.weight_dims.insert(win.weight_dims.begin(), win.group);
+    win.weight_dims[1] /= win.group;
+    win.weight_tag = spatial == 1 ? tag::goiw : spatial == 2 ? tag::goihw : tag::goidhw;
+  } else {
+    win.weight_tag = spatial == 1 ? tag::oiw : spatial == 2 ? tag::oihw : tag::oidhw;
+  }
+  return win;
+}
+
+dnnl::convolution_forward::desc ConvWindow::desc(dnnl::algorithm alg, const dnnl::memory::desc& src,
+                                                 const dnnl::memory::desc& weights, const dnnl::memory::desc* bias,
+                                                 const dnnl::memory::desc& dst) const {
+  using fwd = dnnl::convolution_forward;
+  return bias ? fwd::desc(dnnl::prop_kind::forward_inference, alg, src, weights, *bias, dst, strides, dilations, pad_l,
+                          pad_r)
+              : fwd::desc(dnnl::prop_kind::forward_inference, alg, src, weights, dst, strides, dilations, pad_l, pad_r);
+}
+
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
                              const dnnl::memory::desc& to) {
   PackedConstant p;

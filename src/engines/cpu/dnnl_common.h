@@ -3,6 +3,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -26,6 +27,22 @@ bool append_activation(dnnl::post_ops& po, const std::string& act, const std::ve
 // given pads.
 std::pair<int64_t, int64_t> spatial_pads(const std::string& auto_pad, int64_t in, int64_t out, int64_t stride,
                                          int64_t ext, int64_t pad_begin, int64_t pad_end);
+
+// A Conv node's window in oneDNN's terms: strides, dilations (oneDNN counts 0 as none), the
+// padding auto_pad resolves to, and the weights' dims with their ONNX layout ([G, O/G, I/G, k...]
+// when grouped). Shared by the f32 and int8 convolutions.
+struct ConvWindow {
+  int64_t group = 1;
+  dnnl::memory::dims strides, dilations, pad_l, pad_r, weight_dims;
+  dnnl::memory::format_tag weight_tag = dnnl::memory::format_tag::undef;
+  // The forward-inference descriptor over this window; bias may be null.
+  dnnl::convolution_forward::desc desc(dnnl::algorithm alg, const dnnl::memory::desc& src,
+                                       const dnnl::memory::desc& weights, const dnnl::memory::desc* bias,
+                                       const dnnl::memory::desc& dst) const;
+};
+// nullopt when the node's attributes do not fit input `xs`, output `ys` and weights `ws`.
+std::optional<ConvWindow> conv_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
+                                      const std::vector<int64_t>& ws);
 
 // A constant reordered once, at plan time, into the layout a primitive wants.
 struct PackedConstant {

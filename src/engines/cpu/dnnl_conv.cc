@@ -162,34 +162,9 @@ bool make_conv(PlanBuilder& b, const Node& n) {
 
   if (make_gemv_conv(b, n, xs, ys, *w, bias, act, act_params, has_z)) return true;
 
-  int64_t group = n.get_int("group", 1);
-  auto strides = n.get_ints("strides", std::vector<int64_t>(spatial, 1));
-  auto dil = n.get_ints("dilations", std::vector<int64_t>(spatial, 1));
-  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  if (static_cast<int64_t>(strides.size()) != spatial || static_cast<int64_t>(dil.size()) != spatial ||
-      static_cast<int64_t>(pads.size()) != 2 * spatial)
-    return false;
-  dnnl::memory::dims pad_l(spatial), pad_r(spatial), dnnl_dil(spatial);
-  for (int64_t i = 0; i < spatial; ++i) {
-    int64_t k = w->dim(2 + i), in = xs[2 + i], out = ys[2 + i];
-    int64_t ext = (k - 1) * dil[i] + 1;
-    std::tie(pad_l[i], pad_r[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
-    dnnl_dil[i] = dil[i] - 1;
-    if ((in + pad_l[i] + pad_r[i] - ext) / strides[i] + 1 != out) return false;
-  }
-
-  // Weights: [G, O/G, I/G, k...] when grouped.
-  auto wdims = to_dims(w->shape());
-  dnnl::memory::desc w_user;
-  dnnl::memory::dims w_any_dims = wdims;
-  if (group > 1) {
-    w_any_dims.insert(w_any_dims.begin(), group);
-    w_any_dims[1] /= group;
-    w_user = dnnl::memory::desc(w_any_dims, dt::f32, spatial == 1 ? tag::goiw : spatial == 2 ? tag::goihw : tag::goidhw);
-  } else {
-    w_user = dnnl::memory::desc(wdims, dt::f32, spatial == 1 ? tag::oiw : spatial == 2 ? tag::oihw : tag::oidhw);
-  }
+  auto win = conv_window(n, xs, ys, w->shape());
+  if (!win) return false;
+  const dnnl::memory::desc w_user(win->weight_dims, dt::f32, win->weight_tag);
   bool blocked = b.blocked_layouts();
   // A plain input with few channels (the image into the first conv) is read as it is: oneDNN
   // has direct kernels for it, and reordering it to a channel-blocked layout costs more than the conv.
@@ -197,7 +172,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   bool plain_src = !blocked || (!xslot.blocked && xs[1] <= 4);
   dnnl::memory::desc src_md = plain_src ? plain_md(xs) : dnnl::memory::desc(to_dims(xs), dt::f32, tag::any);
   dnnl::memory::desc dst_md = blocked ? dnnl::memory::desc(to_dims(ys), dt::f32, tag::any) : plain_md(ys);
-  dnnl::memory::desc w_md(w_any_dims, dt::f32, tag::any);
+  dnnl::memory::desc w_md(win->weight_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({ys[1]}, dt::f32, tag::x);
 
   dnnl::post_ops po;
@@ -207,12 +182,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   attr.set_post_ops(po);
   auto make_pd = [&](const dnnl::memory::desc& src, dnnl::algorithm alg = dnnl::algorithm::convolution_direct)
       -> std::optional<dnnl::convolution_forward::primitive_desc> {
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       alg, src, w_md, b_md, dst_md,
-                                                       to_dims(strides), dnnl_dil, pad_l, pad_r)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       alg, src, w_md, dst_md,
-                                                       to_dims(strides), dnnl_dil, pad_l, pad_r);
+    auto desc = win->desc(alg, src, w_md, bias ? &b_md : nullptr, dst_md);
     try {
       return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
     } catch (const dnnl::error&) {
@@ -230,8 +200,9 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   // 3x3 stride-1 convolutions on Winograd's F(2x3)/F(4x3) kernels: 1.5-2x fewer cycles than the
   // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
   // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
-  if (!pd && blocked && spatial == 2 && group == 1 && w->dim(2) == 3 && w->dim(3) == 3 && strides[0] == 1 &&
-      strides[1] == 1 && dil[0] == 1 && dil[1] == 1 && xs[1] >= 16 && !read_by_concat(b, n.outputs[0])) {
+  if (!pd && blocked && spatial == 2 && win->group == 1 && w->dim(2) == 3 && w->dim(3) == 3 &&
+      win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} && xs[1] >= 16 &&
+      !read_by_concat(b, n.outputs[0])) {
     pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
     if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
   }

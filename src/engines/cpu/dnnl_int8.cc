@@ -190,39 +190,14 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   }
   if (y->first != out_dt) return false;
 
-  int64_t group = n.get_int("group", 1);
-  auto strides = n.get_ints("strides", std::vector<int64_t>(spatial, 1));
-  auto dil = n.get_ints("dilations", std::vector<int64_t>(spatial, 1));
-  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * spatial, 0));
-  std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  if (group < 1 || M % group != 0 || xs[1] != w->dim(1) * group ||
-      static_cast<int64_t>(strides.size()) != spatial || static_cast<int64_t>(dil.size()) != spatial ||
-      static_cast<int64_t>(pads.size()) != 2 * spatial)
-    return false;
-  dnnl::memory::dims pad_l(spatial), pad_r(spatial), dnnl_dil(spatial);
-  for (int64_t i = 0; i < spatial; ++i) {
-    int64_t k = w->dim(2 + i), in = xs[2 + i], out = ys[2 + i];
-    int64_t ext = (k - 1) * dil[i] + 1;
-    std::tie(pad_l[i], pad_r[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
-    dnnl_dil[i] = dil[i] - 1;
-    if ((in + pad_l[i] + pad_r[i] - ext) / strides[i] + 1 != out) return false;
-  }
-
-  auto wdims = to_dims(w->shape());
-  dnnl::memory::dims w_any_dims = wdims;
-  dnnl::memory::desc w_user;
-  if (group > 1) {
-    w_any_dims.insert(w_any_dims.begin(), group);
-    w_any_dims[1] /= group;
-    w_user = dnnl::memory::desc(w_any_dims, dt::s8, spatial == 1 ? tag::goiw : spatial == 2 ? tag::goihw : tag::goidhw);
-  } else {
-    w_user = dnnl::memory::desc(wdims, dt::s8, spatial == 1 ? tag::oiw : spatial == 2 ? tag::oihw : tag::oidhw);
-  }
+  auto win = conv_window(n, xs, ys, w->shape());
+  if (!win) return false;
+  const dnnl::memory::desc w_user(win->weight_dims, dt::s8, win->weight_tag);
   const dt x_dt = dnnl_dtype(x->first), y_dt = dnnl_dtype(out_dt);
   bool blocked = b.blocked_layouts();
   dnnl::memory::desc src_md = blocked ? dnnl::memory::desc(to_dims(xs), x_dt, tag::any) : plain_md(xs, x_dt);
   dnnl::memory::desc dst_md = blocked ? dnnl::memory::desc(to_dims(ys), y_dt, tag::any) : plain_md(ys, y_dt);
-  dnnl::memory::desc w_md(w_any_dims, dt::s8, tag::any);
+  dnnl::memory::desc w_md(win->weight_dims, dt::s8, tag::any);
   dnnl::memory::desc b_md({M}, dt::s32, tag::x);
 
   dnnl::primitive_attr attr;
@@ -230,12 +205,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*xzp)[0]}, {DNNL_ARG_DST, yzp}});
   dnnl::convolution_forward::primitive_desc pd;
   try {
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       dnnl::algorithm::convolution_direct, src_md, w_md, b_md, dst_md,
-                                                       to_dims(strides), dnnl_dil, pad_l, pad_r)
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       dnnl::algorithm::convolution_direct, src_md, w_md, dst_md,
-                                                       to_dims(strides), dnnl_dil, pad_l, pad_r);
+    auto desc = win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, bias ? &b_md : nullptr, dst_md);
     pd = dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
   } catch (const dnnl::error&) {
     return false;
