@@ -96,6 +96,35 @@ std::vector<float> output_scales(float xs, const std::vector<float>& ws, float y
   return r;
 }
 
+// The output side of QLinearConv / QLinearMatMul: y_scale (input 6) and y_zero_point (input 7,
+// whose type is the output's; absent: the input's type), with the oneDNN output scales
+// x_scale * w_scale[i] / y_scale (x_scale input 1, w_scale input 4 with `w_scales` values).
+// The integer ops (ConvInteger, MatMulInteger) give int32 with no scale or zero point.
+struct QuantizedOutput {
+  DType dtype = DType::I32;
+  int32_t zero_point = 0;
+  std::vector<float> scales;  // empty: no output scaling
+};
+std::optional<QuantizedOutput> quantized_output(PlanBuilder& b, const Node& n, bool qlinear, DType input_dtype,
+                                                int64_t w_scales) {
+  QuantizedOutput out;
+  if (!qlinear) return out;
+  auto xsc = scales_of(const_input(b, n, 1).t, 0), wsc = scales_of(const_input(b, n, 4).t, w_scales),
+       ysc = scales_of(const_input(b, n, 6).t, 0);
+  if (!xsc || !wsc || !ysc) return std::nullopt;
+  out.scales = output_scales((*xsc)[0], *wsc, (*ysc)[0]);
+  out.dtype = input_dtype;
+  ConstIn yz = const_input(b, n, 7);
+  if (yz.present) {
+    if (!yz.t || !is_8bit(yz.t->dtype())) return std::nullopt;
+    out.dtype = yz.t->dtype();
+  }
+  auto yzv = zero_points_of(yz, out.dtype, 0);
+  if (!yzv) return std::nullopt;
+  out.zero_point = (*yzv)[0];
+  return out;
+}
+
 // oneDNN's reference int8 kernels (no JIT kernel for the layout or attributes, e.g. plain nchw
 // with HODU_CPU_PLAIN_LAYOUT) are ~100x slower than the interpreter's: the node falls back instead.
 bool reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
@@ -165,29 +194,14 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   auto w8 = s8_weights(*w, *wzp, [&](int64_t i) { return i / per_out; });
   if (!w8) return false;
 
-  DType out_dt = DType::I32;
-  int32_t yzp = 0;
-  std::vector<float> scales;
+  auto q = quantized_output(b, n, qlinear, x->first, M);
+  if (!q) return false;
   const Tensor* bias = nullptr;
-  if (qlinear) {
-    auto xsc = scales_of(const_input(b, n, 1).t, 0), wsc = scales_of(const_input(b, n, 4).t, M),
-         ysc = scales_of(const_input(b, n, 6).t, 0);
-    if (!xsc || !wsc || !ysc) return false;
-    scales = output_scales((*xsc)[0], *wsc, (*ysc)[0]);
-    out_dt = x->first;
-    ConstIn yz = const_input(b, n, 7);
-    if (yz.present) {
-      if (!yz.t || !is_8bit(yz.t->dtype())) return false;
-      out_dt = yz.t->dtype();
-    }
-    auto yzv = zero_points_of(yz, out_dt, 0);
-    if (!yzv) return false;
-    yzp = (*yzv)[0];
-    if (n.has_input(8)) {
-      bias = passes::constant_of(b.graph(), n.inputs[8]);
-      if (!bias || bias->dtype() != DType::I32 || bias->rank() != 1 || bias->numel() != M) return false;
-    }
+  if (qlinear && n.has_input(8)) {
+    bias = passes::constant_of(b.graph(), n.inputs[8]);
+    if (!bias || bias->dtype() != DType::I32 || bias->rank() != 1 || bias->numel() != M) return false;
   }
+  const DType out_dt = q->dtype;
   if (y->first != out_dt) return false;
 
   auto win = conv_window(n, xs, ys, w->shape());
@@ -201,8 +215,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   dnnl::memory::desc b_md({M}, dt::s32, tag::x);
 
   dnnl::primitive_attr attr;
-  if (qlinear) attr.set_output_scales(scales.size() == 1 ? 0 : 1 << 1, scales);
-  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*xzp)[0]}, {DNNL_ARG_DST, yzp}});
+  if (qlinear) attr.set_output_scales(q->scales.size() == 1 ? 0 : 1 << 1, q->scales);
+  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*xzp)[0]}, {DNNL_ARG_DST, q->zero_point}});
   dnnl::convolution_forward::primitive_desc pd;
   try {
     auto desc = win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, bias ? &b_md : nullptr, dst_md);
@@ -260,24 +274,9 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   }
   if (!w8) return false;
 
-  DType out_dt = DType::I32;
-  int32_t yzp = 0;
-  std::vector<float> scales;
-  if (qlinear) {
-    auto asc = scales_of(const_input(b, n, 1).t, 0), bsc = scales_of(const_input(b, n, 4).t, N),
-         ysc = scales_of(const_input(b, n, 6).t, 0);
-    if (!asc || !bsc || !ysc) return false;
-    scales = output_scales((*asc)[0], *bsc, (*ysc)[0]);
-    out_dt = at->first;
-    ConstIn yz = const_input(b, n, 7);
-    if (yz.present) {
-      if (!yz.t || !is_8bit(yz.t->dtype())) return false;
-      out_dt = yz.t->dtype();
-    }
-    auto yzv = zero_points_of(yz, out_dt, 0);
-    if (!yzv) return false;
-    yzp = (*yzv)[0];
-  }
+  auto q = quantized_output(b, n, qlinear, at->first, N);
+  if (!q) return false;
+  const DType out_dt = q->dtype;
   if (yt->first != out_dt) return false;
 
   // Weights shared by every batch: A's batch dims folded into its rows, one [rows, K] × [K, N].
@@ -293,8 +292,8 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   dnnl::memory::desc a_md = plain_md(a2, a_dt), y_md = plain_md(y2, y_dt);
   dnnl::memory::desc w_user = plain_md(b2, dt::s8), w_md(to_dims(b2), dt::s8, tag::any);
   dnnl::primitive_attr attr;
-  if (qlinear) attr.set_output_scales(scales.size() == 1 ? 0 : 1 << (a2.size() - 1), scales);
-  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*azp)[0]}, {DNNL_ARG_WEIGHTS, wzp}, {DNNL_ARG_DST, yzp}});
+  if (qlinear) attr.set_output_scales(q->scales.size() == 1 ? 0 : 1 << (a2.size() - 1), q->scales);
+  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*azp)[0]}, {DNNL_ARG_WEIGHTS, wzp}, {DNNL_ARG_DST, q->zero_point}});
   dnnl::matmul::primitive_desc pd;
   try {
     pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, y_md), attr, b.engine());
