@@ -541,21 +541,21 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.steps_emitted;
       continue;
     }
-    if (add_of[i] >= 0) {
-      cg.residual = residual_of_add[add_of[i]];
-      cg.act_output = g.nodes[add_of[i]].outputs[0];
+    // A fused Add: the op writes the Add's output, through an open clip until an activation follows.
+    auto absorb_add = [&](int add) {
+      cg.act_output = g.nodes[add].outputs[0];
       cg.act_kind = HODU_ACTIVATION_CLIP;
       cg.act_lo = -INFINITY;
       cg.act_hi = INFINITY;
       ++cg.fused_nodes;
+    };
+    if (add_of[i] >= 0) {
+      cg.residual = residual_of_add[add_of[i]];
+      absorb_add(add_of[i]);
     }
     if (bias_add_of[i] >= 0) {
       cg.matmul_bias = bias_value[static_cast<int>(i)];
-      cg.act_output = g.nodes[bias_add_of[i]].outputs[0];
-      cg.act_kind = HODU_ACTIVATION_CLIP;
-      cg.act_lo = -INFINITY;
-      cg.act_hi = INFINITY;
-      ++cg.fused_nodes;
+      absorb_add(bias_add_of[i]);
     }
     if (act_of[i] >= 0) {
       cg.act_output = g.nodes[act_of[i]].outputs[0];

@@ -151,13 +151,8 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   // Native dst: the primitive writes the caller's buffer in its own layout when
   // it fits (and, for SIMPLE/CONCAT, is one the caller's code knows); with
   // dst_like always that op's layout, through a reorder if need be.
-  size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.out_channels) * d.out_height *
-                                            d.out_width) * sizeof(float);
-  int picked = layout_of(pd.dst_desc());
-  bool native_dst = d.dst_native != HODU_DST_PLAIN && pd.dst_desc().get_size() <= native_bytes &&
-                    (d.dst_native == HODU_DST_NATIVE ||
-                     (d.dst_native == HODU_DST_SIMPLE && picked != HODU_LAYOUT_OTHER) ||
-                     (d.dst_native == HODU_DST_CONCAT && picked != HODU_LAYOUT_OTHER && picked != HODU_LAYOUT_NHWC));
+  size_t native_bytes = native_dst_bytes(d.batch, d.out_channels, d.out_height, d.out_width);
+  bool native_dst = native_dst_allowed(d.dst_native, pd.dst_desc(), native_bytes);
   op->written = dst_like ? dst_md : native_dst ? pd.dst_desc() : dst_plain;
   op->layout = layout_of(op->written);
   if (op->written.get_size() > native_bytes) fail(HODU_KERNELS_ERR_UNSUPPORTED, "conv2d: dst_like's layout does not fit");

@@ -59,6 +59,17 @@ int layout_of(const dnnl::memory::desc& md) {
   return HODU_LAYOUT_OTHER;
 }
 
+size_t native_dst_bytes(int64_t batch, int64_t channels, int64_t height, int64_t width) {
+  return static_cast<size_t>(batch * HODU_CONV2D_NATIVE_CHANNELS(channels) * height * width) * sizeof(float);
+}
+
+bool native_dst_allowed(int dst_native, const dnnl::memory::desc& picked, size_t native_bytes) {
+  int layout = layout_of(picked);
+  return dst_native != HODU_DST_PLAIN && picked.get_size() <= native_bytes &&
+         (dst_native == HODU_DST_NATIVE || (dst_native == HODU_DST_SIMPLE && layout != HODU_LAYOUT_OTHER) ||
+          (dst_native == HODU_DST_CONCAT && layout != HODU_LAYOUT_OTHER && layout != HODU_LAYOUT_NHWC));
+}
+
 dnnl::memory::desc layout_desc(const dnnl::memory::dims& dims, int layout) {
   using tag = dnnl::memory::format_tag;
   tag t = layout == HODU_LAYOUT_NHWC      ? tag::nhwc

@@ -78,6 +78,12 @@ void append_activation(dnnl::post_ops& po, int activation, float alpha, float be
 
 // HODU_LAYOUT_* of a 4-D f32 desc (OTHER when none fits), and the desc of a layout.
 int layout_of(const dnnl::memory::desc& md);
+// Bytes the caller's buffer for a native dst holds: channels rounded up to 16.
+size_t native_dst_bytes(int64_t batch, int64_t channels, int64_t height, int64_t width);
+// Whether a primitive's own dst layout `picked` may be written to the caller's buffer under the
+// caller's dst_native mode (PLAIN: never; NATIVE: any; SIMPLE: a named layout; CONCAT: a named
+// one but nhwc) and fits in `native_bytes`.
+bool native_dst_allowed(int dst_native, const dnnl::memory::desc& picked, size_t native_bytes);
 dnnl::memory::desc layout_desc(const dnnl::memory::dims& dims, int layout);
 
 // The dst layout of a producing op (conv, pool, concat), which must be shaped `dims`.

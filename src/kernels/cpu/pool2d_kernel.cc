@@ -59,13 +59,8 @@ std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc
                                       {d.dilation_height - 1, d.dilation_width - 1}, {d.pad_top, d.pad_left},
                                       {bottom, right});
   dnnl::pooling_v2_forward::primitive_desc pd(desc, attr, k.engine);
-  size_t native_bytes = static_cast<size_t>(d.batch * HODU_CONV2D_NATIVE_CHANNELS(d.channels) * d.out_height *
-                                            d.out_width) * sizeof(float);
-  int picked = layout_of(pd.dst_desc());
-  bool native_dst = d.dst_native != HODU_DST_PLAIN && pd.dst_desc().get_size() <= native_bytes &&
-                    (d.dst_native == HODU_DST_NATIVE ||
-                     (d.dst_native == HODU_DST_SIMPLE && picked != HODU_LAYOUT_OTHER) ||
-                     (d.dst_native == HODU_DST_CONCAT && picked != HODU_LAYOUT_OTHER && picked != HODU_LAYOUT_NHWC));
+  size_t native_bytes = native_dst_bytes(d.batch, d.channels, d.out_height, d.out_width);
+  bool native_dst = native_dst_allowed(d.dst_native, pd.dst_desc(), native_bytes);
   op->written = native_dst ? pd.dst_desc() : dst_plain;
   op->layout = layout_of(op->written);
   op->src_mem = dnnl::memory(src_md, k.engine, nullptr);
