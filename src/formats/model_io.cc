@@ -113,7 +113,12 @@ Model load_model(const std::string& path, const LoadOptions& options) {
     return m;
   }
   check_readable(path);
-  MappedFile file(path);  // parsed in place: the weights are not copied just to be read
+  if (format == ModelFormat::Onnx) {
+    Model m = import_onnx_file(path, parent_dir(path));
+    maybe_verify(m, path, options);
+    return m;
+  }
+  MappedFile file(path);  // parsed in place: the text is not copied just to be read
   return load_model_from_bytes(file.bytes(), format, parent_dir(path), path, options);
 }
 

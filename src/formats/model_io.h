@@ -35,6 +35,8 @@ std::string save_model_to_bytes(const Model& model, ModelFormat format, const Sa
 
 // ---- Per-format entry points (formats/onnx/, formats/hdss/, ir/hoduscript) ----
 Model import_onnx(std::string_view bytes, const std::string& base_dir, const std::string& what);
+// Streams the file through a small buffer (the weights are held once, not twice, while parsing).
+Model import_onnx_file(const std::string& path, const std::string& base_dir);
 std::string export_onnx(const Model& model, int opset);  // opset 0 = auto
 Model read_hdss(std::string_view bytes, const std::string& what);
 // Reads an .hdss file with its weights memory-mapped (not copied).

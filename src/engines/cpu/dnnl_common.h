@@ -44,7 +44,8 @@ struct ConvWindow {
 std::optional<ConvWindow> conv_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
                                       const std::vector<int64_t>& ws);
 
-// A constant reordered once, at plan time, into the layout a primitive wants.
+// A constant reordered once, at plan time, into the layout a primitive wants (or the
+// constant itself where the primitive reads it as stored: `buffer` then shares its storage).
 struct PackedConstant {
   std::shared_ptr<void> buffer;  // owns the bytes (not zeroed first: the reorder writes every one)
   dnnl::memory mem;
@@ -54,5 +55,9 @@ PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::mem
 
 // Sets a memory's handle to a slot's data.
 inline void bind(dnnl::memory& m, RunState& rs, int slot) { m.set_data_handle(rs.slots[slot].data()); }
+
+// Whether this CPU runs oneDNN's int8 kernels exactly (VNNI); without it the quantized ops
+// keep their interpreter kernels (dnnl_int8.cc).
+bool int8_exact_isa();
 
 }  // namespace hodu::cpu

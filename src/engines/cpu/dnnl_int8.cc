@@ -27,9 +27,6 @@
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
-namespace {
-
-bool is_8bit(DType t) { return t == DType::U8 || t == DType::I8; }
 
 // oneDNN's int8 kernels are exact only with VNNI (vpdpbusd accumulates in 32 bits; the
 // AVX2/AVX-512 fallback vpmaddubsw saturates pairs of products in 16 bits).
@@ -44,6 +41,10 @@ bool int8_exact_isa() {
   }();
   return ok;
 }
+
+namespace {
+
+bool is_8bit(DType t) { return t == DType::U8 || t == DType::I8; }
 
 // A constant input (an initializer); `present` false when the input is absent.
 struct ConstIn {
