@@ -196,6 +196,41 @@ TEST(CpuEngine, SmallCnnUsesOneDnnWithoutFallback) {
   EXPECT_GT(plan.arena_bytes(), 0u);
 }
 
+// Max pooling of a conv's blocked output runs hodu's own loop: padding, ceil_mode, strides
+// a channel count that leaves a partial block and two images, checked against the interpreter.
+TEST(CpuEngine, MaxPoolOnBlockedLayoutMatchesInterpreter) {
+  struct Case {
+    std::vector<int64_t> kernel, strides, pads;
+    int64_t ceil;
+  };
+  for (const Case& c : {Case{{3, 3}, {2, 2}, {0, 0, 0, 0}, 1}, Case{{3, 3}, {1, 1}, {1, 1, 1, 1}, 0},
+                        Case{{2, 3}, {2, 1}, {0, 1, 1, 0}, 1}, Case{{5, 5}, {3, 3}, {2, 2, 2, 2}, 0}}) {
+    Builder b;
+    b.input("x", Shape({Dim(2), Dim(4), Dim(15), Dim(13)}));
+    b.constant("w", {20, 4, 3, 3}, 3);  // 20 channels: nChw8c/16c with a partial last block
+    b.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    b.node("MaxPool", {"c"}, {"y"},
+           {Attribute::make_ints("kernel_shape", c.kernel), Attribute::make_ints("strides", c.strides),
+            Attribute::make_ints("pads", c.pads), Attribute::make_int("ceil_mode", c.ceil)});
+    b.output("y");
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 4, 15, 13}, 4))}};
+    auto want = run_interp(m, feeds);
+    for (int threads : {1, 2}) {
+      auto got = prepare_cpu(m, threads)->run(feeds);
+      ASSERT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
+      // The conv's rounding differs from the interpreter's; a wrong window would differ by O(1).
+      EXPECT_LE(rel_l2(got[0].tensor, want[0].tensor), 1e-6) << "threads " << threads << " kernel " << c.kernel[0] << "x" << c.kernel[1];
+    }
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    passes::optimize(m, {3, {{"x", {2, 4, 15, 13}}}});
+    Plan plan(m, {{"x", {2, 4, 15, 13}}}, PlanOptions{}, eng);
+    int own = 0;
+    for (const auto& k : plan.kernel_choices()) own += k.find("(MaxPool): cpu blocked max pool") != std::string::npos;
+    EXPECT_EQ(own, 1);
+  }
+}
+
 TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
   Model m = small_transformer();
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 3))}});

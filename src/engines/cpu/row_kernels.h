@@ -20,6 +20,14 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
 void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
                 int64_t begin, int64_t end);
 
+// 2-D max pooling of a channel-blocked tensor (oneDNN's nChw8c / nChw16c: `block` channels
+// innermost, 8 or 16), output rows r = (image * blocks + block) * oh + output row in [begin, end). Windows
+// are clamped to the input (padding never wins), so ceil_mode and pads need nothing more.
+struct BlockedPool2d {
+  int64_t block, h, w, oh, ow, kh, kw, sh, sw, ph, pw;
+};
+void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end);
+
 // Runs f(i) for i in [0, n) on `threads` OpenMP threads.
 template <typename F>
 void parallel_for(int64_t n, int threads, F&& f) {
