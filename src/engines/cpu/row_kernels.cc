@@ -1,7 +1,5 @@
 #include "engines/cpu/row_kernels.h"
 
-#include <algorithm>
-#include <cstring>
 
 #include "kernels/cpu/vector_math.h"
 
@@ -69,44 +67,10 @@ void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t r
   }
 }
 
-namespace {
-
-// GCC vector types of 8 and 16 floats (a dependent vector_size in a template is ignored).
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef float Floats16 __attribute__((vector_size(64)));
-
-// One output vector of B channels at a time.
-template <typename Vec>
-inline __attribute__((always_inline)) void max_pool_rows(const float* x, float* y, const BlockedPool2d& p,
-                                                          int64_t begin, int64_t end) {
-  constexpr int64_t B = sizeof(Vec) / sizeof(float);
-  for (int64_t r = begin; r < end; ++r) {
-    const int64_t cb = r / p.oh, oy = r % p.oh;
-    const float* xc = x + cb * p.h * p.w * B;
-    float* yr = y + (cb * p.oh + oy) * p.ow * B;
-    const int64_t y0 = std::max<int64_t>(oy * p.sh - p.ph, 0), y1 = std::min(oy * p.sh - p.ph + p.kh, p.h);
-    for (int64_t ox = 0; ox < p.ow; ++ox) {
-      const int64_t x0 = std::max<int64_t>(ox * p.sw - p.pw, 0), x1 = std::min(ox * p.sw - p.pw + p.kw, p.w);
-      Vec m = Vec{} + vector_math::kNegInf;
-      for (int64_t iy = y0; iy < y1; ++iy)
-        for (int64_t ix = x0; ix < x1; ++ix) {
-          Vec v;
-          std::memcpy(&v, xc + (iy * p.w + ix) * B, sizeof v);
-          m = v > m ? v : m;
-        }
-      std::memcpy(yr + ox * B, &m, sizeof m);
-    }
-  }
-}
-
-}  // namespace
 
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end) {
-  if (p.block == 16)
-    max_pool_rows<Floats16>(x, y, p, begin, end);
-  else
-    max_pool_rows<Floats8>(x, y, p, begin, end);
+  vector_math::max_pool_blocked(x, y, p, begin, end);
 }
 
 }  // namespace hodu::cpu

@@ -3,6 +3,8 @@
 #pragma once
 #include <cstdint>
 
+#include "kernels/cpu/vector_math.h"
+
 namespace hodu::cpu {
 
 // y[i] = softmax(x[i] + add[i]) over one row of n; add may be null, add_stride 0 broadcasts one value.
@@ -20,12 +22,8 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
 void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
                 int64_t begin, int64_t end);
 
-// 2-D max pooling of a channel-blocked tensor (oneDNN's nChw8c / nChw16c: `block` channels
-// innermost, 8 or 16), output rows r = (image * blocks + block) * oh + output row in [begin, end). Windows
-// are clamped to the input (padding never wins), so ceil_mode and pads need nothing more.
-struct BlockedPool2d {
-  int64_t block, h, w, oh, ow, kh, kw, sh, sw, ph, pw;
-};
+// 2-D max pooling of a channel-blocked tensor, rows [begin, end) (vector_math::max_pool_blocked).
+using vector_math::BlockedPool2d;
 void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end);
 
 // Runs f(i) for i in [0, n) on `threads` OpenMP threads.

@@ -1,8 +1,12 @@
 // 2-D max/average pooling on oneDNN: src plain NCHW or a producer's native
 // layout; dst plain, or with dst_native the primitive's own layout. A ceil-mode last
 // window is covered by growing the bottom/right padding, which never counts
-// in an average that excludes padding.
+// in an average that excludes padding. Max pooling from a producer's nChw8c/16c
+// into the same layout runs vector_math's loop instead (oneDNN's is slow on AVX2).
+#include <omp.h>
+
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hodu::kernels {
 namespace {
@@ -15,7 +19,23 @@ struct Pool2dKernel : hodu_kernel {
   dnnl::memory src_mem, dst_mem, dst_user, scratch_mem, workspace_mem;
   Execution pool, dst_reorder;
   AlignedBytes workspace;
+  bool own_max = false;  // vector_math::max_pool_blocked instead of oneDNN
+  vector_math::BlockedPool2d blocked{};
+  int64_t rows = 0;
 };
+
+__attribute__((target_clones("avx512f", "avx2,fma", "default")))
+void max_pool_blocked_rows(const float* x, float* y, const vector_math::BlockedPool2d& p, int64_t begin,
+                           int64_t end) {
+  vector_math::max_pool_blocked(x, y, p, begin, end);
+}
+
+// The channel block of a blocked 4-D layout (nChw8c / nChw16c), 0 for any other.
+int64_t channel_block(const dnnl::memory::desc& md, const dnnl::memory::dims& dims) {
+  for (auto [t, block] : {std::pair{tag::aBcd8b, 8}, std::pair{tag::aBcd16b, 16}})
+    if (md == dnnl::memory::desc(dims, dt::f32, t)) return block;
+  return 0;
+}
 
 // Padding after the input so that `out` windows fit; -1 when none does.
 int64_t end_padding(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation, int64_t begin,
@@ -72,6 +92,16 @@ std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc
     op->dst_reorder.add(DNNL_ARG_FROM, op->dst_mem);
     op->dst_reorder.add(DNNL_ARG_TO, op->dst_user);
   }
+  int64_t block = channel_block(src_md, src_dims);
+  if (d.kind == HODU_POOL_MAX && d.dilation_height == 1 && d.dilation_width == 1 && block > 0 &&
+      op->written == dnnl::memory::desc(dst_dims, dt::f32, block == 8 ? tag::aBcd8b : tag::aBcd16b) &&
+      d.pad_top < d.kernel_height && d.pad_left < d.kernel_width) {
+    op->own_max = true;
+    op->blocked = {block,           d.in_height,     d.in_width, d.out_height, d.out_width, d.kernel_height,
+                   d.kernel_width,  d.stride_height, d.stride_width, d.pad_top, d.pad_left};
+    op->rows = d.batch * ((d.channels + block - 1) / block) * d.out_height;
+    return op;
+  }
   op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
   k.scratchpad.reserve(pd.scratchpad_desc().get_size());
   op->pool.primitive = dnnl::pooling_v2_forward(pd);
@@ -90,6 +120,13 @@ void run_pool2d(hodu_kernels& k, hodu_kernel& base, const float* src, float* dst
   if (base.kind != hodu_kernel::Kind::Pool2d) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "pool2d_run: not a pool2d op");
   if (!src || !dst) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "pool2d_run: NULL tensor");
   auto& op = static_cast<Pool2dKernel&>(base);
+  if (op.own_max) {
+    const int64_t rows = op.rows, chunks = std::min<int64_t>(k.threads, rows);
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static) if (chunks > 1)
+    for (int64_t c = 0; c < chunks; ++c)
+      max_pool_blocked_rows(src, dst, op.blocked, rows * c / chunks, rows * (c + 1) / chunks);
+    return;
+  }
   op.src_mem.set_data_handle(const_cast<float*>(src));
   op.dst_user.set_data_handle(dst);
   if (op.dst_reorder.primitive) op.dst_mem.set_data_handle(k.dst_buffer.data());

@@ -118,6 +118,50 @@ HODU_ROW_INLINE void layer_norm(const float* x, const float* scale, const float*
   }
 }
 
+// 2-D max pooling of a channel-blocked tensor (oneDNN's nChw8c / nChw16c: `block` channels
+// innermost, 8 or 16), output rows r = (image * blocks + block) * oh + output row in [begin,
+// end). Windows are clamped to the input (padding never wins), so ceil_mode and pads need
+// nothing more. oneDNN 2.6's AVX2 max pooling took 4.5 ns an output; this is a few vector maxes.
+struct BlockedPool2d {
+  int64_t block, h, w, oh, ow, kh, kw, sh, sw, ph, pw;
+};
+
+// GCC vector types of 8 and 16 floats (a dependent vector_size in a template is ignored).
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats16 __attribute__((vector_size(64)));
+
+template <typename Vec>
+HODU_ROW_INLINE void max_pool_blocked_of(const float* x, float* y, const BlockedPool2d& p, int64_t begin,
+                                         int64_t end) {
+  constexpr int64_t B = sizeof(Vec) / sizeof(float);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t cb = r / p.oh, oy = r % p.oh;
+    const float* xc = x + cb * p.h * p.w * B;
+    float* yr = y + (cb * p.oh + oy) * p.ow * B;
+    const int64_t y0 = oy * p.sh - p.ph < 0 ? 0 : oy * p.sh - p.ph;
+    const int64_t y1 = oy * p.sh - p.ph + p.kh < p.h ? oy * p.sh - p.ph + p.kh : p.h;
+    for (int64_t ox = 0; ox < p.ow; ++ox) {
+      const int64_t x0 = ox * p.sw - p.pw < 0 ? 0 : ox * p.sw - p.pw;
+      const int64_t x1 = ox * p.sw - p.pw + p.kw < p.w ? ox * p.sw - p.pw + p.kw : p.w;
+      Vec m = Vec{} + kNegInf;
+      for (int64_t iy = y0; iy < y1; ++iy)
+        for (int64_t ix = x0; ix < x1; ++ix) {
+          Vec v;
+          std::memcpy(&v, xc + (iy * p.w + ix) * B, sizeof v);
+          m = v > m ? v : m;
+        }
+      std::memcpy(yr + ox * B, &m, sizeof m);
+    }
+  }
+}
+
+HODU_ROW_INLINE void max_pool_blocked(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end) {
+  if (p.block == 16)
+    max_pool_blocked_of<Floats16>(x, y, p, begin, end);
+  else
+    max_pool_blocked_of<Floats8>(x, y, p, begin, end);
+}
+
 #undef HODU_ROW_INLINE
 
 }  // namespace hodu::vector_math
