@@ -9,6 +9,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-dev python3-numpy python3-pytest python3-onnx
   python3-torch python3-pip python3-venv python3-setuptools python3-wheel  # Python SDK: DLPack tests, pip install .
+  python3-torchvision  # real architectures for aot_vs_ort and bench/export_zoo.py
   graphviz valgrind
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev python3-pil
   clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # hodu build: .ll/.bc, aarch64 cross builds
