@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # usage: determinism_test.sh HODU_BINARY SOURCE_DIR
 # The same inputs give bit-identical outputs run after run and at any thread
-# count, on every engine: a model with work big enough to be split across
-# threads (convolution, matmul, reductions, softmax) runs at 1, 2 and 4 threads
-# and every output file must be byte-identical.
+# count, on every engine (native: the model compiled by hodu build): a model
+# with work big enough to be split across threads (convolution, matmul,
+# reductions, softmax) runs at 1, 2 and 4 threads and every output file must
+# be byte-identical.
 set -u
 hodu=$1
 src=$2
@@ -39,7 +40,7 @@ onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), f"{
 np.save(f"{out}/x.npy", rng.standard_normal((1, 16, 32, 32)).astype(np.float32))
 PY
 
-engines=$("$hodu" run --help 2>&1 | grep -q -- "--engine" && echo "interp default")
+engines=$("$hodu" run --help 2>&1 | grep -q -- "--engine" && echo "interp default native")
 for engine in $engines; do
   flag=(); [ "$engine" != default ] && flag=(--engine "$engine")
   for threads in 1 1 2 4; do
