@@ -15,6 +15,7 @@
 #include "engines/cpu/plan.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
+#include "kernels/cpu/vector_math.h"
 #include "passes/passes.h"
 
 namespace hodu::cpu {
@@ -228,6 +229,36 @@ TEST(CpuEngine, MaxPoolOnBlockedLayoutMatchesInterpreter) {
     int own = 0;
     for (const auto& k : plan.kernel_choices()) own += k.find("(MaxPool): cpu blocked max pool") != std::string::npos;
     EXPECT_EQ(own, 1);
+  }
+}
+
+// The blocked max-pool loop itself (vector_math.h, shared by the engine and the kernel
+// library), for both channel blocks (8: AVX2's conv layout, 16: AVX-512's, which this
+// machine may not produce), against a plain loop over the window.
+TEST(CpuEngine, BlockedMaxPoolLoopMatchesPlainLoop) {
+  for (int64_t block : {8, 16}) {
+    const int64_t images = 2, blocks = 3, h = 9, w = 7;
+    vector_math::BlockedPool2d p{block, h, w, 0, 0, 3, 2, 2, 2, 1, 0};
+    p.oh = (h + 2 * p.ph - p.kh + p.sh - 1) / p.sh + 1;  // ceil_mode
+    p.ow = (w + 2 * p.pw - p.kw + p.sw - 1) / p.sw + 1;
+    std::mt19937 rng(static_cast<uint32_t>(block));
+    std::uniform_real_distribution<float> dist(-5.0f, 5.0f);
+    std::vector<float> x(images * blocks * h * w * block), y(images * blocks * p.oh * p.ow * block, 0.0f);
+    for (float& v : x) v = dist(rng);
+    vector_math::max_pool_blocked(x.data(), y.data(), p, 0, images * blocks * p.oh);
+    for (int64_t cb = 0; cb < images * blocks; ++cb)
+      for (int64_t oy = 0; oy < p.oh; ++oy)
+        for (int64_t ox = 0; ox < p.ow; ++ox)
+          for (int64_t l = 0; l < block; ++l) {
+            float want = -std::numeric_limits<float>::infinity();
+            for (int64_t ky = 0; ky < p.kh; ++ky)
+              for (int64_t kx = 0; kx < p.kw; ++kx) {
+                int64_t iy = oy * p.sh - p.ph + ky, ix = ox * p.sw - p.pw + kx;
+                if (iy >= 0 && iy < h && ix >= 0 && ix < w) want = std::max(want, x[((cb * h + iy) * w + ix) * block + l]);
+              }
+            ASSERT_EQ(y[((cb * p.oh + oy) * p.ow + ox) * block + l], want)
+                << "block " << block << " at " << cb << "," << oy << "," << ox << "," << l;
+          }
   }
 }
 
