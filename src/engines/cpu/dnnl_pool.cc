@@ -4,6 +4,7 @@
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "kernels/cpu/blocked_layout.h"
 
 namespace hodu::cpu {
 namespace {
@@ -33,14 +34,6 @@ class BlockedMaxPoolStep : public Step {
   BlockedPool2d p_{};
   int64_t rows_ = 0;
 };
-
-// The channel block of a blocked 4-D layout (nChw8c / nChw16c), 0 for any other.
-int64_t channel_block(const dnnl::memory::desc& md, const std::vector<int64_t>& shape) {
-  if (shape.size() != 4) return 0;
-  for (auto [t, block] : {std::pair{tag::aBcd8b, 8}, std::pair{tag::aBcd16b, 16}})
-    if (md == dnnl::memory::desc(to_dims(shape), dt::f32, t)) return block;
-  return 0;
-}
 
 }  // namespace
 
@@ -85,15 +78,14 @@ bool make_pool(PlanBuilder& b, const Node& n) {
     dd[i] = dil[i] - 1;
   }
   dnnl::memory::desc src_md = layout_md(b.at(b.slot(n.inputs[0])));
-  int64_t block = channel_block(src_md, xs);
+  int64_t block = onednn::channel_block(src_md, to_dims(xs));
   if (max && !global && spatial == 2 && dil[0] == 1 && dil[1] == 1 && block > 0 && pl[0] < kernel[0] &&
       pl[1] < kernel[1]) {
     auto step = std::make_unique<BlockedMaxPoolStep>();
     step->p_ = {block, xs[2], xs[3], ys[2], ys[3], kernel[0], kernel[1], strides[0], strides[1], pl[0], pl[1]};
     step->rows_ = ys[0] * ((ys[1] + block - 1) / block) * ys[2];  // images x channel blocks x output rows
     step->reads = {b.slot(n.inputs[0])};
-    auto y_md = dnnl::memory::desc(to_dims(ys), dt::f32, block == 8 ? tag::aBcd8b : tag::aBcd16b);
-    step->writes = {b.define(n.outputs[0], DType::F32, ys, y_md)};
+    step->writes = {b.define(n.outputs[0], DType::F32, ys, onednn::channel_blocked_md(to_dims(ys), block))};
     step->label = n.describe() + ": cpu blocked max pool";
     b.add(std::move(step));
     return true;

@@ -1,36 +1,18 @@
 // Matrix multiplication on oneDNN's matmul (batched, broadcast batch dims,
 // transposes as strided views). A constant B is reordered once at prepare
 // with alpha folded in; the bias vector and the activation run inside. Where
-// oneDNN has only its sgemm, a 2-D product runs as fixed tiles (MatMulTiles).
-#include <omp.h>
-
+// oneDNN has only its sgemm, a 2-D product runs as fixed tiles (onednn::TiledMatMul).
 #include <algorithm>
-#include <array>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/tiled_matmul.h"
 
 namespace hodu::kernels {
 namespace {
 
 using dt = dnnl::memory::data_type;
-
-// oneDNN's sgemm splits K across threads for small M and N, so its sums would depend on the
-// thread count: fixed 256x384 tiles, each one single-threaded call over all of K, give every
-// thread count the same bits (as the cpu engine's TiledMatMul does).
-struct MatMulTiles {
-  static constexpr int64_t kRows = 256, kCols = 384;
-  int64_t m = 0, n = 0, a_row = 0, b_col = 0;  // element strides of A's rows and B's columns
-  std::array<dnnl::matmul, 4> prims;           // [full/last row tile][full/last column tile]
-  struct Memories {
-    dnnl::memory a, b, bias, dst, scratch;
-    AlignedBytes scratch_bytes;
-  };
-  std::vector<std::array<Memories, 4>> per_thread;
-  std::vector<dnnl::stream> streams;
-};
 
 struct MatMulKernel : hodu_kernel {
   MatMulKernel() : hodu_kernel(Kind::MatMul) {}
@@ -38,80 +20,8 @@ struct MatMulKernel : hodu_kernel {
   dnnl::memory a_mem, b_mem, dst_mem, scratch_mem;
   Execution matmul;
   PackedConstant packed_b, bias;
-  std::unique_ptr<MatMulTiles> tiles;
+  std::unique_ptr<onednn::TiledMatMul> tiles;
 };
-
-std::unique_ptr<MatMulTiles> make_tiles(hodu_kernels& k, const dnnl::matmul::primitive_desc& pd,
-                                        const dnnl::primitive_attr& attr, bool has_bias) {
-  auto t = std::make_unique<MatMulTiles>();
-  auto a_md = pd.src_desc(), w_md = pd.weights_desc(), y_md = pd.dst_desc(), bias_md = pd.bias_desc();
-  t->m = y_md.dims()[0];
-  t->n = y_md.dims()[1];
-  t->a_row = a_md.data.format_desc.blocking.strides[0];
-  t->b_col = w_md.data.format_desc.blocking.strides[1];
-  const int64_t kdim = a_md.dims()[1];
-  std::array<std::array<dnnl::memory::desc, 4>, 4> mds;  // a, b, bias, dst per shape
-  std::array<dnnl::matmul::primitive_desc, 4> pds;
-  for (int shape = 0; shape < 4; ++shape) {
-    int64_t tm = shape & 2 && t->m % MatMulTiles::kRows ? t->m % MatMulTiles::kRows : std::min(t->m, MatMulTiles::kRows);
-    int64_t tn = shape & 1 && t->n % MatMulTiles::kCols ? t->n % MatMulTiles::kCols : std::min(t->n, MatMulTiles::kCols);
-    auto& d = mds[shape];
-    d[0] = a_md.submemory_desc({tm, kdim}, {0, 0});
-    d[1] = w_md.submemory_desc({kdim, tn}, {0, 0});
-    if (has_bias) d[2] = bias_md.submemory_desc({1, tn}, {0, 0});
-    d[3] = y_md.submemory_desc({tm, tn}, {0, 0});
-    auto desc = has_bias ? dnnl::matmul::desc(d[0], d[1], d[2], d[3]) : dnnl::matmul::desc(d[0], d[1], d[3]);
-    pds[shape] = dnnl::matmul::primitive_desc(desc, attr, k.engine);
-    t->prims[shape] = dnnl::matmul(pds[shape]);
-  }
-  const int threads = std::max(k.threads, 1);
-  t->per_thread.resize(threads);
-  for (int i = 0; i < threads; ++i) {
-    t->streams.emplace_back(k.engine);
-    for (int shape = 0; shape < 4; ++shape) {
-      auto& d = mds[shape];
-      auto& mm = t->per_thread[i][shape];
-      mm.a = dnnl::memory(d[0], k.engine, nullptr);
-      mm.b = dnnl::memory(d[1], k.engine, nullptr);
-      if (has_bias) mm.bias = dnnl::memory(d[2], k.engine, nullptr);
-      mm.dst = dnnl::memory(d[3], k.engine, nullptr);
-      // Tiles run at once on separate threads: each its own scratchpad (the context's is one).
-      if (size_t bytes = pds[shape].scratchpad_desc().get_size(); bytes > 0) {
-        mm.scratch_bytes = aligned_bytes(bytes);
-        mm.scratch = dnnl::memory(pds[shape].scratchpad_desc(), k.engine, mm.scratch_bytes.get());
-      }
-    }
-  }
-  return t;
-}
-
-void run_tiles(hodu_kernels& k, MatMulTiles& t, const float* a, const float* b, const float* bias, float* y) {
-  const int64_t rows = (t.m + MatMulTiles::kRows - 1) / MatMulTiles::kRows;
-  const int64_t cols = (t.n + MatMulTiles::kCols - 1) / MatMulTiles::kCols;
-  const int threads = static_cast<int>(std::min<int64_t>(t.per_thread.size(), rows * cols));
-  // Each call single-threaded: inside the parallel loop oneDNN runs serially; outside it
-  // (one thread or one tile) it would take every OpenMP thread.
-  omp_set_num_threads(1);
-#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
-  for (int64_t tile = 0; tile < rows * cols; ++tile) {
-    const int64_t i = tile / cols, j = tile % cols;
-    const int shape = (i == rows - 1 && t.m % MatMulTiles::kRows ? 2 : 0) + (j == cols - 1 && t.n % MatMulTiles::kCols ? 1 : 0);
-    const int tid = threads > 1 ? omp_get_thread_num() : 0;
-    auto& mm = t.per_thread[tid][shape];
-    const int64_t r0 = i * MatMulTiles::kRows, c0 = j * MatMulTiles::kCols;
-    mm.a.set_data_handle(const_cast<float*>(a + r0 * t.a_row));
-    mm.b.set_data_handle(const_cast<float*>(b + c0 * t.b_col));
-    mm.dst.set_data_handle(y + r0 * t.n + c0);
-    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, mm.a}, {DNNL_ARG_WEIGHTS, mm.b}, {DNNL_ARG_DST, mm.dst}};
-    if (bias) {
-      mm.bias.set_data_handle(const_cast<float*>(bias + c0));
-      args[DNNL_ARG_BIAS] = mm.bias;
-    }
-    if (mm.scratch_bytes) args[DNNL_ARG_SCRATCHPAD] = mm.scratch;
-    t.prims[shape].execute(t.streams[tid], args);
-  }
-  omp_set_num_threads(k.threads);
-}
 
 using Dims = std::vector<int64_t>;
 
@@ -207,12 +117,14 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   }
 
   if (r == 2 && std::string(pd.impl_info_str()).rfind("gemm", 0) == 0)
-    op->tiles = make_tiles(k, pd, attr, d.has_bias);
+    op->tiles = onednn::TiledMatMul::make(k.engine, k.threads, pd, [&](const dnnl::memory::desc&) { return attr; });
   op->a_mem = dnnl::memory(a_md, k.engine, nullptr);
   op->dst_mem = dnnl::memory(y_md, k.engine, nullptr);
   op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
-  k.scratchpad.reserve(pd.scratchpad_desc().get_size());
-  op->matmul.primitive = dnnl::matmul(pd);
+  if (!op->tiles) {  // the whole product's primitive only runs untiled
+    k.scratchpad.reserve(pd.scratchpad_desc().get_size());
+    op->matmul.primitive = dnnl::matmul(pd);
+  }
   op->matmul.add(DNNL_ARG_SRC, op->a_mem);
   if (d.b_constant) {
     op->b_constant = true;
@@ -247,8 +159,8 @@ void run_matmul(hodu_kernels& k, hodu_kernel& base, const float* a, const float*
   if (!op.b_constant) op.b_mem.set_data_handle(const_cast<float*>(b));
   if (op.tiles) {
     auto handle = [](const dnnl::memory& m) { return static_cast<const float*>(m.get_data_handle()); };
-    run_tiles(k, *op.tiles, a, op.b_constant ? handle(op.packed_b.mem) : b, op.bias.mem ? handle(op.bias.mem) : nullptr,
-              dst);
+    op.tiles->run(k.threads, a, op.b_constant ? handle(op.packed_b.mem) : b,
+                  op.bias.mem ? handle(op.bias.mem) : nullptr, nullptr, dst);
     return;
   }
   op.dst_mem.set_data_handle(dst);

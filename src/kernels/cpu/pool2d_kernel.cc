@@ -5,6 +5,7 @@
 // into the same layout runs vector_math's loop instead (oneDNN's is slow on AVX2).
 #include <omp.h>
 
+#include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/kernels_context.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -28,13 +29,6 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void max_pool_blocked_rows(const float* x, float* y, const vector_math::BlockedPool2d& p, int64_t begin,
                            int64_t end) {
   vector_math::max_pool_blocked(x, y, p, begin, end);
-}
-
-// The channel block of a blocked 4-D layout (nChw8c / nChw16c), 0 for any other.
-int64_t channel_block(const dnnl::memory::desc& md, const dnnl::memory::dims& dims) {
-  for (auto [t, block] : {std::pair{tag::aBcd8b, 8}, std::pair{tag::aBcd16b, 16}})
-    if (md == dnnl::memory::desc(dims, dt::f32, t)) return block;
-  return 0;
 }
 
 // Padding after the input so that `out` windows fit; -1 when none does.
@@ -92,9 +86,9 @@ std::unique_ptr<hodu_kernel> make_pool2d(hodu_kernels& k, const hodu_pool2d_desc
     op->dst_reorder.add(DNNL_ARG_FROM, op->dst_mem);
     op->dst_reorder.add(DNNL_ARG_TO, op->dst_user);
   }
-  int64_t block = channel_block(src_md, src_dims);
+  int64_t block = onednn::channel_block(src_md, src_dims);
   if (d.kind == HODU_POOL_MAX && d.dilation_height == 1 && d.dilation_width == 1 && block > 0 &&
-      op->written == dnnl::memory::desc(dst_dims, dt::f32, block == 8 ? tag::aBcd8b : tag::aBcd16b) &&
+      op->written == onednn::channel_blocked_md(dst_dims, block) &&
       d.pad_top < d.kernel_height && d.pad_left < d.kernel_width) {
     op->own_max = true;
     op->blocked = {block,           d.in_height,     d.in_width, d.out_height, d.out_width, d.kernel_height,
