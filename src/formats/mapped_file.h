@@ -8,6 +8,22 @@
 
 namespace hodu {
 
+// A regular file opened read-only (an Io error naming the path otherwise), closed on destruction.
+class ReadOnlyFile {
+ public:
+  explicit ReadOnlyFile(const std::string& path);
+  ~ReadOnlyFile();
+  ReadOnlyFile(const ReadOnlyFile&) = delete;
+  ReadOnlyFile& operator=(const ReadOnlyFile&) = delete;
+
+  int fd() const { return fd_; }
+  size_t size() const { return size_; }
+
+ private:
+  int fd_ = -1;
+  size_t size_ = 0;
+};
+
 class MappedFile {
  public:
   // Io error naming the path when it cannot be opened or mapped.

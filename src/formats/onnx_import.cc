@@ -2,19 +2,16 @@
 // too), attributes, types, initializers (raw, typed, external, sparse), then
 // hands the model to the canonicalizer (onnx_canonicalize.cc), which rewrites
 // older opsets into the newest semantics.
-#include <fcntl.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <onnx/onnx_pb.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cerrno>
-
 #include <climits>
 #include <cstring>
 #include <set>
 
 #include "core/error.h"
+#include "formats/mapped_file.h"
 #include "formats/model_io.h"
 #include "formats/onnx_canonicalize.h"
 #include "formats/onnx_tensor.h"
@@ -318,10 +315,18 @@ Graph graph_from_onnx(const onnx::GraphProto& g, const ImportContext& ctx) {
 // The rest of the import, shared by bytes in memory and a file read as a stream.
 Model model_from_proto(onnx::ModelProto& m, const std::string& base_dir, const std::string& what);
 
-Model import_onnx(std::string_view bytes, const std::string& base_dir, const std::string& what) {
-  onnx::ModelProto m;
-  HODU_CHECK(bytes.size() < size_t(INT_MAX), ErrorCode::Unsupported,
+namespace {
+
+void check_protobuf_size(size_t bytes, const std::string& what) {
+  HODU_CHECK(bytes < size_t(INT_MAX), ErrorCode::Unsupported,
              "{}: ONNX models of 2 GiB or more must keep their weights in external data", what);
+}
+
+}  // namespace
+
+Model import_onnx(std::string_view bytes, const std::string& base_dir, const std::string& what) {
+  check_protobuf_size(bytes.size(), what);
+  onnx::ModelProto m;
   HODU_CHECK(m.ParseFromArray(bytes.data(), static_cast<int>(bytes.size())), ErrorCode::InvalidModel,
              "{}: not a valid ONNX model (truncated or corrupt protobuf)", what);
   return model_from_proto(m, base_dir, what);
@@ -331,24 +336,12 @@ Model import_onnx(std::string_view bytes, const std::string& base_dir, const std
 // in memory (in the protobuf's strings, moved into the tensors) instead of
 // once more in the mapped file's pages while it is parsed (peak RSS 2x the file).
 Model import_onnx_file(const std::string& path, const std::string& base_dir) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  HODU_CHECK(fd >= 0, ErrorCode::Io, "{}: cannot open ({})", path, std::strerror(errno));
-  struct stat st {};
-  bool regular = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode);
-  if (!regular || st.st_size >= INT_MAX) {
-    ::close(fd);
-    HODU_CHECK(regular, ErrorCode::Io, "{}: not a regular file", path);
-    fail(ErrorCode::Unsupported, "{}: ONNX models of 2 GiB or more must keep their weights in external data", path);
-  }
+  ReadOnlyFile file(path);
+  check_protobuf_size(file.size(), path);
   onnx::ModelProto m;
-  bool parsed;
-  {
-    google::protobuf::io::FileInputStream stream(fd, 1 << 20);
-    parsed = m.ParseFromZeroCopyStream(&stream);
-    int err = stream.GetErrno();
-    ::close(fd);
-    HODU_CHECK(err == 0, ErrorCode::Io, "{}: cannot read ({})", path, std::strerror(err));
-  }
+  google::protobuf::io::FileInputStream stream(file.fd(), 1 << 20);
+  bool parsed = m.ParseFromZeroCopyStream(&stream);
+  HODU_CHECK(stream.GetErrno() == 0, ErrorCode::Io, "{}: cannot read ({})", path, std::strerror(stream.GetErrno()));
   HODU_CHECK(parsed, ErrorCode::InvalidModel, "{}: not a valid ONNX model (truncated or corrupt protobuf)", path);
   return model_from_proto(m, base_dir, path);
 }

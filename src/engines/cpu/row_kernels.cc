@@ -1,6 +1,5 @@
 #include "engines/cpu/row_kernels.h"
 
-
 #include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
@@ -66,7 +65,6 @@ void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t r
     }
   }
 }
-
 
 __attribute__((target_clones("avx512f", "avx2,fma", "default")))
 void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end) {
