@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/process_memory.h"
 #include "formats/model_io.h"
 
 namespace fs = std::filesystem;
@@ -537,20 +538,6 @@ TEST(ModelIo, FormatsAndMissingFile) {
   fs::remove_all(dir);
 }
 
-namespace {
-
-// Peak resident memory of this process in KiB (VmHWM), after `reset` the current RSS.
-long peak_rss_kib(bool reset) {
-  if (reset) std::ofstream("/proc/self/clear_refs") << "5";
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::stol(line.substr(6));
-  return -1;
-}
-
-}  // namespace
-
 // A file's weights are held once while it loads: the file is read through a small buffer into
 // the protobuf's strings, which the tensors then take over (a mapping parsed in place held
 // the file's pages too: peak 2x the weights, 130 MiB here).
@@ -570,10 +557,10 @@ TEST(ModelIo, LoadingAFileHoldsItsWeightsOnce) {
     std::ofstream f(dir + "/big.onnx", std::ios::binary);
     f << m.SerializeAsString();
   }
-  long before = peak_rss_kib(true);
-  if (before <= 0) GTEST_SKIP() << "no /proc/self/status VmHWM here";
+  if (!reset_peak_rss()) GTEST_SKIP() << "this kernel does not let a process reset its peak memory";
+  long before = static_cast<long>(peak_rss_bytes() >> 20);
   Model model = load_model(dir + "/big.onnx");
-  long grew_mib = (peak_rss_kib(false) - before) / 1024;
+  long grew_mib = static_cast<long>(peak_rss_bytes() >> 20) - before;
   ASSERT_NE(model.graph.initializer("w"), nullptr);
   EXPECT_EQ(model.graph.initializer("w")->nbytes(), static_cast<size_t>(n) * 4);
   // Protobuf grows a string read from a stream by doubling: the last step briefly holds 1.5x.

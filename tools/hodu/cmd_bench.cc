@@ -3,7 +3,6 @@
 //                  [--profile TRACE.json]
 // Times load, the first run and steady-state runs. Inputs not given with -i
 // are synthesized from the declared types (seeded: normal floats, small ints).
-#include <sys/resource.h>
 
 #include <nlohmann/json.hpp>
 
@@ -11,11 +10,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <random>
 
 #include "commands.h"
 #include "core/error.h"
+#include "core/process_memory.h"
 #include "engines/native/native_engine.h"
 #include "input_files.h"
 #include "runtime/profiler.h"
@@ -86,17 +85,6 @@ Tensor synthesize(const Value& in, const std::vector<int64_t>& shape, std::mt199
   return t;
 }
 
-// This process's peak resident memory (VmHWM). Not getrusage's ru_maxrss: Linux carries the
-// parent's high-water mark over fork + exec, so a small child would report its parent's peak.
-double peak_rss_megabytes() {
-  std::ifstream f("/proc/self/status");
-  std::string line;
-  while (std::getline(f, line))
-    if (line.rfind("VmHWM:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
-  struct rusage ru {};
-  getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_maxrss / 1024.0;
-}
 
 double percentile(std::vector<double> v, double p) {
   std::sort(v.begin(), v.end());
@@ -179,7 +167,7 @@ int run_bench(const BenchArgs& a) {
   double mean = 0;
   for (double t : times) mean += t;
   mean /= times.size();
-  double peak_rss_mb = peak_rss_megabytes();
+  double peak_rss_mb = static_cast<double>(peak_rss_bytes()) / (1024.0 * 1024.0);
   double median = percentile(times, 0.5), p90 = percentile(times, 0.9),
          mn = *std::min_element(times.begin(), times.end());
   if (a.json) {
