@@ -197,7 +197,7 @@ TEST(CpuEngine, SmallCnnUsesOneDnnWithoutFallback) {
   EXPECT_GT(plan.arena_bytes(), 0u);
 }
 
-// Max pooling of a conv's blocked output runs hodu's own loop: padding, ceil_mode, strides
+// Max pooling of a conv's blocked output runs hodu's own loop: padding, ceil_mode, strides,
 // a channel count that leaves a partial block and two images, checked against the interpreter.
 TEST(CpuEngine, MaxPoolOnBlockedLayoutMatchesInterpreter) {
   struct Case {
@@ -221,7 +221,8 @@ TEST(CpuEngine, MaxPoolOnBlockedLayoutMatchesInterpreter) {
       auto got = prepare_cpu(m, threads)->run(feeds);
       ASSERT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
       // The conv's rounding differs from the interpreter's; a wrong window would differ by O(1).
-      EXPECT_LE(rel_l2(got[0].tensor, want[0].tensor), 1e-6) << "threads " << threads << " kernel " << c.kernel[0] << "x" << c.kernel[1];
+      EXPECT_LE(rel_l2(got[0].tensor, want[0].tensor), 1e-6)
+          << "threads " << threads << " kernel " << c.kernel[0] << "x" << c.kernel[1];
     }
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     passes::optimize(m, {3, {{"x", {2, 4, 15, 13}}}});
