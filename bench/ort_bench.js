@@ -1,6 +1,9 @@
 // Times a model with ONNX Runtime (CPU, graph optimization "all") the way
 // `hodu bench --json` times hodu, and prints one JSON object.
-// usage: node bench/ort_bench.js MODEL [--threads N] [--warmup N] [--iters N] [--out DIR] NAME=INPUT.npy ...
+// usage: node bench/ort_bench.js MODEL [--threads N] [--warmup N] [--iters N] [--out DIR]
+//            [--profile PREFIX] NAME=INPUT.npy ...
+// --profile: ORT's own per-node trace of every run (PREFIX_<date>.json), to set beside
+// `hodu bench --profile`.
 'use strict';
 const fs = require('fs');
 const path = require('path');
@@ -22,13 +25,14 @@ function percentile(sorted, p) {
 async function main() {
   const args = process.argv.slice(2);
   const model = args[0];
-  let threads = 1, warmup = 3, iters = 20, outDir = '';
+  let threads = 1, warmup = 3, iters = 20, outDir = '', profile = '';
   const feeds = {};
   for (let i = 1; i < args.length; ++i) {
     if (args[i] === '--threads') threads = Number(args[++i]);
     else if (args[i] === '--warmup') warmup = Number(args[++i]);
     else if (args[i] === '--iters') iters = Number(args[++i]);
     else if (args[i] === '--out') outDir = args[++i];
+    else if (args[i] === '--profile') profile = args[++i];
     else {
       const eq = args[i].indexOf('=');
       const arr = readNpy(args[i].slice(eq + 1));
@@ -39,6 +43,7 @@ async function main() {
   const ms = () => Number(process.hrtime.bigint() - t0) / 1e6;
   const session = await ort.InferenceSession.create(model, {
     graphOptimizationLevel: 'all', intraOpNumThreads: threads, interOpNumThreads: 1,
+    ...(profile ? { enableProfiling: true, profileFilePrefix: profile } : {}),
   });
   const loadMs = ms();
   t0 = process.hrtime.bigint();
@@ -58,6 +63,7 @@ async function main() {
     await session.run(feeds);
     times.push(ms());
   }
+  if (profile) session.endProfiling();
   const sorted = [...times].sort((a, b) => a - b);
   console.log(JSON.stringify({
     engine: 'onnxruntime', threads, load_ms: loadMs, first_run_ms: firstMs, median_ms: percentile(sorted, 0.5),

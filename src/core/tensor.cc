@@ -64,23 +64,33 @@ void Storage::set_host_memory(std::shared_ptr<HostMemory> memory) {
   host_memory() = std::move(memory);
 }
 
-std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
-             "Storage::allocate: device {} needs its engine's allocator", device.to_string());
+namespace {
+
+// A block from the installed host allocator, with the release that gives it back.
+std::pair<void*, std::function<void()>> host_block(size_t bytes) {
   std::shared_ptr<HostMemory> memory;
   {
     std::lock_guard lock(g_host_memory_mutex);
     memory = host_memory();
   }
-  auto s = std::shared_ptr<Storage>(new Storage());
   size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = memory->allocate(rounded);
-  std::memset(p, 0, rounded);
   g_allocations.fetch_add(1, std::memory_order_relaxed);
+  return {p, [p, memory = std::move(memory)] { memory->deallocate(p); }};
+}
+
+}  // namespace
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
+  HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
+             "Storage::allocate: device {} needs its engine's allocator", device.to_string());
+  auto s = std::shared_ptr<Storage>(new Storage());
+  auto [p, give_back] = host_block(bytes);
+  std::memset(p, 0, (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment);
   s->data_ = p;
   s->bytes_ = bytes;
   s->device_ = device;
-  s->release_ = [p, memory = std::move(memory)] { memory->deallocate(p); };
+  s->release_ = std::move(give_back);
   return s;
 }
 
@@ -103,6 +113,30 @@ std::shared_ptr<Storage> Storage::strings(size_t n) {
 
 Storage::~Storage() {
   if (release_) release_();
+}
+
+bool Storage::release(std::function<void(void*)> rebuild) {
+  std::lock_guard lock(restore_mutex_);
+  if (strings_ || device_.kind != Device::Kind::CPU || !rebuild || restore_pending_.load()) return false;
+  if (release_) release_();
+  release_ = nullptr;
+  data_ = nullptr;
+  rebuild_ = std::move(rebuild);
+  restore_pending_.store(true, std::memory_order_release);
+  return true;
+}
+
+void* Storage::restore() {
+  std::lock_guard lock(restore_mutex_);
+  if (restore_pending_.load(std::memory_order_relaxed)) {
+    auto [p, give_back] = host_block(bytes_);
+    rebuild_(p);
+    data_ = p;
+    release_ = std::move(give_back);
+    rebuild_ = nullptr;
+    restore_pending_.store(false, std::memory_order_release);
+  }
+  return data_;
 }
 
 uint64_t Storage::allocation_count() { return g_allocations.load(std::memory_order_relaxed); }

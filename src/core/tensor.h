@@ -3,9 +3,11 @@
 // String tensors keep std::string elements; packed 4-bit tensors are always
 // contiguous (views of them are not supported).
 #pragma once
+#include <atomic>
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -42,9 +44,17 @@ class Storage {
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() { return data_; }
-  const void* data() const { return data_; }
+  void* data() { return restore_pending_.load(std::memory_order_acquire) ? restore() : data_; }
+  const void* data() const { return const_cast<Storage*>(this)->data(); }
   size_t bytes() const { return bytes_; }
+
+  // Gives the bytes back while keeping a way to rebuild them: the next data() allocates a new
+  // block and fills it with `rebuild(block)`. For an engine that holds a weight in its own
+  // layout and can rebuild the original from it (EngineOptions::exclusive_weights): the weight
+  // is held once. Pointers taken from data() before the release dangle after it. Not for
+  // string storage (false, nothing done).
+  bool release(std::function<void(void* block)> rebuild);
+  bool released() const { return restore_pending_.load(std::memory_order_acquire); }
   Device device() const { return device_; }
   std::vector<std::string>* string_data() { return strings_.get(); }
 
@@ -54,11 +64,15 @@ class Storage {
 
  private:
   Storage() = default;
+  void* restore();  // data() of a released storage
   void* data_ = nullptr;
   size_t bytes_ = 0;
   Device device_;
   std::function<void()> release_;
   std::unique_ptr<std::vector<std::string>> strings_;
+  std::atomic<bool> restore_pending_{false};
+  std::function<void(void*)> rebuild_;
+  std::mutex restore_mutex_;
 };
 
 class Tensor {

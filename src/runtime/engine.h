@@ -25,6 +25,10 @@ struct EngineOptions {
   // (dispatcher->choose(node, dtype, name())). May be null when an engine is
   // prepared directly; then use defaults (fp32, highest-priority kernels).
   std::shared_ptr<Dispatcher> dispatcher = {};
+  // The model's initializers are read by nothing but this engine (the Session loaded the model
+  // itself): an engine that keeps a weight in its own layout may release the original's bytes
+  // (Storage::release), so the weight is held once. False for a model the caller also holds.
+  bool exclusive_weights = false;
 };
 
 class Executable {

@@ -42,19 +42,21 @@ void dispatch_graph(Dispatcher& d, const Graph& g, const std::string& engine) {
 }  // namespace
 
 std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& options) {
-  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(load_model(path)), options));
+  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(load_model(path)), options, true));
 }
 
 std::unique_ptr<Session> Session::from_bytes(std::string_view bytes, const SessionOptions& options) {
   auto model = std::make_unique<Model>(load_model_from_bytes(bytes, model_format_from_bytes(bytes)));
-  return std::unique_ptr<Session>(new Session(std::move(model), options));
+  return std::unique_ptr<Session>(new Session(std::move(model), options, true));
 }
 
 std::unique_ptr<Session> Session::from_model(Model model, const SessionOptions& options) {
-  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(std::move(model)), options));
+  // The caller's Model shares its initializers' storage with this copy: they stay as they are.
+  return std::unique_ptr<Session>(new Session(std::make_unique<Model>(std::move(model)), options, false));
 }
 
-Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : model_(std::move(model)) {
+Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bool owns_weights)
+    : model_(std::move(model)) {
   MemoryManager::instance();  // tensors allocated from here on are counted in memory_stats("cpu")
   for (const auto& in : model_->graph.inputs)
     if (!model_->graph.initializer(in.name)) inputs_.push_back(in);
@@ -74,7 +76,7 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options) : 
   engine_name_ = engine->name();
   // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
   dispatch_graph(*dispatcher_, model_->graph, engine_name_);
-  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_};
+  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights};
   executable_ = engine->prepare(*model_, eo);
 }
 

@@ -40,6 +40,9 @@ class Session {
   static std::unique_ptr<Session> from_bytes(std::string_view bytes, const SessionOptions& options = {});
   static std::unique_ptr<Session> from_model(Model model, const SessionOptions& options = {});
 
+  // The model as loaded. For a Session that loaded it (load, from_bytes) the engine may have
+  // released weights it keeps in its own layout: reading one rebuilds it, and a pointer into
+  // it stays valid until the next run.
   const Model& model() const { return *model_; }
   // Graph inputs the caller must feed (initializers excluded) and the outputs.
   const std::vector<Value>& inputs() const { return inputs_; }
@@ -55,7 +58,8 @@ class Session {
   void check_inputs(const std::map<std::string, RuntimeValue>& feeds) const;
 
  private:
-  Session(std::unique_ptr<Model> model, const SessionOptions& options);
+  // `owns_weights`: the model was loaded here and nothing outside reads its initializers.
+  Session(std::unique_ptr<Model> model, const SessionOptions& options, bool owns_weights);
   std::unique_ptr<Model> model_;
   std::vector<Value> inputs_;
   std::shared_ptr<Dispatcher> dispatcher_;

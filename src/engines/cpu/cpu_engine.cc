@@ -31,6 +31,7 @@ class CpuExecutable : public Executable {
     options_.seed = o.seed;
     options_.verbose = env_flag("HODU_CPU_VERBOSE");
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
+    options_.release_weights = o.exclusive_weights;
     for (const auto& in : base_.graph.inputs)
       if (!base_.graph.initializer(in.name)) feed_names_.push_back(in.name);
   }

@@ -44,12 +44,8 @@ struct ConvWindow {
 std::optional<ConvWindow> conv_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
                                       const std::vector<int64_t>& ws);
 
-// A constant reordered once, at plan time, into the layout a primitive wants (or the
-// constant itself where the primitive reads it as stored: `buffer` then shares its storage).
-struct PackedConstant {
-  std::shared_ptr<void> buffer;  // owns the bytes (not zeroed first: the reorder writes every one)
-  dnnl::memory mem;
-};
+// `t` reordered from layout `from` into a new buffer in layout `to` (PlanBuilder::pack also
+// lets the original go where it may).
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
                              const dnnl::memory::desc& to);
 

@@ -210,10 +210,10 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   if (!pd) return false;
   auto step = std::make_unique<ConvStep>();
   step->prim_ = dnnl::convolution_forward(*pd);
-  step->weights_ = pack_constant(b.engine(), *w, w_user, pd->weights_desc());
+  step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
     step->has_bias_ = true;
-    step->bias_ = pack_constant(b.engine(), *bias, b_md, pd->bias_desc());
+    step->bias_ = b.pack(n.inputs[2], *bias, b_md, pd->bias_desc());
   }
   int src = b.as_layout(n.inputs[0], pd->src_desc());
   step->src_ = dnnl::memory(pd->src_desc(), b.engine(), nullptr);

@@ -206,7 +206,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
         float* p = w.data<float>();
         for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
       }
-      step->packed_b_ = pack_constant(b.engine(), w, b_user, pd.weights_desc());
+      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", w, b_user, pd.weights_desc());
     }
   } else {
     step->reads.push_back(b.plain(n.inputs[1]));
@@ -219,7 +219,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
       for (int64_t i = 0; i < c.numel(); ++i) p[i] *= beta;
     }
     step->has_bias_ = true;
-    step->bias_ = pack_constant(b.engine(), c, bias_md, pd.bias_desc());
+    step->bias_ = b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
     step->c_slot_ = b.plain(addend);
     step->reads.push_back(step->c_slot_);

@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
 #include "passes/graph_utils.h"
 #include "runtime/dispatcher.h"
 #include "runtime/profiler.h"
@@ -248,6 +249,62 @@ void PlanBuilder::add(std::unique_ptr<Step> step) {
   plan_.steps_.push_back(std::move(step));
 }
 
+PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
+                                 const dnnl::memory::desc& to) {
+  PackedConstant p = pack_constant(engine(), t, from, to);
+  if (!value.empty() && current_ && plan_.options_.release_weights) {
+    // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original.
+    try {
+      dnnl::reorder::primitive_desc(engine(), to, engine(), from);
+    } catch (const dnnl::error&) {
+      packed_[value].packers.push_back(kNotReversible);
+      return p;
+    }
+    Packing& k = packed_[value];
+    k.packers.push_back(static_cast<size_t>(current_ - graph_.nodes.data()));
+    if (!k.copy.buffer) {
+      k.copy = p;
+      k.from = from;
+      k.original = t;
+    }
+  }
+  return p;
+}
+
+void PlanBuilder::release_packed_inputs(const Node& n) {
+  // Small constants are not worth a rebuild path; a view of part of a storage cannot give it back.
+  constexpr size_t kMinBytes = 64 << 10;
+  for (const auto& value : n.inputs) {
+    auto it = packed_.find(value);
+    if (it == packed_.end()) continue;
+    Packing& k = it->second;
+    const std::vector<size_t>& all = readers(value);
+    if (all.empty() || &n != &graph_.nodes[all.back()]) continue;  // a later node reads it too
+    auto unique_sorted = [](std::vector<size_t> v) {
+      std::sort(v.begin(), v.end());
+      v.erase(std::unique(v.begin(), v.end()), v.end());
+      return v;
+    };
+    const Tensor& t = k.original;
+    Storage* storage = t.storage().get();
+    if (storage_users_.empty())
+      for (const auto& [name, init] : graph_.initializers) ++storage_users_[init.storage().get()];
+    // Only an initializer's own storage, whole, and no other initializer (a view) on it.
+    bool whole = storage && t.is_contiguous() && t.offset() == 0 && t.nbytes() == storage->bytes() &&
+                 t.nbytes() >= kMinBytes && storage_users_[storage] == 1;
+    if (whole && unique_sorted(k.packers) == unique_sorted(all) && !graph_.output(value) && !graph_.input(value)) {
+      // Rebuilt, if anything reads the original again (a plan for new shapes), from the packed copy.
+      storage->release([copy = k.copy, from = k.from, eng = engine()](void* block) mutable {
+        dnnl::memory dst(from, eng, block);
+        dnnl::stream s(eng);
+        dnnl::reorder(copy.mem, dst).execute(s, copy.mem, dst);
+        s.wait();
+      });
+    }
+    packed_.erase(it);
+  }
+}
+
 dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
   return dnnl::memory(md, rs.engine, rs.slots[slot].data());
 }
@@ -318,6 +375,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
         std::fprintf(stderr, "cpu: %s runs on the interpreter's kernel (%s)\n", n.describe().c_str(),
                      reference ? "chosen by the policy" : "no cpu kernel for these types/attributes");
     }
+    b.release_packed_inputs(n);
   }
   b.current_ = nullptr;
   for (const auto& o : g.outputs) {

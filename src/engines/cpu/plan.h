@@ -77,6 +77,15 @@ struct PlanOptions {
   std::shared_ptr<Dispatcher> dispatcher;
   bool verbose = false;   // a note per node on stderr: which kernel, fallbacks
   bool blocked_layouts = true;
+  // EngineOptions::exclusive_weights: a weight that every reader packs is released once packed.
+  bool release_weights = false;
+};
+
+// A constant reordered once, at plan time, into the layout a primitive wants (or the
+// constant itself where the primitive reads it as stored: `buffer` then shares its storage).
+struct PackedConstant {
+  std::shared_ptr<void> buffer;  // owns the bytes (not zeroed first: the reorder writes every one)
+  dnnl::memory mem;
 };
 
 class Plan {
@@ -138,9 +147,26 @@ class PlanBuilder {
   // Static type of a value, when known.
   std::optional<std::pair<DType, std::vector<int64_t>>> static_type(const std::string& value) const;
   void add(std::unique_ptr<Step> step);
+  // Constant `t` reordered from layout `from` (its bytes as stored) into `to`. `value` names the
+  // graph value `t` is, or is empty for a tensor derived from one (scaled, converted): only a
+  // value's exact copy lets its original go (PlanOptions::release_weights).
+  PackedConstant pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
+                      const dnnl::memory::desc& to);
 
  private:
   friend class Plan;
+  // After the current node: releases the original bytes of its constant inputs that every
+  // reader has packed (the last reader was this node).
+  void release_packed_inputs(const Node& n);
+  static constexpr size_t kNotReversible = ~size_t{0};  // a packer whose layout has no way back
+  struct Packing {
+    std::vector<size_t> packers;  // nodes that packed the value exactly (or kNotReversible)
+    PackedConstant copy;
+    dnnl::memory::desc from;
+    Tensor original;
+  };
+  std::map<std::string, Packing> packed_;
+  std::map<const Storage*, int> storage_users_;  // initializers per storage (shared ones stay)
   const Node* current_ = nullptr;
   Plan& plan_;
   const Graph& graph_;
