@@ -281,6 +281,59 @@ TEST(CpuEngine, BlockedMaxPoolLoopMatchesPlainLoop) {
   }
 }
 
+// The SiLU loop run after convolutions, each instruction set this CPU has, against double
+// precision: values across exp's clamps, lengths with vector tails.
+TEST(CpuEngine, SiluLoopMatchesDouble) {
+  std::vector<std::pair<const char*, void (*)(float*, int64_t)>> variants = {
+      {"dispatch", vector_math::silu_in_place}};
+  if (__builtin_cpu_supports("avx512f")) variants.emplace_back("avx512", vector_math::silu_in_place_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    variants.emplace_back("avx2", vector_math::silu_in_place_avx2);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-100.0f, 100.0f);
+  for (int64_t n : {1, 15, 16, 37, 1000}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(rng);
+    x[0] = n > 1 ? 0.0f : -0.5f;
+    for (const auto& [name, silu] : variants) {
+      std::vector<float> y = x;
+      silu(y.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        double want = x[i] / (1.0 + std::exp(-static_cast<double>(x[i])));
+        EXPECT_NEAR(y[i], want, 4e-7 * std::abs(want) + 1e-30) << name << " silu(" << x[i] << ")";
+      }
+    }
+  }
+}
+
+// A conv + SiLU (Mul(y, Sigmoid(y))) on a blocked layout with a partial channel block, into
+// another conv: the SiLU loop runs over the padding channels too and must leave them zero.
+TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(8), Dim(12), Dim(12)}));
+  b.constant("w1", {20, 8, 3, 3}, 41);
+  b.constant("b1", {20}, 42);
+  b.constant("w2", {20, 1, 3, 3}, 43);  // depthwise over the 20 channels
+  b.constant("w3", {24, 20, 1, 1}, 44);
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Sigmoid", {"c1"}, {"s1"});
+  b.node("Mul", {"c1", "s1"}, {"a1"});
+  b.node("Conv", {"a1", "w2"}, {"c2"}, {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", 20)});
+  b.node("Sigmoid", {"c2"}, {"s2"});
+  b.node("Mul", {"s2", "c2"}, {"a2"});
+  b.node("Conv", {"a2", "w3"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 12, 12}, 45))}});
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 12, 12}, 46))}}, 2);
+  passes::optimize(m, {3, {}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {1, 8, 12, 12}}}, PlanOptions{}, eng);
+  int silu_loops = 0;
+  for (const auto& k : plan.kernel_choices()) silu_loops += k.find(", silu loop") != std::string::npos;
+  EXPECT_EQ(silu_loops, 2);
+}
+
 TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
   Model m = small_transformer();
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 3))}});

@@ -22,6 +22,8 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
 void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
                 int64_t begin, int64_t end);
 
+using vector_math::silu_in_place;  // y = y · sigmoid(y) in place, AVX-512/AVX2 chosen at run time
+
 // 2-D max pooling of a channel-blocked tensor, rows [begin, end) (vector_math::max_pool_blocked).
 using vector_math::BlockedPool2d;
 void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end);

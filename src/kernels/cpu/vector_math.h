@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <immintrin.h>
 #include <limits>
 
 namespace hodu::vector_math {
@@ -160,6 +161,70 @@ HODU_ROW_INLINE void max_pool_blocked(const float* x, float* y, const BlockedPoo
     max_pool_blocked_of<Floats16>(x, y, p, begin, end);
   else
     max_pool_blocked_of<Floats8>(x, y, p, begin, end);
+}
+
+// y = y · sigmoid(y) = y / (1 + exp(-y)) over y[0, n) in place, with AVX-512 or AVX2 chosen
+// at run time. Written with intrinsics: GCC's vectorization of the plain loop (masked clamps,
+// two divisions) ran 0.46 ns an element on Zen 5, oneDNN 2.6's swish post-op ~0.25 inside its
+// convolutions; this 0.14 (AVX-512), so a conv then this loop beats the fused post-op.
+// GCC 12's avx512fintrin.h fills unused lanes from _mm512_undefined_ps(): a false
+// -Wmaybe-uninitialized for every intrinsic below.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) inline void silu_in_place_avx512(float* y, int64_t n) {
+  const __m512 log2e = _mm512_set1_ps(1.44269504088896341f), ln2_hi = _mm512_set1_ps(0.693359375f),
+               ln2_lo = _mm512_set1_ps(-2.12194440e-4f), lo = _mm512_set1_ps(-87.0f), hi = _mm512_set1_ps(88.0f),
+               one = _mm512_set1_ps(1.0f);
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16) {
+    const __m512 v = _mm512_loadu_ps(y + j);
+    // exp(x), x = -v clamped, as fast_exp: x = k ln2 + r, exp(r) by the same polynomial, 2^k by scalef.
+    const __m512 x = _mm512_min_ps(_mm512_max_ps(_mm512_sub_ps(_mm512_setzero_ps(), v), lo), hi);
+    const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512 r = _mm512_fnmadd_ps(k, ln2_lo, _mm512_fnmadd_ps(k, ln2_hi, x));
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+    p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, _mm512_add_ps(r, one));
+    const __m512 e = _mm512_scalef_ps(p, k);
+    _mm512_storeu_ps(y + j, _mm512_div_ps(v, _mm512_add_ps(e, one)));
+  }
+  for (; j < n; ++j) y[j] = y[j] / (1.0f + fast_exp(-y[j]));
+}
+#pragma GCC diagnostic pop
+
+__attribute__((target("avx2,fma"))) inline void silu_in_place_avx2(float* y, int64_t n) {
+  const __m256 log2e = _mm256_set1_ps(1.44269504088896341f), ln2_hi = _mm256_set1_ps(0.693359375f),
+               ln2_lo = _mm256_set1_ps(-2.12194440e-4f), lo = _mm256_set1_ps(-87.0f), hi = _mm256_set1_ps(88.0f),
+               one = _mm256_set1_ps(1.0f);
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) {
+    const __m256 v = _mm256_loadu_ps(y + j);
+    const __m256 x = _mm256_min_ps(_mm256_max_ps(_mm256_sub_ps(_mm256_setzero_ps(), v), lo), hi);
+    const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 r = _mm256_fnmadd_ps(k, ln2_lo, _mm256_fnmadd_ps(k, ln2_hi, x));
+    __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(_mm256_mul_ps(p, r), r, _mm256_add_ps(r, one));
+    // 2^k: k + 127 into the exponent bits (k in [-126, 127] after the clamp).
+    const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+    const __m256 e = _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+    _mm256_storeu_ps(y + j, _mm256_div_ps(v, _mm256_add_ps(e, one)));
+  }
+  for (; j < n; ++j) y[j] = y[j] / (1.0f + fast_exp(-y[j]));
+}
+
+inline void silu_in_place(float* y, int64_t n) {
+  static const int isa = __builtin_cpu_supports("avx512f") ? 2 : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? 1 : 0;
+  if (isa == 2) silu_in_place_avx512(y, n);
+  else if (isa == 1) silu_in_place_avx2(y, n);
+  else
+    for (int64_t j = 0; j < n; ++j) y[j] = y[j] / (1.0f + fast_exp(-y[j]));
 }
 
 #undef HODU_ROW_INLINE
