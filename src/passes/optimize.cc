@@ -63,6 +63,8 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     infer_types(g);
     fuse_matmul(g);
     infer_types(g);
+    fuse_residual_add(g);
+    infer_types(g);
     fuse_conv(g);
     if (options.level >= 3) {
       // Last: what the fusions above did not take into a conv or matmul.

@@ -54,6 +54,12 @@ bool fuse_conv(Graph& g);
 // swapping the last two dims of B becomes transB.
 bool fuse_matmul(Graph& g);
 
+// Add(product [→ reshapes], z) with z of the sum's exact shape, made before the product →
+// the product's residual input Z (MatMul/Gemm become hodu.FusedMatMul/FusedGemm; z gets a
+// Reshape to the product's shape when the views between changed it). Products with an
+// activation keep their Add (it would run before the residual).
+bool fuse_residual_add(Graph& g);
+
 // Erf-based GELU (x * 0.5 * (1 + erf(x / sqrt(2)))) → hodu.Gelu.
 bool fuse_gelu(Graph& g);
 

@@ -416,6 +416,50 @@ TEST(MatMulFusion, GemmReluAndTransposedB) {
   EXPECT_EQ(count_op(opt.graph, "Transpose"), 0);
 }
 
+// Residual Adds after products: through Reshapes (z gets a Reshape to the product's shape), onto
+// a plain Gemm (becomes FusedGemm), a product with a bias; a broadcasting Add and an Add after
+// an activation stay Adds.
+TEST(ResidualFusion, AddAfterProductBecomesItsResidual) {
+  Builder b;
+  b.input("x", {6, 8});
+  b.constant("w1", {8, 8}, 1);
+  b.constant("w2", {8, 8}, 2);
+  b.constant("w3", {8, 8}, 3);
+  b.constant("bias", {8}, 4);
+  b.constant("row", {8}, 5);
+  b.g.set_initializer("s3", Tensor::from_vector<int64_t>(DType::I64, {3}, {2, 3, 8}));
+  b.node("Reshape", {"x", "s3"}, {"x3"});
+  b.node("Gemm", {"x", "w1"}, {"g"}, {Attribute::make_int("transB", 1)});
+  b.node("Reshape", {"g", "s3"}, {"g3"});
+  b.node("Add", {"x3", "g3"}, {"r1"});  // z = x3, the Gemm's output seen through a Reshape
+  b.node("MatMul", {"r1", "w2"}, {"m"});
+  b.node("Add", {"m", "bias"}, {"mb"});
+  b.node("Add", {"mb", "r1"}, {"r2"});  // bias, then residual
+  b.node("MatMul", {"r2", "w3"}, {"n"});
+  b.node("Relu", {"n"}, {"nr"});
+  b.node("Add", {"nr", "r2"}, {"r3"});  // after an activation: stays
+  b.node("Add", {"r3", "row"}, {"y"});  // broadcasting: stays
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({6, 8}, 8))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  EXPECT_EQ(count_op(opt.graph, "Add"), 2);
+  ASSERT_EQ(count_op(opt.graph, "FusedGemm"), 1);
+  for (const auto& n : opt.graph.nodes) {
+    if (n.op_type == "FusedGemm") {
+      ASSERT_EQ(n.inputs.size(), 4u);
+      const Node& z = opt.graph.nodes[opt.graph.producer_of(n.inputs[3])];
+      EXPECT_EQ(z.op_type, "Reshape");  // x3 back to the Gemm's [6, 8]
+      EXPECT_EQ(*opt.graph.type_of(n.inputs[3]), *opt.graph.type_of(n.outputs[0]));
+    }
+    if (n.op_type == "FusedMatMul" && n.get_string("activation", "").empty()) {
+      ASSERT_EQ(n.inputs.size(), 4u);
+      EXPECT_EQ(n.inputs[2], "bias");
+      EXPECT_EQ(n.outputs[0], "r2");
+    }
+  }
+}
+
 TEST(LayerNormFusion, DecomposedLayerNormAndRmsNorm) {
   Builder b;
   b.input("x", {2, 3, 8});

@@ -334,6 +334,80 @@ TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {
   EXPECT_EQ(silu_loops, 2);
 }
 
+// Residuals fused into products (FusedMatMul/FusedGemm input Z) accumulate in place where the
+// residual's bytes die there; not where a view of them is read later, nor into a graph output
+// (read after the last step, when the arena's bytes may hold something else).
+TEST(CpuEngine, ResidualIntoProductsMatchesInterpreter) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(8), Dim(32)}));
+  for (const char* w : {"w0", "w1", "w2", "w3", "w4"}) b.constant(w, {32, 32}, static_cast<uint32_t>(w[1]));
+  b.constant("bias", {32}, 50);
+  b.ints("flat", {8, 32});
+  b.ints("back", {1, 8, 32});
+  b.node("MatMul", {"x", "w0"}, {"a"});
+  b.node("MatMul", {"x", "w1"}, {"m1"});
+  b.node("Add", {"m1", "a"}, {"r1"});  // a dies here: in place
+  b.node("Reshape", {"r1", "flat"}, {"r1f"});
+  b.node("Gemm", {"r1f", "w2", "bias"}, {"g"});
+  b.node("Reshape", {"g", "back"}, {"g3"});
+  b.node("Add", {"g3", "r1"}, {"r2"});  // r1 dies, but the product reads its bytes (r1f): copied
+  b.node("Reshape", {"r2", "flat"}, {"r2f"});
+  b.node("MatMul", {"r2", "w3"}, {"m3"});
+  b.node("Add", {"m3", "r2"}, {"r3"});  // r2's view r2f is read later: copied
+  b.node("MatMul", {"r2f", "w4"}, {"m4"});
+  b.node("Reshape", {"m4", "back"}, {"m4b"});
+  b.node("Add", {"r3", "m4b"}, {"y"});  // r3 (through a Reshape to [8, 32]) dies here: in place
+  b.node("MatMul", {"y", "w0"}, {"m5"});
+  b.node("Add", {"m5", "y"}, {"out"});  // a graph output: not in place (y is too)
+  b.output("y");
+  b.output("out");
+  Model m = b.finish();
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 51))}});
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 52))}}, 2);
+  passes::optimize(m, {3, {}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {1, 8, 32}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0);
+  int in_place = 0, copied = 0;
+  for (const auto& k : plan.kernel_choices()) {
+    in_place += k.find(", residual in place") != std::string::npos;
+    copied += k.find(", residual") != std::string::npos && k.find("in place") == std::string::npos;
+  }
+  EXPECT_EQ(in_place, 2);
+  EXPECT_EQ(copied, 3);
+}
+
+// A conv and a product whose residual could be their buffer, but whose output is a graph
+// output that later steps outlive: the output keeps its own bytes.
+TEST(CpuEngine, ResidualConvIntoGraphOutputKeepsItsBytes) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim(16), Dim(8), Dim(8)}));
+  for (const char* w : {"w1", "w2", "w3", "w4", "w5"})
+    b.constant(w, {16, 16, 3, 3}, static_cast<uint32_t>(w[1]), -0.2f, 0.2f);
+  b.constant("fc", {64, 64}, 54);
+  b.ints("rows", {16, 64});
+  auto pads = Attribute::make_ints("pads", {1, 1, 1, 1});
+  b.node("Conv", {"x", "w1"}, {"c1"}, {pads});
+  b.node("Conv", {"c1", "w2"}, {"c2"}, {pads});
+  b.node("Add", {"c2", "c1"}, {"r"});  // c1 dies here, r is a graph output
+  b.node("Conv", {"r", "w3"}, {"c3"}, {pads});
+  b.node("Conv", {"c3", "w4"}, {"c4"}, {pads});  // may take c1's bytes once r is read
+  b.node("Conv", {"c4", "w5"}, {"c5"}, {pads});
+  b.node("Reshape", {"c5", "rows"}, {"f"});
+  b.node("Relu", {"f"}, {"fr"});
+  b.node("MatMul", {"f", "fc"}, {"m"});
+  b.node("Add", {"m", "fr"}, {"s"});  // fr dies here, s is a graph output
+  b.node("MatMul", {"s", "fc"}, {"t1"});
+  b.node("MatMul", {"t1", "fc"}, {"t2"});  // may take fr's bytes once s is read
+  b.node("MatMul", {"t2", "fc"}, {"t3"});
+  b.node("Sigmoid", {"t3"}, {"y"});
+  b.output("r");
+  b.output("s");
+  b.output("y");
+  Model m = b.finish();
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 16, 8, 8}, 53))}});
+}
+
 TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
   Model m = small_transformer();
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 3))}});

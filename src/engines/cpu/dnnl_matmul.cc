@@ -1,8 +1,11 @@
 // MatMul, Gemm, hodu.FusedMatMul and hodu.FusedGemm on oneDNN's matmul:
 // constant B is packed once per plan (alpha folded in), a constant bias/C is
 // the primitive's bias (beta folded in), a variable C a binary post-op, and
-// the activation eltwise post-ops. Where oneDNN has only its sgemm (no AVX-512)
+// the activation eltwise post-ops; a residual Z (FusedMatMul/FusedGemm input 3)
+// is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512)
 // a 2-D product runs as fixed tiles, one sgemm call each (onednn::TiledMatMul).
+#include <cstring>
+
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "kernels/cpu/tiled_matmul.h"
@@ -26,7 +29,12 @@ class MatMulStep : public Step {
     if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
     if (c_slot_ >= 0) {
       bind(c_, rs, c_slot_);
-      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1] = c_;
+      args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c_post_op_) | DNNL_ARG_SRC_1] = c_;
+    }
+    if (z_slot_ >= 0) {
+      // The residual enters dst first; the sum post-op adds the product onto it.
+      const void* z = rs.slots[z_slot_].data();
+      if (z != dst_.get_data_handle()) std::memcpy(dst_.get_data_handle(), z, z_bytes_);
     }
     if (tiled_) {
       auto handle = [](const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); };
@@ -41,7 +49,9 @@ class MatMulStep : public Step {
   dnnl::memory a_, b_, c_, dst_;
   PackedConstant packed_b_, bias_;
   bool b_const_ = false, has_bias_ = false;
-  int c_slot_ = -1;
+  int c_slot_ = -1, c_post_op_ = 0;
+  int z_slot_ = -1;  // the residual Z (FusedMatMul/FusedGemm input 3): dst's starting values
+  size_t z_bytes_ = 0;
   std::unique_ptr<onednn::TiledMatMul> tiled_;
 };
 
@@ -97,6 +107,12 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   // The addend: FusedMatMul's bias, Gemm's C.
   std::string addend = n.inputs.size() > 2 && !n.inputs[2].empty() ? n.inputs[2] : "";
   const Tensor* cconst = passes::constant_of(g, addend);
+  // The residual Z: the output's exact shape, added by a sum post-op onto dst's starting values.
+  std::string residual = hodu && n.inputs.size() > 3 ? n.inputs[3] : "";
+  if (!residual.empty()) {
+    auto zt = b.static_type(residual);
+    if (!zt || zt->first != DType::F32 || zt->second != ys) return false;
+  }
   bool bias_vector = false;
   std::optional<std::pair<DType, std::vector<int64_t>>> ct;
   if (!addend.empty()) {
@@ -128,6 +144,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   dnnl::memory::desc bias_md = plain_md(bias_shape);
   dnnl::memory::desc c_md;
   dnnl::post_ops po;
+  if (!residual.empty()) po.append_sum(1.0f);
   if (!addend.empty() && !bias_vector) {
     c_md = plain_md(pad_rank(ct->second, r));
     po.append_binary(dnnl::algorithm::binary_add, c_md);
@@ -138,6 +155,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   // The same post-ops with the addend seen as `c` (a tile of it).
   auto attr_for = [&](const dnnl::memory::desc& c) {
     dnnl::post_ops tile_po;
+    if (!residual.empty()) tile_po.append_sum(1.0f);
     if (!addend.empty() && !bias_vector) tile_po.append_binary(dnnl::algorithm::binary_add, c);
     append_activation(tile_po, act, act_params);
     dnnl::primitive_attr a;
@@ -222,12 +240,29 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     step->bias_ = b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
     step->c_slot_ = b.plain(addend);
+    step->c_post_op_ = residual.empty() ? 0 : 1;
     step->reads.push_back(step->c_slot_);
     step->c_ = dnnl::memory(c_md, b.engine(), nullptr);
   }
-  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
+  int dst = -1;
+  if (!residual.empty()) {
+    step->z_slot_ = b.plain(residual);
+    step->z_bytes_ = dtype_storage_bytes(DType::F32, shape_numel(ys));
+    step->reads.push_back(step->z_slot_);
+    // A residual read nowhere after this product is its output's buffer: nothing is copied.
+    // (Through a Reshape: the bytes of the slot it views, when that holds exactly them.)
+    std::vector<int> others(step->reads.begin(), step->reads.end() - 1);
+    int z = b.at(step->z_slot_).kind == Slot::Kind::Alias ? b.root_of(step->z_slot_) : step->z_slot_;
+    auto kind = b.at(z).kind;
+    if ((kind == Slot::Kind::Arena || kind == Slot::Kind::Part) && !b.at(z).blocked &&
+        b.at(z).bytes == step->z_bytes_ && b.bytes_die_here(residual, others))
+      dst = b.define_part(n.outputs[0], z, ys, plain_md(ys), 0);
+  }
+  if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys);
+  step->writes = {dst};
   step->dst_ = dnnl::memory(y_md, b.engine(), nullptr);
-  step->label = n.describe() + ": onednn " + impl;
+  step->label = n.describe() + ": onednn " + impl +
+                (residual.empty() ? "" : b.at(dst).kind == Slot::Kind::Part ? ", residual in place" : ", residual");
   b.add(std::move(step));
   return true;
 }

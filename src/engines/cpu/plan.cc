@@ -124,6 +124,32 @@ bool PlanBuilder::dies_here(const std::string& value) const {
   return true;
 }
 
+int PlanBuilder::root_of(int s) const {
+  while (plan_.slots_[s].kind == Slot::Kind::Alias || plan_.slots_[s].kind == Slot::Kind::Part)
+    s = plan_.slots_[s].alias_of;
+  return s;
+}
+
+bool PlanBuilder::bytes_die_here(const std::string& value, const std::vector<int>& others) const {
+  auto it = by_name_.find(value);
+  if (!current_ || it == by_name_.end()) return false;
+  // A graph output is read after the last step (copied out): its bytes must outlive the arena's reuse.
+  for (const auto& o : current_->outputs)
+    if (graph_.output(o)) return false;
+  const int root = root_of(it->second);
+  if (plan_.slots_[root].kind != Slot::Kind::Arena) return false;
+  for (int o : others)
+    if (root_of(o) == root) return false;
+  const size_t here = static_cast<size_t>(current_ - graph_.nodes.data());
+  for (const auto& [name, id] : by_name_) {
+    if (root_of(id) != root) continue;
+    if (graph_.output(name)) return false;
+    for (size_t r : readers(name))
+      if (r > here) return false;
+  }
+  return true;
+}
+
 int PlanBuilder::define_part(const std::string& value, int of, std::vector<int64_t> shape,
                              const dnnl::memory::desc& md, size_t offset) {
   const Slot& root = plan_.slots_[of];

@@ -142,6 +142,13 @@ class PlanBuilder {
   // True when no node after the current one reads `value` (nor any subgraph), it is not a graph
   // output, and its slot lives in the arena: its bytes may be overwritten by the current node.
   bool dies_here(const std::string& value) const;
+  // True when the bytes of `value`'s slot may become the current node's output: they live in
+  // the arena, no value on them (`value`, a Reshape of it, what it views) is read after the
+  // current node or is a graph output, none of `others` (the node's other inputs) reads them, and
+  // the node's own outputs are not graph outputs.
+  bool bytes_die_here(const std::string& value, const std::vector<int>& others) const;
+  // The slot whose bytes `s` uses (itself, or the root of an Alias/Part chain).
+  int root_of(int s) const;
   // Nodes reading `value` (indices into graph().nodes; subgraph reads count for their node).
   const std::vector<size_t>& readers(const std::string& value) const;
   // Static type of a value, when known.

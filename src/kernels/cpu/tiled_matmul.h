@@ -19,6 +19,14 @@
 
 namespace hodu::onednn {
 
+// Index of the (first) binary post-op of `pd`'s attributes: a sum post-op may come before it.
+inline int binary_post_op_index(const dnnl::matmul::primitive_desc& pd) {
+  dnnl::post_ops po = pd.get_primitive_attr().get_post_ops();
+  for (int i = 0; i < po.len(); ++i)
+    if (po.kind(i) == dnnl::primitive::kind::binary) return i;
+  return 0;
+}
+
 class TiledMatMul {
  public:
   static constexpr int64_t kRows = 256, kCols = 384;
@@ -65,8 +73,9 @@ class TiledMatMul {
     return t;
   }
 
-  // y = the product of a and b (plus bias, plus the addend c; each null when absent) on up
-  // to `threads` threads, which stay the caller's OpenMP thread count afterwards.
+  // y = the product of a and b (plus bias, plus the addend c; each null when absent; plus y's
+  // own values where the attributes have a sum post-op) on up to `threads` threads, which stay
+  // the caller's OpenMP thread count afterwards.
   void run(int threads, const float* a, const float* b, const float* bias, const float* c, float* y) {
     const int64_t rows = (m_ + kRows - 1) / kRows, cols = (n_ + kCols - 1) / kCols;
     const int workers = static_cast<int>(std::min<int64_t>({threads, static_cast<int64_t>(per_thread_.size()),
@@ -101,7 +110,7 @@ class TiledMatMul {
       args = {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, dst}};
       if (has_bias) args[DNNL_ARG_BIAS] = bias = dnnl::memory(pd.bias_desc(), eng, nullptr);
       if (has_c) {
-        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+        int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(binary_post_op_index(pd)) | DNNL_ARG_SRC_1;
         args[arg] = c = dnnl::memory(pd.query_md(dnnl::query::exec_arg_md, arg), eng, nullptr);
       }
       if (size_t bytes = pd.scratchpad_desc().get_size(); bytes > 0) {

@@ -2,8 +2,8 @@
 // ops they replace followed by the fused epilogue, so the interpreter stays the
 // oracle for graphs the fusion passes rewrote.
 //   FusedConv:   Y = act(Conv(X, W, B) + Z)
-//   FusedMatMul: Y = act(alpha * MatMul(op(A), op(B)) + bias)   (op = transpose of the last two dims)
-//   FusedGemm:   Y = act(Gemm(A, B, C))
+//   FusedMatMul: Y = act(alpha * MatMul(op(A), op(B)) + bias + Z)   (op = transpose of the last two dims)
+//   FusedGemm:   Y = act(Gemm(A, B, C) + Z)
 //   LayerNorm:   LayerNormalization (rms=0) or RMSNormalization (rms=1) over [axis, rank)
 //   Gelu:        Gelu(X + bias)
 //   Attention:   ONNX Attention(Q, K, V, mask + bias)
@@ -116,6 +116,14 @@ Tensor transpose_last_two(const Tensor& t) {
   return t.permute(perm).contiguous();
 }
 
+// y += input `i` (the residual Z, of y's exact shape) when given.
+void add_residual(const KernelContext& c, Tensor& y, size_t i) {
+  if (!c.has_input(i)) return;
+  if (c.input(i).shape() != y.shape())
+    c.fail(ErrorCode::InvalidModel, "Z {} must have the output's shape {}", c.input(i).type_string(), y.type_string());
+  y = run_onnx(c, "Add", {&y, &c.input(i)}, {});
+}
+
 void fused_matmul(KernelContext& c) {
   Tensor a = c.node.get_int("transA", 0) ? transpose_last_two(c.input(0)) : c.input(0);
   Tensor b = c.node.get_int("transB", 0) ? transpose_last_two(c.input(1)) : c.input(1);
@@ -125,6 +133,7 @@ void fused_matmul(KernelContext& c) {
     y = y.clone();
     for (int64_t i = 0; i < y.numel(); ++i) y.set_double(i, y.get_double(i) * alpha);
   }
+  add_residual(c, y, 3);
   epilogue(c, y, opt_input(c, 2));
   c.set_output(0, y);
 }
@@ -132,6 +141,7 @@ void fused_matmul(KernelContext& c) {
 void fused_gemm(KernelContext& c) {
   Tensor y = run_onnx(c, "Gemm", {&c.input(0), &c.input(1), opt_input(c, 2)},
                       base_attrs(c.node, {"activation", "activation_params"}));
+  add_residual(c, y, 3);
   epilogue(c, y, nullptr);
   c.set_output(0, y);
 }
