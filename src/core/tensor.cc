@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/element_access.h"
+#include "core/huge_pages.h"
 
 namespace hodu {
 namespace {
@@ -43,7 +44,7 @@ namespace {
 class SystemHostMemory : public HostMemory {
  public:
   void* allocate(size_t bytes) override {
-    void* p = std::aligned_alloc(kAlignment, bytes);  // Storage::allocate passes a multiple of kAlignment
+    void* p = aligned_alloc_large(kAlignment, bytes);  // Storage::allocate passes a multiple of kAlignment
     if (!p) fail(ErrorCode::OutOfMemory, "out of memory allocating {} bytes on the CPU", bytes);
     return p;
   }

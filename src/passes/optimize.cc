@@ -59,6 +59,8 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     if (options.level >= 3) {
       infer_types(g);
       fuse_attention(g);
+      infer_types(g);
+      absorb_attention_heads(g);
     }
     infer_types(g);
     fuse_matmul(g);

@@ -71,6 +71,11 @@ bool fuse_layer_norm(Graph& g);
 // tensors → hodu.Attention.
 bool fuse_attention(Graph& g);
 
+// The head split (Reshape/Transpose chains giving a rank-4 Attention operand [B, H, S, D] from
+// a source whose bytes are [B, S, H, D]) and head merge (back to [B, S, H·Dv] bytes) around a
+// hodu.Attention → its rank-3 form (num_heads, kv_num_heads) on the sources directly.
+bool absorb_attention_heads(Graph& g);
+
 // Connected f32 elementwise ops (Add/Sub/Mul/Div, Relu, Sigmoid, Tanh, Exp, ...)
 // over one shape, intermediates read once → hodu.FusedElementwise with the ops
 // as its body graph.

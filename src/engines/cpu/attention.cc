@@ -1,4 +1,5 @@
-// hodu.Attention on [batch, heads, seq, dim] tensors: scores = scale * Q Kᵀ
+// hodu.Attention on [batch, heads, seq, dim] tensors (or [batch, seq, heads·dim] ones, read
+// and written through strides): scores = scale * Q Kᵀ
 // (oneDNN batched matmul, Kᵀ read through strides), softmax with the mask
 // added (row kernel), Y = P V (oneDNN matmul). The scores live in the arena.
 #include <cmath>
@@ -53,9 +54,21 @@ bool make_attention(PlanBuilder& b, const Node& n) {
   auto q = b.static_type(n.inputs[0]), k = b.static_type(n.inputs[1]), v = b.static_type(n.inputs[2]);
   auto y = b.static_type(n.outputs[0]);
   if (!q || !k || !v || !y) return false;
+  const size_t rank = q->second.size();
+  if (rank != 3 && rank != 4) return false;
   for (const auto* t : {&*q, &*k, &*v})
-    if (t->first != DType::F32 || t->second.size() != 4) return false;
-  const auto &qs = q->second, &ks = k->second, &vs = v->second;
+    if (t->first != DType::F32 || t->second.size() != rank) return false;
+  // Rank 3: [batch, seq, heads·dim] with the heads side by side, read (and Y written) through
+  // strides as [batch, heads, seq, dim]. Grouped-query attention goes to the interpreter.
+  std::vector<int64_t> qs = q->second, ks = k->second, vs = v->second;
+  if (rank == 3) {
+    const int64_t h = n.get_int("num_heads", 0);
+    if (h <= 0 || n.get_int("kv_num_heads", h) != h) return false;
+    for (auto* s : {&qs, &ks, &vs}) {
+      if ((*s)[2] % h != 0) return false;
+      *s = {(*s)[0], h, (*s)[1], (*s)[2] / h};
+    }
+  }
   // Same heads for Q, K and V (grouped-query attention goes to the interpreter).
   if (qs[0] != ks[0] || qs[0] != vs[0] || qs[1] != ks[1] || qs[1] != vs[1] || qs[3] != ks[3] || ks[2] != vs[2])
     return false;
@@ -75,13 +88,20 @@ bool make_attention(PlanBuilder& b, const Node& n) {
     step->mdims_ = md;
     step->mstr_ = contiguous_strides(md);
   }
+  // [B, H, S, d] over its bytes: row-major (rank 4), or [B, S, H, d] row-major (rank 3).
+  auto heads_md = [&](int64_t S, int64_t d) {
+    return rank == 4 ? plain_md({B, H, S, d})
+                     : dnnl::memory::desc({B, H, S, d}, dt::f32, dnnl::memory::dims{S * H * d, d, H * d, 1});
+  };
   try {
-    dnnl::memory::desc q_md = plain_md(qs);
-    // Kᵀ: logical [B, H, D, Skv] over K's row-major [B, H, Skv, D].
-    dnnl::memory::desc kt_md({B, H, D, Skv}, dt::f32, {H * Skv * D, Skv * D, 1, D});
+    dnnl::memory::desc q_md = heads_md(Sq, D);
+    // Kᵀ: logical [B, H, D, Skv], K's strides with the last two dims swapped.
+    dnnl::memory::desc k_md = heads_md(Skv, D);
+    auto kst = k_md.data.format_desc.blocking.strides;
+    dnnl::memory::desc kt_md({B, H, D, Skv}, dt::f32, dnnl::memory::dims{kst[0], kst[1], kst[3], kst[2]});
     dnnl::memory::desc s_md = plain_md({B, H, Sq, Skv});
-    dnnl::memory::desc v_md = plain_md(vs);
-    dnnl::memory::desc y_md = plain_md({B, H, Sq, Dv});
+    dnnl::memory::desc v_md = heads_md(Skv, Dv);
+    dnnl::memory::desc y_md = heads_md(Sq, Dv);
     dnnl::primitive_attr attr;
     attr.set_output_scales(0, {scale});
     step->qk_ = dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(q_md, kt_md, s_md), attr, b.engine()));
@@ -94,7 +114,7 @@ bool make_attention(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
-  if (y->second != std::vector<int64_t>{B, H, Sq, Dv}) return false;
+  if (y->second != (rank == 4 ? std::vector<int64_t>{B, H, Sq, Dv} : std::vector<int64_t>{B, Sq, H * Dv})) return false;
   step->batch_ = B;
   step->heads_ = H;
   step->sq_ = Sq;

@@ -647,10 +647,10 @@ TEST(CpuEngine, NewInputShapeReplans) {
 // rebuilt exactly from the packed copy when something reads them again (a plan for a new shape).
 TEST(CpuEngine, PackedWeightsAreHeldOnceAndRebuiltExactly) {
   Builder b;
-  b.input("x", Shape({Dim::sym("batch"), Dim(64), Dim(8), Dim(8)}));
+  b.input("x", Shape({Dim::sym("batch"), Dim(64), Dim(12), Dim(12)}));
   b.constant("w", {64, 64, 5, 5}, 21);     // 400 KiB: packed by the conv
   b.constant("wino", {64, 64, 3, 3}, 24);  // Winograd's weights (where chosen) have no way back: kept
-  b.constant("fc", {4096, 256}, 22);       // 4 MiB: packed by the matmul
+  b.constant("fc", {9216, 64}, 22);        // 2.25 MiB: packed by the matmul
   b.constant("tiny", {64, 64, 1, 1}, 23);  // 16 KiB: below the size worth a rebuild path
   b.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("pads", {2, 2, 2, 2})});
   b.node("Conv", {"c", "wino"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
@@ -662,7 +662,7 @@ TEST(CpuEngine, PackedWeightsAreHeldOnceAndRebuiltExactly) {
   std::map<std::string, Tensor> originals;
   for (const char* name : {"w", "wino", "fc", "tiny"}) originals[name] = m.graph.initializer(name)->clone();
   auto feeds = [](int64_t batch, uint32_t seed) {
-    return std::map<std::string, RuntimeValue>{{"x", RuntimeValue(random_tensor({batch, 64, 8, 8}, seed))}};
+    return std::map<std::string, RuntimeValue>{{"x", RuntimeValue(random_tensor({batch, 64, 12, 12}, seed))}};
   };
   auto want1 = run_interp(m, feeds(1, 31));
   auto want3 = run_interp(m, feeds(3, 32));

@@ -5,6 +5,8 @@
 #include <limits>
 #include <new>
 
+#include "core/huge_pages.h"
+
 namespace hodu::cpu {
 
 bool append_activation(dnnl::post_ops& po, const std::string& act, const std::vector<float>& p) {
@@ -90,7 +92,7 @@ PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::mem
   PackedConstant p;
   // 64-byte aligned for the JIT kernels; aligned_alloc wants a multiple of the alignment.
   size_t bytes = (std::max<size_t>(to.get_size(), 1) + 63) / 64 * 64;
-  void* raw = std::aligned_alloc(64, bytes);
+  void* raw = aligned_alloc_large(64, bytes);
   if (!raw) throw std::bad_alloc();
   p.buffer = std::shared_ptr<void>(raw, [](void* q) { std::free(q); });
   p.mem = dnnl::memory(to, eng, raw);

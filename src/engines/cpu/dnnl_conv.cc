@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "kernels/cpu/winograd.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -212,9 +213,10 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   // 3x3 stride-1 convolutions on Winograd's F(2x3)/F(4x3) kernels: 1.5-2x fewer cycles than the
   // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
   // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
+  // Not for small outputs (onednn::kWinogradMinPixels).
   if (!pd && blocked && spatial == 2 && win->group == 1 && w->dim(2) == 3 && w->dim(3) == 3 &&
       win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} && xs[1] >= 16 &&
-      !read_by_concat(b, n.outputs[0])) {
+      ys[2] * ys[3] >= onednn::kWinogradMinPixels && !read_by_concat(b, n.outputs[0])) {
     pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
     if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
   }

@@ -10,6 +10,7 @@
 
 #include "kernels/cpu/kernels_context.h"
 #include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/winograd.h"
 
 namespace hodu::kernels {
 namespace {
@@ -125,7 +126,8 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   // 3x3 stride-1 convolutions on Winograd's kernels (as the cpu engine does): 1.5-2x fewer
   // cycles than the direct kernel; a producer's layout is reordered into the one they take.
   if (!pd && !dst_like && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
-      d.stride_width == 1 && d.dilation_height == 1 && d.dilation_width == 1 && d.in_channels >= 16) {
+      d.stride_width == 1 && d.dilation_height == 1 && d.dilation_width == 1 && d.in_channels >= 16 &&
+      d.out_height * d.out_width >= onednn::kWinogradMinPixels) {
     try {
       auto wino = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any), dst_md, dnnl::algorithm::convolution_winograd);
       if (std::string(wino.impl_info_str()).find("wino") != std::string::npos) pd = wino;

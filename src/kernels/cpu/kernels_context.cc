@@ -11,10 +11,12 @@
 #include <set>
 #include <utility>
 
+#include "core/huge_pages.h"
+
 namespace hodu::kernels {
 
 AlignedBytes aligned_bytes(size_t bytes) {
-  void* p = std::aligned_alloc(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
+  void* p = aligned_alloc_large(64, (std::max<size_t>(bytes, 1) + 63) / 64 * 64);
   if (!p) throw std::bad_alloc();
   return AlignedBytes(static_cast<char*>(p));
 }

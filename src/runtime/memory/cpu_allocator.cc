@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "core/error.h"
+#include "core/huge_pages.h"
 
 namespace hodu {
 
@@ -15,7 +16,7 @@ void* CpuAllocator::allocate(size_t bytes, StreamId) {
   std::lock_guard lock(mutex_);
   int64_t now = stats_.allocated().current;
   void* p = nullptr;
-  if (limit_ == 0 || static_cast<size_t>(now) + rounded <= limit_) p = std::aligned_alloc(kAlignment, rounded);
+  if (limit_ == 0 || static_cast<size_t>(now) + rounded <= limit_) p = aligned_alloc_large(kAlignment, rounded);
   if (!p) {
     stats_.num_ooms++;
     fail(ErrorCode::OutOfMemory, "cpu: out of memory allocating {}{}; {}", format_bytes(static_cast<int64_t>(bytes)),
