@@ -559,6 +559,50 @@ TEST(AttentionFusion, Rank3WithScaledQuery) {
   }
 }
 
+// Multi-head attention as BERT-style exports write it (batch 2, 4 heads of 4): the head split
+// (Reshape + Transpose) of Q, K, V and the merge of Y are absorbed into a rank-3 Attention. With
+// V's heads taken from another axis ([B, S, D, H]: not a head split), everything stays.
+TEST(AttentionHeads, SplitAndMergeBecomeRank3Attention) {
+  for (bool other_v_layout : {false, true}) {
+    Builder b;
+    b.input("x", {2, 6, 16});
+    for (const char* w : {"wq", "wk", "wv", "wo"}) b.constant(w, {16, 16}, static_cast<uint32_t>(w[1]));
+    b.g.set_initializer("heads", Tensor::from_vector<int64_t>(DType::I64, {4}, {2, 6, 4, 4}));
+    b.g.set_initializer("merged", Tensor::from_vector<int64_t>(DType::I64, {3}, {2, 6, 16}));
+    b.scalar("c", 2.0f);
+    for (const char* t : {"q", "k", "v"}) {
+      std::string n = t;
+      b.node("MatMul", {"x", std::string("w") + t}, {n});
+      b.node("Reshape", {n, "heads"}, {n + "r"});
+      std::vector<int64_t> perm = {0, 2, 1, 3};
+      if (n == "v" && other_v_layout) perm = {0, 3, 1, 2};  // [B, S, D, H] → "heads" from the last axis
+      b.node("Transpose", {n + "r"}, {n + "h"}, {Attribute::make_ints("perm", perm)});
+    }
+    b.node("Transpose", {"kh"}, {"kt"}, {Attribute::make_ints("perm", {0, 1, 3, 2})});
+    b.node("MatMul", {"qh", "kt"}, {"s"});
+    b.node("Div", {"s", "c"}, {"ss"});
+    b.node("Softmax", {"ss"}, {"p"}, {Attribute::make_int("axis", -1)});
+    b.node("MatMul", {"p", "vh"}, {"a"});
+    b.node("Transpose", {"a"}, {"at"}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+    b.node("Reshape", {"at", "merged"}, {"am"});
+    b.node("MatMul", {"am", "wo"}, {"y"});
+    b.output("y");
+    b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 6, 16}, 4))}};
+    Model opt = optimize_and_compare(b.m, feeds, 3);
+    ASSERT_EQ(count_op(opt.graph, "Attention"), 1);
+    EXPECT_EQ(count_op(opt.graph, "Transpose"), other_v_layout ? 4 : 0);
+    for (const auto& n : opt.graph.nodes) {
+      if (n.op_type != "Attention") continue;
+      EXPECT_EQ(n.get_int("num_heads", 0), other_v_layout ? 0 : 4);
+      EXPECT_EQ(opt.graph.type_of(n.inputs[0])->shape.rank(), other_v_layout ? 4u : 3u);
+      if (!other_v_layout) {
+        EXPECT_EQ(n.inputs[0], "q");  // the projection's output itself
+      }
+    }
+  }
+}
+
 TEST(ElementwiseFusion, ChainBecomesOneNodeAndSharedValuesStayOutside) {
   Builder b;
   b.input("x", {2, 3, 4});

@@ -111,18 +111,18 @@ Model small_cnn() {
   return b.finish();
 }
 
-// A transformer encoder block at [1, 8, 32] with 4 heads.
-Model small_transformer() {
+// A transformer encoder block at [batch, 8, 32] with 4 heads.
+Model small_transformer(int64_t batch = 1) {
   Builder b;
   const int64_t S = 8, D = 32, H = 4, Dh = 8;
-  b.input("x", Shape({Dim(1), Dim(S), Dim(D)}));
+  b.input("x", Shape({Dim(batch), Dim(S), Dim(D)}));
   for (const char* w : {"wq", "wk", "wv", "wo"}) b.constant(w, {D, D}, static_cast<uint32_t>(w[1]));
   b.constant("bq", {D}, 11);
   b.constant("ln_s", {D}, 12, 0.5f, 1.5f);
   b.constant("ln_b", {D}, 13);
   b.constant("mask", {1, 1, S, S}, 14);
-  b.ints("split", {1, S, H, Dh});
-  b.ints("merge", {1, S, D});
+  b.ints("split", {batch, S, H, Dh});
+  b.ints("merge", {batch, S, D});
   b.scalar("sqrt_dh", std::sqrt(static_cast<float>(Dh)));
   b.scalar("sqrt2", std::sqrt(2.0f));
   b.scalar("one", 1.0f);
@@ -408,18 +408,27 @@ TEST(CpuEngine, ResidualConvIntoGraphOutputKeepsItsBytes) {
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 16, 8, 8}, 53))}});
 }
 
+// Attention in its rank-3 form (heads read and written through strides), a mask, batch 1 and 2.
 TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
-  Model m = small_transformer();
-  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 32}, 3))}});
-  Model opt = m;
-  passes::optimize(opt, {3, {}});
-  int attention = 0, fused_mm = 0;
-  for (const auto& n : opt.graph.nodes) {
-    attention += n.op_type == "Attention";
-    fused_mm += n.op_type == "FusedMatMul";
+  for (int64_t batch : {1, 2}) {
+    Model m = small_transformer(batch);
+    expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({batch, 8, 32}, 3))}});
+    expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({batch, 8, 32}, 4))}}, 2);
+    Model opt = m;
+    passes::optimize(opt, {3, {}});
+    int attention = 0, fused_mm = 0, transposes = 0;
+    for (const auto& n : opt.graph.nodes) {
+      attention += n.op_type == "Attention" && n.get_int("num_heads", 0) == 4;
+      fused_mm += n.op_type == "FusedMatMul";
+      transposes += n.op_type == "Transpose";
+    }
+    EXPECT_EQ(attention, 1);
+    EXPECT_GE(fused_mm, 1);
+    EXPECT_EQ(transposes, 0);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(opt, {{"x", {batch, 8, 32}}}, PlanOptions{}, eng);
+    EXPECT_EQ(plan.fallback_count(), 0);
   }
-  EXPECT_EQ(attention, 1);
-  EXPECT_GE(fused_mm, 1);
 }
 
 // A chain of elementwise ops (one-element input broadcast, a scalar constant) becomes one
