@@ -20,6 +20,9 @@ struct hodu_kernel {
   // dst_native) and its HODU_LAYOUT_* code.
   dnnl::memory::desc written;
   int layout = HODU_LAYOUT_NCHW;
+  // The layout is one only this op's kernel needs (Winograd's nChw16c): a conv reading it picks
+  // its own and reorders, rather than keep it for the rest of the network.
+  bool layout_for_itself = false;
 };
 
 namespace hodu::kernels {
