@@ -306,6 +306,43 @@ TEST(CpuEngine, SiluLoopMatchesDouble) {
   }
 }
 
+// The softmax row loops (attention, Softmax), each instruction set this CPU has, against double
+// precision: vector tails, -inf entries (masked: exactly 0), a large spread, a fully masked row.
+TEST(CpuEngine, SoftmaxLoopsMatchDouble) {
+  std::vector<std::pair<const char*, bool (*)(float*, int64_t)>> variants = {
+      {"portable", [](float* y, int64_t n) { return vector_math::softmax_in_place(y, n); }},
+      {"dispatch", vector_math::softmax_in_place_fast}};
+  if (__builtin_cpu_supports("avx512f")) variants.emplace_back("avx512", vector_math::softmax_in_place_avx512);
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+    variants.emplace_back("avx2", vector_math::softmax_in_place_avx2);
+  const float inf = std::numeric_limits<float>::infinity();
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-30.0f, 30.0f);
+  for (int64_t n : {1, 7, 16, 17, 128, 197}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = dist(rng);
+    if (n > 3) x[1] = x[n - 1] = -inf;
+    double mx = -inf, sum = 0;
+    for (float v : x) mx = std::max<double>(mx, v);
+    for (float v : x) sum += v == -inf ? 0 : std::exp(v - mx);
+    for (const auto& [name, softmax] : variants) {
+      std::vector<float> y = x;
+      ASSERT_TRUE(softmax(y.data(), n)) << name;
+      for (int64_t i = 0; i < n; ++i) {
+        double want = x[i] == -inf ? 0.0 : std::exp(x[i] - mx) / sum;
+        if (x[i] == -inf) {
+          EXPECT_EQ(y[i], 0.0f) << name << " n " << n << " at " << i;
+        } else {
+          EXPECT_NEAR(y[i], want, 4e-6 * want + 1e-9) << name << " n " << n << " at " << i;  // float (x - max)
+        }
+      }
+      std::vector<float> masked(n, -inf);
+      EXPECT_FALSE(softmax(masked.data(), n)) << name;
+      EXPECT_EQ(masked[0], -inf) << name << ": a fully masked row is left as it is";
+    }
+  }
+}
+
 // A conv + SiLU (Mul(y, Sigmoid(y))) on a blocked layout with a partial channel block, into
 // another conv: the SiLU loop runs over the padding channels too and must leave them zero.
 TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {

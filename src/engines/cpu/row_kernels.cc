@@ -23,7 +23,7 @@ void softmax_row(const float* x, const float* add, int64_t add_stride, float* y,
   } else if (y != x) {
     for (int64_t j = 0; j < live; ++j) y[j] = x[j];
   }
-  if (!vector_math::softmax_in_place(y, live)) {
+  if (!vector_math::softmax_in_place_fast(y, live)) {
     for (int64_t j = 0; j < n; ++j) y[j] = 0;  // a fully masked row
     return;
   }

@@ -24,7 +24,7 @@ void softmax_row(const float* x, float scale, const float* add, float* y, int64_
     for (int64_t j = 0; j < n; ++j) y[j] = x[j];
   }
   // Every entry -inf: ONNX gives NaN (0/0), as the reference does.
-  if (!vector_math::softmax_in_place(y, n))
+  if (!vector_math::softmax_in_place_fast(y, n))
     for (int64_t j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
 }
 
