@@ -28,18 +28,6 @@ std::optional<float> scaling_of(const Graph& g, const Node& node) {
   return is_op(node, "Div") ? static_cast<float>(1.0 / *c) : static_cast<float>(*c);
 }
 
-// y = Reshape(x, shape) with the shape as a new initializer.
-Node reshape_node(Graph& g, const std::string& x, const std::string& y, const std::vector<int64_t>& shape) {
-  std::string shape_name = y + "/shape";
-  g.set_initializer(shape_name, Tensor::from_vector(DType::I64, {static_cast<int64_t>(shape.size())}, shape));
-  Node n;
-  n.name = y + "/reshape";
-  n.op_type = "Reshape";
-  n.inputs = {x, shape_name};
-  n.outputs = {y};
-  return n;
-}
-
 }  // namespace
 
 bool fuse_attention(Graph& g) {
@@ -166,31 +154,18 @@ bool fuse_attention(Graph& g) {
       if (!mask.empty()) shapes.push_back(*ms);
       for (size_t i = 0; i < att.inputs.size(); ++i) {
         std::string viewed = base + "_in" + std::to_string(i);
-        before[k].push_back(reshape_node(g, att.inputs[i], viewed, as4(shapes[i])));
+        before[k].push_back(make_reshape(g, att.inputs[i], viewed, as4(shapes[i])));
         att.inputs[i] = viewed;
       }
       att.outputs = {base + "_out"};
-      after[k].push_back(reshape_node(g, att.outputs[0], out_mm.outputs[0], *ys));
+      after[k].push_back(make_reshape(g, att.outputs[0], out_mm.outputs[0], *ys));
     }
     chain.erase(k);
     g.nodes[k] = att;
     removed.insert(chain.begin(), chain.end());
     changed = true;
   }
-  if (before.empty() && after.empty()) {
-    erase_nodes(g, removed);
-    return changed;
-  }
-  std::vector<Node> kept;
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (removed.count(k)) continue;
-    if (auto it = before.find(k); it != before.end())
-      for (auto& n : it->second) kept.push_back(std::move(n));
-    kept.push_back(std::move(g.nodes[k]));
-    if (auto it = after.find(k); it != after.end())
-      for (auto& n : it->second) kept.push_back(std::move(n));
-  }
-  g.nodes = std::move(kept);
+  splice_nodes(g, removed, std::move(before), std::move(after));
   return changed;
 }
 

@@ -139,17 +139,6 @@ std::optional<std::vector<size_t>> head_merge(const Graph& g, const std::map<std
   }
 }
 
-Node reshape_node(Graph& g, const std::string& x, const std::string& y, const std::vector<int64_t>& shape) {
-  std::string shape_name = y + "/shape";
-  g.set_initializer(shape_name, Tensor::from_vector(DType::I64, {static_cast<int64_t>(shape.size())}, shape));
-  Node n;
-  n.name = y + "/reshape";
-  n.op_type = "Reshape";
-  n.inputs = {x, shape_name};
-  n.outputs = {y};
-  return n;
-}
-
 }  // namespace
 
 bool absorb_attention_heads(Graph& g) {
@@ -178,7 +167,7 @@ bool absorb_attention_heads(Graph& g) {
       std::string x = splits[i].source;
       if (*static_shape(g, x) != s3) {
         std::string view = n.outputs[0] + "/input" + std::to_string(i);
-        before[k].push_back(reshape_node(g, x, view, s3));
+        before[k].push_back(make_reshape(g, x, view, s3));
         x = view;
       }
       n.inputs[i] = x;
@@ -194,21 +183,12 @@ bool absorb_attention_heads(Graph& g) {
       n.outputs[0] = merged;
     } else {
       n.outputs[0] = merged + "/attention";
-      after[k].push_back(reshape_node(g, n.outputs[0], merged, *static_shape(g, merged)));
+      after[k].push_back(make_reshape(g, n.outputs[0], merged, *static_shape(g, merged)));
     }
     removed.insert(merge->begin(), merge->end());
   }
   if (removed.empty()) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (auto it = before.find(k); it != before.end())
-      for (auto& r : it->second) nodes.push_back(std::move(r));
-    if (!removed.count(k)) nodes.push_back(std::move(g.nodes[k]));
-    if (auto it = after.find(k); it != after.end())
-      for (auto& r : it->second) nodes.push_back(std::move(r));
-  }
-  g.nodes = std::move(nodes);
+  splice_nodes(g, removed, std::move(before), std::move(after));
   return true;
 }
 

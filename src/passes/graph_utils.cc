@@ -172,6 +172,31 @@ std::optional<Activation> as_activation(const Graph& g, const Node& n) {
   return std::nullopt;
 }
 
+void splice_nodes(Graph& g, const std::set<size_t>& removed, std::map<size_t, std::vector<Node>> before,
+                  std::map<size_t, std::vector<Node>> after) {
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    if (auto it = before.find(k); it != before.end())
+      for (auto& n : it->second) nodes.push_back(std::move(n));
+    if (!removed.count(k)) nodes.push_back(std::move(g.nodes[k]));
+    if (auto it = after.find(k); it != after.end())
+      for (auto& n : it->second) nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+}
+
+Node make_reshape(Graph& g, const std::string& x, const std::string& y, const std::vector<int64_t>& shape) {
+  std::string shape_name = y + "/shape";
+  g.set_initializer(shape_name, Tensor::from_vector(DType::I64, {static_cast<int64_t>(shape.size())}, shape));
+  Node n;
+  n.name = y + "/reshape";
+  n.op_type = "Reshape";
+  n.inputs = {x, shape_name};
+  n.outputs = {y};
+  return n;
+}
+
 void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, const std::string& y) {
   if (act) {
     fused.set_attr(Attribute::make_string("activation", act->name));

@@ -38,6 +38,11 @@ bool is_graph_output(const Graph& g, const std::string& value);
 void replace_uses(Graph& g, std::string from, std::string to);  // by value: callers pass names held by nodes it edits
 // Erases the nodes with the given indices.
 void erase_nodes(Graph& g, const std::set<size_t>& indices);
+// Rebuilds g.nodes in order: before[k], node k unless `removed` holds it, after[k].
+void splice_nodes(Graph& g, const std::set<size_t>& removed, std::map<size_t, std::vector<Node>> before,
+                  std::map<size_t, std::vector<Node>> after = {});
+// A node y = Reshape(x, shape) (named y + "/reshape"), its shape a new initializer y + "/shape".
+Node make_reshape(Graph& g, const std::string& x, const std::string& y, const std::vector<int64_t>& shape);
 
 // Static shape of a value from its type or its constant.
 std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& value);

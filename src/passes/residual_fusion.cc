@@ -86,15 +86,8 @@ bool fuse_residual_add(Graph& g) {
     if (*static_shape(g, z) != ys) {
       // z as the product's shape: a Reshape (a view in the engines) just before the product.
       std::string view = n.outputs[0] + "/residual";
-      std::string shape_name = view + "/shape";
-      g.set_initializer(shape_name, Tensor::from_vector<int64_t>(DType::I64, {static_cast<int64_t>(ys.size())}, ys));
-      Node r;
-      r.name = n.name + "/residual_reshape";
-      r.op_type = "Reshape";
-      r.inputs = {z, shape_name};
-      r.outputs = {view};
+      before[k].push_back(make_reshape(g, z, view, ys));
       z = view;
-      before[k].push_back(std::move(r));
     }
     if (n.domain.empty()) {
       n.domain = "hodu";
@@ -114,15 +107,7 @@ bool fuse_residual_add(Graph& g) {
     removed.insert(m->add);
   }
   if (removed.empty()) return false;
-  std::vector<Node> nodes;
-  nodes.reserve(g.nodes.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k) {
-    if (removed.count(k)) continue;
-    if (auto it = before.find(k); it != before.end())
-      for (auto& r : it->second) nodes.push_back(std::move(r));
-    nodes.push_back(std::move(g.nodes[k]));
-  }
-  g.nodes = std::move(nodes);
+  splice_nodes(g, removed, std::move(before));
   return true;
 }
 

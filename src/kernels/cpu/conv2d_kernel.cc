@@ -82,10 +82,13 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d: a residual producer without accumulate");
   dnnl::memory::desc residual_given = residual_producer ? written_by(residual_producer, dst_dims, "conv2d: residual") : dst_plain;
   // After a Winograd conv the layout is chosen again: on Zen 5 keeping its nChw16c made the rest
-  // of ResNet-50 run the jit kernels, not the nhwc brgemm ones (34.2 vs 31.9 ms a run).
-  dnnl::memory::desc src_md = d.in_channels <= 4                         ? src_plain
-                              : producer && !producer->layout_for_itself ? src_given
-                                                                         : dnnl::memory::desc(src_dims, dt::f32, tag::any);
+  // of ResNet-50 run the jit kernels, not the nhwc brgemm ones (34.2 vs 31.9 ms a run). Only where
+  // the caller allows nhwc (nhwc_stem: no Concat is assembled in place from oneDNN-layout parts;
+  // in SqueezeNet nhwc reached the fire modules' parts, which then went plain: 3.0 -> 3.4 ms).
+  const bool choose_again = producer && producer->layout_for_itself && d.nhwc_stem;
+  dnnl::memory::desc src_md = d.in_channels <= 4         ? src_plain
+                              : producer && !choose_again ? src_given
+                                                          : dnnl::memory::desc(src_dims, dt::f32, tag::any);
   dnnl::memory::desc dst_any(dst_dims, dt::f32, tag::any);
   // dst_like: the primitive writes that op's layout when it has a fast kernel for it.
   int like = dst_like ? hodu_kernel_layout(dst_like) : HODU_LAYOUT_OTHER;
