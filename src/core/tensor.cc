@@ -67,8 +67,15 @@ void Storage::set_host_memory(std::shared_ptr<HostMemory> memory) {
 
 namespace {
 
-// A block from the installed host allocator, with the release that gives it back.
-std::pair<void*, std::function<void()>> host_block(size_t bytes) {
+// A block from the installed host allocator (`bytes` rounded up to kAlignment), with the
+// release that gives it back.
+struct HostBlock {
+  void* data;
+  size_t bytes;
+  std::function<void()> release;
+};
+
+HostBlock host_block(size_t bytes) {
   std::shared_ptr<HostMemory> memory;
   {
     std::lock_guard lock(g_host_memory_mutex);
@@ -77,7 +84,7 @@ std::pair<void*, std::function<void()>> host_block(size_t bytes) {
   size_t rounded = (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment;
   void* p = memory->allocate(rounded);
   g_allocations.fetch_add(1, std::memory_order_relaxed);
-  return {p, [p, memory = std::move(memory)] { memory->deallocate(p); }};
+  return {p, rounded, [p, memory = std::move(memory)] { memory->deallocate(p); }};
 }
 
 }  // namespace
@@ -86,12 +93,12 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
              "Storage::allocate: device {} needs its engine's allocator", device.to_string());
   auto s = std::shared_ptr<Storage>(new Storage());
-  auto [p, give_back] = host_block(bytes);
-  std::memset(p, 0, (std::max<size_t>(bytes, 1) + kAlignment - 1) / kAlignment * kAlignment);
-  s->data_ = p;
+  HostBlock block = host_block(bytes);
+  std::memset(block.data, 0, block.bytes);
+  s->data_ = block.data;
   s->bytes_ = bytes;
   s->device_ = device;
-  s->release_ = std::move(give_back);
+  s->release_ = std::move(block.release);
   return s;
 }
 
@@ -130,10 +137,10 @@ bool Storage::release(std::function<void(void*)> rebuild) {
 void* Storage::restore() {
   std::lock_guard lock(restore_mutex_);
   if (restore_pending_.load(std::memory_order_relaxed)) {
-    auto [p, give_back] = host_block(bytes_);
-    rebuild_(p);
-    data_ = p;
-    release_ = std::move(give_back);
+    HostBlock block = host_block(bytes_);
+    rebuild_(block.data);
+    data_ = block.data;
+    release_ = std::move(block.release);
     rebuild_ = nullptr;
     restore_pending_.store(false, std::memory_order_release);
   }

@@ -56,10 +56,7 @@ bool same_layout(const View& v, const std::vector<int64_t>& sizes, const std::ve
   return true;
 }
 
-bool is_view_op(const Node& n) {
-  return n.domain.empty() && (n.op_type == "Reshape" || n.op_type == "Transpose" || n.op_type == "Squeeze" ||
-                              n.op_type == "Unsqueeze" || n.op_type == "Flatten");
-}
+bool is_view_op(const Node& n) { return is_reshape_op(n) || (n.op_type == "Transpose" && n.domain.empty()); }
 
 // The view node `n` makes of a view `in` of its input (output shape from inference).
 std::optional<View> apply(const Graph& g, const Node& n, const View& in) {

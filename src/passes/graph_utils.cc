@@ -118,12 +118,12 @@ void replace_uses(Graph& g, std::string from, std::string to) {
 }
 
 void erase_nodes(Graph& g, const std::set<size_t>& indices) {
-  if (indices.empty()) return;
-  std::vector<Node> kept;
-  kept.reserve(g.nodes.size() - indices.size());
-  for (size_t k = 0; k < g.nodes.size(); ++k)
-    if (!indices.count(k)) kept.push_back(std::move(g.nodes[k]));
-  g.nodes = std::move(kept);
+  if (!indices.empty()) splice_nodes(g, indices, {});
+}
+
+bool is_reshape_op(const Node& n) {
+  return n.domain.empty() &&
+         (n.op_type == "Reshape" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze" || n.op_type == "Flatten");
 }
 
 std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& value) {

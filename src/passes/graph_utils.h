@@ -47,6 +47,10 @@ Node make_reshape(Graph& g, const std::string& x, const std::string& y, const st
 // Static shape of a value from its type or its constant.
 std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::string& value);
 
+// Reshape, Squeeze, Unsqueeze, Flatten: ops that only give their input another shape (the
+// data, row-major, unchanged).
+bool is_reshape_op(const Node& n);
+
 // True for ops whose result differs between runs (never folded or merged).
 bool is_random_op(const Node& n);
 bool has_subgraph(const Node& n);

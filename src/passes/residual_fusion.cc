@@ -9,12 +9,6 @@
 namespace hodu::passes {
 namespace {
 
-// Ops that only give their input another shape (the data, row-major, unchanged).
-bool is_view_op(const Node& n) {
-  return n.domain.empty() &&
-         (n.op_type == "Reshape" || n.op_type == "Squeeze" || n.op_type == "Unsqueeze" || n.op_type == "Flatten");
-}
-
 // A product whose output can take a residual: f32, no activation (it would come before the
 // Add), no residual yet.
 bool takes_residual(const Graph& g, const Node& n) {
@@ -43,7 +37,7 @@ std::optional<Match> residual_after(const Graph& g, const std::map<std::string, 
     int next = sole_reader(g, uses, readers, y);
     if (next < 0) return std::nullopt;
     const Node& r = g.nodes[next];
-    if (is_view_op(r) && r.inputs[0] == y && r.outputs.size() == 1 && static_shape(g, r.outputs[0])) {
+    if (is_reshape_op(r) && r.inputs[0] == y && r.outputs.size() == 1 && static_shape(g, r.outputs[0])) {
       m.views.push_back(static_cast<size_t>(next));
       y = r.outputs[0];
       continue;
@@ -76,9 +70,7 @@ bool fuse_residual_add(Graph& g) {
     if (removed.count(k) || !takes_residual(g, g.nodes[k])) continue;
     auto m = residual_after(g, uses, readers, k);
     if (!m) continue;
-    bool clash = removed.count(m->add) > 0;
-    for (size_t v : m->views) clash |= removed.count(v) > 0;
-    if (clash) continue;
+    if (removed.count(m->add)) continue;  // taken by an earlier product (only Adds are removed)
     Node& n = g.nodes[k];
     const Node& add = g.nodes[m->add];
     std::string z = m->z;

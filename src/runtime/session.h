@@ -42,7 +42,7 @@ class Session {
 
   // The model as loaded. For a Session that loaded it (load, from_bytes) the engine may have
   // released weights it keeps in its own layout: reading one rebuilds it, and a pointer into
-  // it stays valid until the next run.
+  // it stays valid until a run with new input shapes (a new plan may release it again).
   const Model& model() const { return *model_; }
   // Graph inputs the caller must feed (initializers excluded) and the outputs.
   const std::vector<Value>& inputs() const { return inputs_; }

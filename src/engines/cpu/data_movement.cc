@@ -108,16 +108,12 @@ class GatherStep : public Step {
   int64_t outer_ = 0, axis_dim_ = 0, inner_ = 0;  // inner_ in bytes
 };
 
-bool is_view_op(const std::string& op) {
-  return op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze";
-}
-
 }  // namespace
 
 bool make_data_movement(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty()) return false;
   const std::string& op = n.op_type;
-  if (is_view_op(op)) {
+  if (passes::is_reshape_op(n)) {
     auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
     if (!x || !y || x->first == DType::String || shape_numel(x->second) != shape_numel(y->second)) return false;
     b.define_alias(n.outputs[0], b.plain(n.inputs[0]), y->second);

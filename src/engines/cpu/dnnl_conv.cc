@@ -239,9 +239,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     step->reads.push_back(z);
     // The residual read nowhere after this conv, in the conv's own output layout, is the
     // output's buffer: the sum post-op accumulates onto it, nothing is copied.
-    auto kind = b.at(z).kind;
-    if ((kind == Slot::Kind::Arena || kind == Slot::Kind::Part) && layout_md(b.at(z)) == pd->dst_desc() &&
-        b.bytes_die_here(n.inputs[3], {src})) {
+    if (layout_md(b.at(z)) == pd->dst_desc() && b.bytes_die_here(n.inputs[3], {src})) {
       dst = b.define_part(n.outputs[0], z, ys, pd->dst_desc(), 0);
     } else {
       step->z_ = dnnl::memory(layout_md(b.at(z)), b.engine(), nullptr);

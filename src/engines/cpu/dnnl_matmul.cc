@@ -240,7 +240,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     step->bias_ = b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
     step->c_slot_ = b.plain(addend);
-    step->c_post_op_ = residual.empty() ? 0 : 1;
+    step->c_post_op_ = onednn::binary_post_op_index(pd);
     step->reads.push_back(step->c_slot_);
     step->c_ = dnnl::memory(c_md, b.engine(), nullptr);
   }
@@ -250,13 +250,8 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     step->z_bytes_ = dtype_storage_bytes(DType::F32, shape_numel(ys));
     step->reads.push_back(step->z_slot_);
     // A residual read nowhere after this product is its output's buffer: nothing is copied.
-    // (Through a Reshape: the bytes of the slot it views, when that holds exactly them.)
     std::vector<int> others(step->reads.begin(), step->reads.end() - 1);
-    int z = b.at(step->z_slot_).kind == Slot::Kind::Alias ? b.root_of(step->z_slot_) : step->z_slot_;
-    auto kind = b.at(z).kind;
-    if ((kind == Slot::Kind::Arena || kind == Slot::Kind::Part) && !b.at(z).blocked &&
-        b.at(z).bytes == step->z_bytes_ && b.bytes_die_here(residual, others))
-      dst = b.define_part(n.outputs[0], z, ys, plain_md(ys), 0);
+    if (b.bytes_die_here(residual, others)) dst = b.define_part(n.outputs[0], step->z_slot_, ys, plain_md(ys), 0);
   }
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys);
   step->writes = {dst};

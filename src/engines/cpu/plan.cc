@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <set>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
@@ -152,6 +153,7 @@ bool PlanBuilder::bytes_die_here(const std::string& value, const std::vector<int
 
 int PlanBuilder::define_part(const std::string& value, int of, std::vector<int64_t> shape,
                              const dnnl::memory::desc& md, size_t offset) {
+  while (plan_.slots_[of].kind == Slot::Kind::Alias) of = plan_.slots_[of].alias_of;  // a Reshape: the same bytes
   const Slot& root = plan_.slots_[of];
   HODU_CHECK(root.kind == Slot::Kind::Arena || root.kind == Slot::Kind::Part, ErrorCode::Internal,
              "'{}' cannot live inside '{}'", value, root.name);
@@ -278,7 +280,7 @@ void PlanBuilder::add(std::unique_ptr<Step> step) {
 PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
                                  const dnnl::memory::desc& to) {
   PackedConstant p = pack_constant(engine(), t, from, to);
-  if (!value.empty() && current_ && plan_.options_.release_weights) {
+  if (!value.empty() && current_ && plan_.options_.release_weights && t.nbytes() >= kReleaseMinBytes) {
     // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original.
     try {
       dnnl::reorder::primitive_desc(engine(), to, engine(), from);
@@ -298,27 +300,22 @@ PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, cons
 }
 
 void PlanBuilder::release_packed_inputs(const Node& n) {
-  // Small constants are not worth a rebuild path; a view of part of a storage cannot give it back.
-  constexpr size_t kMinBytes = 64 << 10;
   for (const auto& value : n.inputs) {
     auto it = packed_.find(value);
     if (it == packed_.end()) continue;
     Packing& k = it->second;
     const std::vector<size_t>& all = readers(value);
     if (all.empty() || &n != &graph_.nodes[all.back()]) continue;  // a later node reads it too
-    auto unique_sorted = [](std::vector<size_t> v) {
-      std::sort(v.begin(), v.end());
-      v.erase(std::unique(v.begin(), v.end()), v.end());
-      return v;
-    };
     const Tensor& t = k.original;
     Storage* storage = t.storage().get();
     if (storage_users_.empty())
       for (const auto& [name, init] : graph_.initializers) ++storage_users_[init.storage().get()];
-    // Only an initializer's own storage, whole, and no other initializer (a view) on it.
+    // Only an initializer's own storage, whole (a view of part of one cannot give it back), and no
+    // other initializer on it.
     bool whole = storage && t.is_contiguous() && t.offset() == 0 && t.nbytes() == storage->bytes() &&
-                 t.nbytes() >= kMinBytes && storage_users_[storage] == 1;
-    if (whole && unique_sorted(k.packers) == unique_sorted(all) && !graph_.output(value) && !graph_.input(value)) {
+                 storage_users_[storage] == 1;
+    bool all_packed = std::set<size_t>(k.packers.begin(), k.packers.end()) == std::set<size_t>(all.begin(), all.end());
+    if (whole && all_packed && !graph_.output(value) && !graph_.input(value)) {
       // Rebuilt, if anything reads the original again (a plan for new shapes), from the packed copy.
       storage->release([copy = k.copy, from = k.from, eng = engine()](void* block) mutable {
         dnnl::memory dst(from, eng, block);
@@ -411,10 +408,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   }
 
   // Lifetimes in step order; an alias keeps its root alive.
-  auto root = [&](int s) {
-    while (slots_[s].kind == Slot::Kind::Alias || slots_[s].kind == Slot::Kind::Part) s = slots_[s].alias_of;
-    return s;
-  };
+  auto root = [&](int s) { return b.root_of(s); };
   std::vector<int> first(slots_.size(), -1), last(slots_.size(), -1);
   for (size_t i = 0; i < steps_.size(); ++i) {
     for (int w : steps_[i]->writes) {

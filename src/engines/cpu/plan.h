@@ -135,8 +135,9 @@ class PlanBuilder {
   int define(const std::string& value, DType dtype, std::vector<int64_t> shape,
              std::optional<dnnl::memory::desc> md = std::nullopt);
   int define_alias(const std::string& value, int of, std::vector<int64_t> shape);
-  // Defines `value` as bytes inside slot `of` (an Arena or Part slot) at byte `offset`, in layout
-  // `md` (plain when it is the plain layout of `shape`). The plan places `of` to cover both.
+  // Defines `value` as bytes inside slot `of` (an Arena or Part slot, or an Alias of one) at byte
+  // `offset`, in layout `md` (plain when it is the plain layout of `shape`). The plan places `of`
+  // to cover both.
   int define_part(const std::string& value, int of, std::vector<int64_t> shape, const dnnl::memory::desc& md,
                   size_t offset);
   // True when no node after the current one reads `value` (nor any subgraph), it is not a graph
@@ -166,6 +167,7 @@ class PlanBuilder {
   // reader has packed (the last reader was this node).
   void release_packed_inputs(const Node& n);
   static constexpr size_t kNotReversible = ~size_t{0};  // a packer whose layout has no way back
+  static constexpr size_t kReleaseMinBytes = 64 << 10;  // smaller constants are not worth a rebuild path
   struct Packing {
     std::vector<size_t> packers;  // nodes that packed the value exactly (or kNotReversible)
     PackedConstant copy;

@@ -244,13 +244,16 @@ inline void silu_in_place(float* y, int64_t n) {
   }
 }
 
+// The lanes of a 16-wide vector that hold one of the `left` entries still to do.
+inline __mmask16 lanes16(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+
 // softmax_in_place's contract (-inf entries give 0; false, y untouched, when all are -inf) with
 // the row's max and sum reduced in registers; the tail through masked loads.
 __attribute__((target("avx512f"))) inline bool softmax_in_place_avx512(float* y, int64_t n) {
   const __m512 neg_inf = _mm512_set1_ps(kNegInf);
   __m512 m = neg_inf;
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __mmask16 k = lanes16(n - j);
     m = _mm512_max_ps(m, _mm512_mask_loadu_ps(neg_inf, k, y + j));
   }
   const float mx = _mm512_reduce_max_ps(m);
@@ -258,7 +261,7 @@ __attribute__((target("avx512f"))) inline bool softmax_in_place_avx512(float* y,
   const __m512 vmx = _mm512_set1_ps(mx);
   __m512 sum = _mm512_setzero_ps();
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __mmask16 k = lanes16(n - j);
     const __m512 v = _mm512_maskz_loadu_ps(k, y + j);
     // -inf entries (and the tail) are exactly 0, not exp's floor at -87.
     const __mmask16 live = _mm512_mask_cmp_ps_mask(k, v, neg_inf, _CMP_NEQ_OQ);
@@ -268,7 +271,7 @@ __attribute__((target("avx512f"))) inline bool softmax_in_place_avx512(float* y,
   }
   const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(sum));
   for (int64_t j = 0; j < n; j += 16) {
-    const __mmask16 k = n - j >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - j)) - 1);
+    const __mmask16 k = lanes16(n - j);
     _mm512_mask_storeu_ps(y + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + j), inv));
   }
   return true;
