@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 4
+#define HODU_KERNELS_ABI_VERSION 5
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -133,12 +133,21 @@ typedef struct {
   int has_bias;           /* bias [N] given to prepare */
   int activation;
   float activation_alpha, activation_beta;
+  int accumulate;         /* 1: dst = activation(alpha * op(A) · op(B) + bias + residual), the residual
+                             [batch..., M, N] compact, given to each run (it may be dst itself) */
+  /* Element strides of A and a variable B as stored (a_dims, b_dims) and of dst
+   * ([batch..., M, N]); all zero: row-major. A transposed or head-split tensor is
+   * read (or dst written) in place through them instead of copied. dst strides
+   * do not combine with accumulate. */
+  int64_t a_strides[6], b_strides[6], dst_strides[6];
 } hodu_matmul_desc;
 
 HODU_KERNELS_API int hodu_matmul_prepare(hodu_kernels* k, const hodu_matmul_desc* desc, const float* b, const float* bias,
                         hodu_kernel** out);
-/* b: NULL when desc->b_constant. dst: [batch..., M, N] compact. */
-HODU_KERNELS_API int hodu_matmul_run(hodu_kernels* k, hodu_kernel* op, const float* a, const float* b, float* dst);
+/* b: NULL when desc->b_constant. residual: NULL unless desc->accumulate. dst:
+ * [batch..., M, N], compact unless desc->dst_strides. */
+HODU_KERNELS_API int hodu_matmul_run(hodu_kernels* k, hodu_kernel* op, const float* a, const float* b,
+                                     const float* residual, float* dst);
 
 /* ---- 2-D pooling ---------------------------------------------------------- */
 #define HODU_POOL_MAX 0

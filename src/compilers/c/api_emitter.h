@@ -18,6 +18,8 @@ struct ApiTensor {
   DType dtype = DType::F32;
   std::vector<int64_t> shape;
   int64_t arena_offset = 0;  // outputs: where run() leaves them
+  // Outputs: the body writes it through `oK`, the caller's memory when given (else the arena).
+  bool direct = false;
 };
 
 struct ApiSpec {

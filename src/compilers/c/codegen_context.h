@@ -58,13 +58,20 @@ struct Codegen {
   // SIGMOID and SILU after a Conv) and write `act_output` instead of the node's output.
   std::string act_output;
   int act_kind = 1;
-  // Default mode: a Conv whose Add with a same-shaped `residual` was fused
+  // Default mode: a Conv or MatMul whose Add with a same-shaped `residual` was fused
   // (the kernel's sum post-op; the activation, if any, comes after the sum).
   std::string residual;
   float act_lo = 0, act_hi = 0;
   // Default mode: a MatMul whose Add of a constant vector over N was fused (the
   // kernel's bias; the activation, if any, comes after it).
   std::string matmul_bias;
+  // Default mode: Transposes read only by library MatMuls (attention's head split): views
+  // of their input through these element strides (the output's dims), no copy.
+  std::map<std::string, std::vector<int64_t>> strided_views;
+  // Default mode: a MatMul whose only reader is a Transpose (attention's head merge) writes
+  // the Transpose's output `dst_transpose` directly, through strides (perm: the Transpose's).
+  std::string dst_transpose;
+  std::vector<int64_t> dst_transpose_perm;
   // Default mode: Softmax (last axis) inputs fused into hodu_softmax, keyed by
   // the Softmax's output: softmax(x * scale + mask[row % mask_rows]).
   struct SoftmaxInput {

@@ -181,6 +181,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // projections and feed-forward layers).
   std::vector<int> bias_add_of(count, -1);  // matmul → fused bias Add
   std::map<int, std::string> bias_value;    // matmul → the constant bias
+  std::vector<int> matmul_residual_add(count, -1);  // matmul → fused residual Add
+  std::map<int, std::string> matmul_residual;       // matmul → the residual value
   if (options.opt_level >= 2 && cg.kernel_library) {
     for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
@@ -200,6 +202,22 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
             shape_numel(cs) == ys.back() && cs.size() <= ys.size() && cg.shape_of(add.outputs[0]) == ys) {
           bias_add_of[i] = j;
           bias_value[static_cast<int>(i)] = c;
+          emitted_at[j] = static_cast<int>(i);
+          y = add.outputs[0];
+          j = sole_reader(y);
+        }
+      }
+      // A residual Add (transformers' skip connections): the other input same-shaped and
+      // computed before this product, added by the matmul's sum post-op after the bias.
+      if (j >= 0 && g.nodes[j].op_type == "Add" && g.nodes[j].domain.empty() && g.nodes[j].inputs.size() == 2 &&
+          g.nodes[j].inputs[0] != g.nodes[j].inputs[1]) {
+        const Node& add = g.nodes[j];
+        const std::string& z = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+        auto zp = producer.find(z);
+        if (!z.empty() && !cg.is_constant(z) && cg.dtype_of(z) == DType::F32 && cg.shape_of(z) == ys &&
+            cg.shape_of(add.outputs[0]) == ys && (zp == producer.end() || emitted_at[zp->second] < static_cast<int>(i))) {
+          matmul_residual_add[i] = j;
+          matmul_residual[static_cast<int>(i)] = z;
           emitted_at[j] = static_cast<int>(i);
           y = add.outputs[0];
           j = sole_reader(y);
@@ -484,6 +502,63 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       cg.softmax_inputs[sm.outputs[0]] = in;
     }
   }
+  // Default mode: attention's head split and merge without copies. A Transpose read only
+  // by library MatMuls (as A or as a variable B) is a strided view of its input; a Transpose
+  // that is the only reader of a library MatMul's result (no residual) is written by the
+  // MatMul through strides.
+  std::vector<int> dst_transpose_of(count, -1);  // matmul → the Transpose it writes
+  auto perm_of = [&](const Node& t) {
+    std::vector<int64_t> perm = t.get_ints("perm");
+    if (perm.empty())
+      for (int64_t d = static_cast<int64_t>(cg.shape_of(t.inputs[0]).size()) - 1; d >= 0; --d) perm.push_back(d);
+    return perm;
+  };
+  if (options.opt_level >= 2 && cg.kernel_library) {
+    auto library_matmul = [&](size_t k) {
+      const Node& m = g.nodes[k];
+      if (m.op_type != "MatMul" || !m.domain.empty() || m.inputs.size() != 2 || emitted_at[k] != static_cast<int>(k))
+        return false;
+      auto a = cg.shape_of(m.inputs[0]), b = cg.shape_of(m.inputs[1]);
+      return cg.dtype_of(m.inputs[0]) == DType::F32 && cg.dtype_of(m.inputs[1]) == DType::F32 && a.size() >= 2 &&
+             b.size() >= 2 && std::max(a.size(), b.size()) <= 6;
+    };
+    auto result_of = [&](size_t k) -> const std::string& {
+      return act_of[k] >= 0        ? g.nodes[act_of[k]].outputs[0]
+             : bias_add_of[k] >= 0 ? g.nodes[bias_add_of[k]].outputs[0]
+                                   : g.nodes[k].outputs[0];
+    };
+    for (size_t j = 0; j < count; ++j) {
+      const Node& t = g.nodes[j];
+      if (t.op_type != "Transpose" || !t.domain.empty() || emitted_at[j] != static_cast<int>(j) ||
+          cg.dtype_of(t.inputs[0]) != DType::F32 || graph_outputs.count(t.outputs[0]))
+        continue;
+      const std::string& x = t.inputs[0];
+      auto perm = perm_of(t);
+      if (auto p = producer.find(x); p != producer.end()) {
+        size_t i = static_cast<size_t>(emitted_at[p->second]);
+        if (library_matmul(i) && matmul_residual_add[i] < 0 && dst_transpose_of[i] < 0 && result_of(i) == x &&
+            sole_reader(x) == static_cast<int>(j) && cg.shape_of(g.nodes[i].outputs[0]).size() == perm.size()) {
+          dst_transpose_of[i] = static_cast<int>(j);
+          emitted_at[j] = static_cast<int>(i);
+          ++cg.fused_nodes;
+          continue;
+        }
+      }
+      const std::string& v = t.outputs[0];
+      auto r = readers.find(v);
+      bool ok = r != readers.end() && !r->second.empty() && uses[v] == static_cast<int>(r->second.size());
+      for (size_t k = 0; ok && k < r->second.size(); ++k) {
+        const Node& m = g.nodes[r->second[k]];
+        ok = library_matmul(r->second[k]) && m.inputs[0] != m.inputs[1];
+      }
+      if (!ok) continue;
+      auto xs = cg.shape_of(x);
+      auto st = contiguous_strides(xs);
+      std::vector<int64_t> strides;
+      for (auto d : perm) strides.push_back(st[d]);
+      cg.strided_views[v] = strides;
+    }
+  }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
   std::vector<std::vector<int>> group(count);
   std::vector<bool> absorbed(count, false);
@@ -513,7 +588,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // Liveness: the last step reading each buffer (views read their root).
   for (size_t i = 0; i < count; ++i) {
     const Node& n = g.nodes[i];
-    if (is_view_op(n)) {
+    if (is_view_op(n) || cg.strided_views.count(n.outputs[0])) {
       auto r = cg.alias_root.find(n.inputs[0]);
       cg.alias_root[n.outputs[0]] = r == cg.alias_root.end() ? n.inputs[0] : r->second;
     }
@@ -557,6 +632,18 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       cg.matmul_bias = bias_value[static_cast<int>(i)];
       absorb_add(bias_add_of[i]);
     }
+    if (matmul_residual_add[i] >= 0) {
+      cg.residual = matmul_residual[static_cast<int>(i)];
+      absorb_add(matmul_residual_add[i]);
+    }
+    if (dst_transpose_of[i] >= 0) {
+      cg.dst_transpose = g.nodes[dst_transpose_of[i]].outputs[0];
+      cg.dst_transpose_perm = perm_of(g.nodes[dst_transpose_of[i]]);
+    }
+    if (cg.strided_views.count(n.outputs[0])) {  // read in place by its MatMuls: no code
+      cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
+      continue;
+    }
     if (act_of[i] >= 0) {
       cg.act_output = g.nodes[act_of[i]].outputs[0];
       cg.act_kind = act_kind[i];
@@ -577,6 +664,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     cg.act_output.clear();
     cg.residual.clear();
     cg.matmul_bias.clear();
+    cg.dst_transpose.clear();
     if (!is_view_op(n)) ++cg.steps_emitted;
   }
 
@@ -606,12 +694,39 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       b.reuse = -1;
     }
   MemoryPlan plan = plan_memory(cg.buffers);
+  // Outputs written straight into caller-given memory: each output whose bytes are a whole
+  // arena buffer of its own (every reference to that buffer in the body becomes `oK`, the
+  // caller's memory or the arena). The buffers in place of which it was defined keep their
+  // own bytes, and nothing is defined in place of an output (it lives to the end).
+  std::map<int, size_t> direct_buffer;  // buffer id → output index
+  {
+    std::map<int, int> seen;
+    for (const auto& name : output_values) ++seen[cg.info(name).index];
+    for (size_t k = 0; k < output_values.size(); ++k) {
+      const ValueInfo& v = cg.info(output_values[k]);
+      if (v.kind != ValueInfo::Kind::Arena || v.offset || seen[v.index] != 1 || cg.native_values.count(output_values[k]) ||
+          cg.prepare.find(fmt::format("@{}@", v.index)) != std::string::npos)
+        continue;
+      direct_buffer[v.index] = k;
+    }
+  }
 
-  // Resolve the arena placeholders "@id@".
-  auto resolve = [&](const std::string& text) {
+  // Resolve the arena placeholders "@id@" ("A + @id@" of a direct output: its pointer).
+  auto resolve = [&](const std::string& text, bool body) {
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size(); ++i) {
+      if (body && text.compare(i, 5, "A + @") == 0) {
+        size_t end = text.find('@', i + 5);
+        if (end != std::string::npos && end > i + 5 && text.find_first_not_of("0123456789", i + 5) == end) {
+          auto d = direct_buffer.find(std::stoi(text.substr(i + 5, end - i - 5)));
+          if (d != direct_buffer.end()) {
+            out += fmt::format("o{}", d->second);
+            i = end;
+            continue;
+          }
+        }
+      }
       if (text[i] == '@') {
         size_t end = text.find('@', i + 1);
         if (end != std::string::npos && end > i + 1 &&
@@ -637,13 +752,13 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const ValueInfo& v = cg.info(output_values[k]);
-    spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index]});
+    spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index], direct_buffer.count(v.index) > 0});
   }
   spec.arena_bytes = plan.arena_bytes;
   spec.weights_bytes = static_cast<int64_t>(cg.weights.size());
   spec.fingerprint = fingerprint_of(cg.weights);
   spec.tables = cg.tables + cg.functions;
-  spec.body = resolve(cg.code);
+  spec.body = resolve(cg.code, true);
   spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,
                                cg.steps_emitted, plan.arena_bytes, cg.weights.size(), options.opt_level,
                                options.standalone       ? ", standalone"
@@ -651,7 +766,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
                                                    : ", portable kernels");
   spec.kernel_library = cg.kernel_library;
   spec.library_ops = cg.library_ops;
-  spec.prepare = resolve(cg.prepare);
+  spec.prepare = resolve(cg.prepare, false);
 
   GeneratedModel out;
   out.name = options.name;

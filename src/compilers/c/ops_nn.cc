@@ -439,17 +439,33 @@ std::string captured(Codegen& cg, F&& emit) {
   return text;
 }
 
-// hodu_matmul_desc fields: rank, a_dims[6], b_dims[6], transposes, alpha, b_constant, has_bias, activation.
+// hodu_matmul_desc fields: rank, a_dims[6], b_dims[6], transposes, alpha, b_constant, has_bias,
+// activation, accumulate, a_strides[6], b_strides[6], dst_strides[6] (empty: row-major).
 std::string matmul_desc(std::vector<int64_t> a, std::vector<int64_t> b, bool ta, bool tb, float alpha, bool b_constant,
-                        bool bias, const Target& t) {
+                        bool bias, const Target& t, bool accumulate = false, std::vector<int64_t> a_strides = {},
+                        std::vector<int64_t> b_strides = {}, std::vector<int64_t> dst_strides = {}) {
   auto dims = [](std::vector<int64_t> v) {
     v.resize(6, 0);
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", v[i]);
     return "{" + s + "}";
   };
-  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}", a.size(), dims(a), dims(b), ta ? 1 : 0, tb ? 1 : 0,
-                     c_float(alpha), b_constant ? 1 : 0, bias ? 1 : 0, activation_fields(t));
+  return fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", a.size(), dims(a), dims(b), ta ? 1 : 0,
+                     tb ? 1 : 0, c_float(alpha), b_constant ? 1 : 0, bias ? 1 : 0, activation_fields(t),
+                     accumulate ? 1 : 0, dims(a_strides), dims(b_strides), dims(dst_strides));
+}
+
+// Element strides of a MatMul operand over `rank` dims (batch padded with 1s in front): the
+// strided view's own (a Transpose read in place), or none (row-major). Padded dims get the
+// stride of a row-major outer dim, which oneDNN accepts for size-1 dims.
+std::vector<int64_t> operand_strides(const Codegen& cg, const std::string& v, size_t rank) {
+  auto it = cg.strided_views.find(v);
+  if (it == cg.strided_views.end()) return {};
+  std::vector<int64_t> st = it->second, shape = cg.shape_of(v);
+  int64_t outer = 1;
+  for (size_t d = 0; d < shape.size(); ++d) outer = std::max(outer, st[d] * shape[d]);
+  st.insert(st.begin(), rank - st.size(), outer);
+  return st;
 }
 
 void emit_matmul(Codegen& cg, const Node& n) {
@@ -469,14 +485,60 @@ void emit_matmul(Codegen& cg, const Node& n) {
   std::vector<int64_t> batch(rank);
   for (size_t d = 0; d < rank; ++d) batch[d] = std::max(abatch[d], bbatch[d]);
   int64_t nb = shape_numel(batch);
+  // Operands read through strides (a head split's Transpose): the library reads them in
+  // place, the portable code from a row-major copy.
+  std::vector<int64_t> a_strides = operand_strides(cg, n.inputs[0], rank + 2),
+                       b_strides = operand_strides(cg, n.inputs[1], rank + 2);
   std::string a = cg.ptr(n.inputs[0]), b = cg.ptr(n.inputs[1]);
+  const std::string a_stored = a, b_stored = b;
   std::string pack = cg.scratch(kGemmPackBytes);
+  auto row_major_copy = [&](const std::string& v, std::string& p) {
+    const auto& st = cg.strided_views.at(v);
+    auto shape = cg.shape_of(v);
+    std::string copy = cg.scratch(shape_numel(shape) * 4);
+    std::string line = fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", p, copy, shape.size(),
+                                   cg.table(shape), cg.table(st));
+    p = copy;
+    return line;
+  };
+  std::string a_copy = a_strides.empty() ? "" : row_major_copy(n.inputs[0], a);
+  std::string b_copy = b_strides.empty() ? "" : row_major_copy(n.inputs[1], b);
   Target t = take_target(cg, n);
   std::string bias = cg.matmul_bias.empty() ? "" : cg.ptr(cg.matmul_bias);  // default mode: a fused bias over N
   cg.matmul_bias.clear();
-  cg.define(t.name, DType::F32, ys);
-  std::string y = cg.ptr(t.name);
+  std::string residual = cg.residual;  // default mode: a fused Add of a same-shaped value, after the bias
+  cg.residual.clear();
+  std::string z = residual.empty() ? "" : cg.ptr(residual);
+  // A head merge (default mode): the Transpose reading the result is written through strides.
+  std::vector<int64_t> dst_strides;
+  std::string out = t.name;
+  if (!cg.dst_transpose.empty()) {
+    HODU_CHECK(residual.empty() && ys.size() == rank + 2, ErrorCode::Internal, "{}: a strided result",
+               n.describe());
+    out = cg.dst_transpose;
+    auto perm = cg.dst_transpose_perm;
+    auto cs = contiguous_strides(cg.shape_of(out));
+    dst_strides.assign(perm.size(), 0);
+    for (size_t k = 0; k < perm.size(); ++k) dst_strides[perm[k]] = cs[k];
+    cg.dst_transpose.clear();
+  }
+  // A residual that dies here is the result's buffer: the sum post-op accumulates onto
+  // it; the portable code then keeps the residual in a scratch buffer.
+  int64_t y_bytes = shape_numel(ys) * 4;
+  bool in_place = !residual.empty() && cg.kernel_library && options_allow_in_place(cg) &&
+                  cg.reusable(residual, y_bytes) &&
+                  (cg.info(n.inputs[0]).kind != ValueInfo::Kind::Arena ||
+                   cg.buffer_of(n.inputs[0]) != cg.buffer_of(residual)) &&
+                  (cg.info(n.inputs[1]).kind != ValueInfo::Kind::Arena ||
+                   cg.buffer_of(n.inputs[1]) != cg.buffer_of(residual));
+  std::string kept = in_place ? cg.scratch(y_bytes) : "";
+  if (in_place) cg.define(out, DType::F32, cg.shape_of(out), cg.buffer_of(residual));
+  else cg.define(out, DType::F32, out == t.name ? ys : cg.shape_of(out));
+  std::string y_final = cg.ptr(out), y = dst_strides.empty() ? y_final : cg.scratch(y_bytes);
   std::string portable = captured(cg, [&] {
+  if (in_place) cg.emit(fmt::format("memcpy({}, {}, {});", kept, z, y_bytes));
+  if (!a_copy.empty()) cg.emit(a_copy);
+  if (!b_copy.empty()) cg.emit(b_copy);
   if (shape_numel(bbatch) == 1) {
     // B shared by every batch: one GEMM with the batches stacked as rows.
     int64_t rows = nb * M;
@@ -505,18 +567,29 @@ void emit_matmul(Codegen& cg, const Node& n) {
     cg.emit(fmt::format("hk_matmul_batched({}, {}, {}, {}, {}, {}, {}, {}, {}, {});", nb, M, N, K, a, cg.table(aoff), b,
                         cg.table(boff), y, pack));
   }
-  if (!bias.empty() || t.kind != HODU_ACTIVATION_CLIP) {
-    std::string v = bias.empty() ? fmt::format("{}[i]", y) : fmt::format("{}[i] + {}[i % {}]", y, bias, N);
+  if (!bias.empty() || !residual.empty() || t.kind != HODU_ACTIVATION_CLIP || t.lo != -INFINITY ||
+      t.hi != INFINITY) {
+    std::string v = fmt::format("{}[i]", y);
+    if (!bias.empty()) v += fmt::format(" + {}[i % {}]", bias, N);
+    if (!residual.empty()) v += fmt::format(" + {}[i]", in_place ? kept : z);
     std::string act = t.kind != HODU_ACTIVATION_CLIP ? fmt::format(" v = {};", activation_expr(t.kind)) : "";
     if (t.kind == HODU_ACTIVATION_CLIP && t.lo != -INFINITY) act += fmt::format(" v = v < {} ? {} : v;", c_float(t.lo), c_float(t.lo));
     if (t.kind == HODU_ACTIVATION_CLIP && t.hi != INFINITY) act += fmt::format(" v = v > {} ? {} : v;", c_float(t.hi), c_float(t.hi));
     cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {};{} {}[i] = v; }}", shape_numel(ys), v, act, y));
-  } else if (t.lo != -INFINITY || t.hi != INFINITY) {
-    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}",
-                        shape_numel(ys), y, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi)));
+  }
+  if (!dst_strides.empty()) {
+    // Scatter the row-major result through the head merge's strides.
+    auto out_shape = cg.shape_of(out);
+    std::vector<int64_t> gather(out_shape.size());
+    auto ycs = contiguous_strides(ys);
+    for (size_t k = 0; k < out_shape.size(); ++k) gather[k] = ycs[cg.dst_transpose_perm[k]];
+    cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", y, y_final, out_shape.size(),
+                        cg.table(out_shape), cg.table(gather)));
   }
   });
   if (!cg.kernel_library || rank + 2 > 6) {
+    HODU_CHECK(residual.empty() && a_strides.empty() && b_strides.empty() && dst_strides.empty(),
+               ErrorCode::Internal, "{}: a fused residual or strided operand needs the kernel library", n.describe());
     cg.code += portable;
     return;
   }
@@ -524,11 +597,15 @@ void emit_matmul(Codegen& cg, const Node& n) {
   a_dims.insert(a_dims.end(), {M, K});
   b_dims.insert(b_dims.end(), {K, N});
   bool b_constant = cg.is_constant(n.inputs[1]);
-  std::string op = cg.library_op(n, "hodu_matmul_desc",
-                                 matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, !bias.empty(), t),
-                                 fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b : "NULL",
-                                             bias.empty() ? "NULL" : bias));
-  cg.emit_library_call(n, op, fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {})", op, a, b_constant ? "NULL" : b, y),
+  std::string op = cg.library_op(
+      n, "hodu_matmul_desc",
+      matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, !bias.empty(), t, !residual.empty(), a_strides,
+                  b_strides, dst_strides),
+      fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b_stored : "NULL",
+                  bias.empty() ? "NULL" : bias));
+  cg.emit_library_call(n, op,
+                       fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {}, {})", op, a_stored,
+                                   b_constant ? "NULL" : b_stored, residual.empty() ? "NULL" : z, y_final),
                        portable);
 }
 
@@ -611,7 +688,7 @@ void emit_gemm(Codegen& cg, const Node& n) {
       n, "hodu_matmul_desc", matmul_desc(a_dims, b_dims, ta_stored, tb, alpha, b_constant, bias != "NULL", t),
       fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b_stored : "NULL", bias));
   cg.emit_library_call(n, op,
-                       fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, {})", op, a_stored,
+                       fmt::format("hodu_matmul_run(m->kernels, {}, {}, {}, NULL, {})", op, a_stored,
                                    b_constant ? "NULL" : b_stored, y),
                        portable);
 }

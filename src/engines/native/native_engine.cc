@@ -120,24 +120,31 @@ class NativeExecutable : public Executable {
       keep.push_back(it->second.tensor.contiguous());
       in[i] = dl_view(keep.back(), name);
     }
+    // The library writes into caller-owned outputs: the last run's, unless the caller still
+    // holds them (fresh pages for GPT-2's 26 MB of logits cost ~3 ms a run in page faults).
+    outputs_.resize(nout);
     std::vector<RuntimeValue> results;
     results.reserve(nout);
     for (int i = 0; i < nout; ++i) {
-      const int64_t* s = api_->output_shape(i);
-      std::vector<int64_t> shape(s, s + api_->output_ndim(i));
       const char* name = api_->output_name(i);
-      results.emplace_back(Tensor::empty(from_dl_dtype(api_->output_dtype(i), name), shape));
-      out[i] = dl_view(results.back().tensor, name);
+      Tensor& t = outputs_[i];
+      if (!t.defined() || t.storage().use_count() > 1) {
+        const int64_t* s = api_->output_shape(i);
+        t = Tensor::empty(from_dl_dtype(api_->output_dtype(i), name), std::vector<int64_t>(s, s + api_->output_ndim(i)));
+      }
+      out[i] = dl_view(t, name);
     }
     int st = api_->run(instance_, in.data(), nin, out.data(), nout);
     HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}", api_->path,
                api_->last_error(instance_));
+    for (const auto& t : outputs_) results.emplace_back(t);
     return results;
   }
 
  private:
   std::shared_ptr<Api> api_;
   void* instance_ = nullptr;
+  std::vector<Tensor> outputs_;
 };
 
 std::string library_of(const Model& model) {

@@ -1,8 +1,10 @@
 // Matrix multiplication on oneDNN's matmul (batched, broadcast batch dims,
-// transposes as strided views). A constant B is reordered once at prepare
-// with alpha folded in; the bias vector and the activation run inside. Where
+// transposes and caller-given strides as strided views). A constant B is
+// reordered once at prepare with alpha folded in; the bias vector, a residual
+// (sum post-op onto dst's starting values) and the activation run inside. Where
 // oneDNN has only its sgemm, a 2-D product runs as fixed tiles (onednn::TiledMatMul).
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,8 @@ using dt = dnnl::memory::data_type;
 struct MatMulKernel : hodu_kernel {
   MatMulKernel() : hodu_kernel(Kind::MatMul) {}
   bool b_constant = false;
+  bool accumulate = false;
+  size_t dst_bytes = 0;  // a residual copied into dst first (accumulate, residual != dst)
   dnnl::memory a_mem, b_mem, dst_mem, scratch_mem;
   Execution matmul;
   PackedConstant packed_b, bias;
@@ -31,15 +35,43 @@ dnnl::memory::desc row_major(const Dims& dims) {
   return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt::f32, strides);
 }
 
-// A tensor stored row-major as `stored`, seen with its last two dims swapped when `transposed`.
-dnnl::memory::desc view(const Dims& stored, bool transposed) {
-  if (!transposed) return row_major(stored);
+Dims row_major_strides(const Dims& dims) {
+  Dims st(dims.size(), 1);
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
+  return st;
+}
+
+// A tensor stored as `stored` with element `strides`, seen with its last two dims swapped
+// when `transposed`.
+dnnl::memory::desc view(const Dims& stored, bool transposed, const Dims& strides) {
   size_t r = stored.size();
-  dnnl::memory::dims dims(stored.begin(), stored.end()), strides(r, 1);
-  for (int i = static_cast<int>(r) - 2; i >= 0; --i) strides[i] = strides[i + 1] * stored[i + 1];
-  std::swap(dims[r - 1], dims[r - 2]);
-  std::swap(strides[r - 1], strides[r - 2]);
-  return dnnl::memory::desc(dims, dt::f32, strides);
+  dnnl::memory::dims dims(stored.begin(), stored.end()), st(strides.begin(), strides.end());
+  if (transposed) {
+    std::swap(dims[r - 1], dims[r - 2]);
+    std::swap(st[r - 1], st[r - 2]);
+  }
+  return dnnl::memory::desc(dims, dt::f32, st);
+}
+
+// The distance between consecutive rows when every dim but the last of [..., rows, cols]
+// folds into one row index (size-1 dims ignored) and the columns are adjacent; 0 otherwise.
+int64_t stacked_row_stride(const Dims& dims, const Dims& strides) {
+  size_t r = dims.size();
+  if (dims[r - 1] != 1 && strides[r - 1] != 1) return 0;
+  int64_t row = 0, next = 0;  // the innermost row dim's stride; the stride the next outer dim needs
+  for (size_t i = r - 1; i-- > 0;) {
+    if (dims[i] == 1) continue;
+    if (row == 0) row = strides[i];
+    else if (strides[i] != next) return 0;
+    next = strides[i] * dims[i];
+  }
+  return row == 0 ? dims[r - 1] : row;
+}
+
+bool any_set(const int64_t* v, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (v[i] != 0) return true;
+  return false;
 }
 
 Dims logical(Dims d, bool transposed) {
@@ -73,28 +105,59 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   ys[r - 2] = al[r - 2];
   ys[r - 1] = bl[r - 1];
   int64_t n = ys[r - 1];
-  // B shared by every batch and A row-major: A's batches stacked as rows, one
-  // [batch·M, K] × [K, N] product instead of many small ones.
+  const bool a_strided = any_set(d.a_strides, r), b_strided = !d.b_constant && any_set(d.b_strides, r),
+             dst_strided = any_set(d.dst_strides, r);
+  if (d.b_constant && any_set(d.b_strides, r))
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: strides for a constant B");
+  if (d.accumulate && dst_strided) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: accumulate with dst strides");
+  const size_t dst_bytes = static_cast<size_t>(product(ys)) * sizeof(float);
+  Dims sa = a_strided ? Dims(d.a_strides, d.a_strides + r) : row_major_strides(as),
+       sb = b_strided ? Dims(d.b_strides, d.b_strides + r) : row_major_strides(bs),
+       sy = dst_strided ? Dims(d.dst_strides, d.dst_strides + r) : row_major_strides(ys);
+  // B shared by every batch: A's batches stacked as rows, one [batch·M, K] × [K, N] product
+  // instead of many small ones, when A's and dst's rows are evenly spaced ([197, 1, 768] in
+  // ViT, a head-split view with M = 1, is 197 rows 768 apart, not 197 GEMVs).
   bool b_shared = true;
   for (size_t i = 0; i + 2 < r; ++i) b_shared &= bs[i] == 1;
-  if (r > 2 && b_shared && !d.transpose_a) {
+  const int64_t a_row = d.transpose_a ? 0 : stacked_row_stride(as, sa), y_row = stacked_row_stride(ys, sy);
+  if (r > 2 && b_shared && a_row > 0 && y_row > 0) {
     as = {product(as) / as[r - 1], as[r - 1]};
+    sa = {a_row, 1};
     bs = {bs[r - 2], bs[r - 1]};
+    sb = {sb[r - 2], sb[r - 1]};
     ys = {product(ys) / n, n};
+    sy = {y_row, 1};
     r = 2;
   }
+  // oneDNN 2.6 runs a rank-3 product with strided operands ([heads, seq, dim] views) on its slower
+  // gemm:jit kernel, the same product with a leading batch of 1 on brgemm (ViT's attention:
+  // 3.3 vs 10 ms over 12 layers).
+  if (r == 3) {
+    auto widen = [](Dims& dims, Dims& st) {
+      int64_t span = 1;
+      for (size_t i = 0; i < dims.size(); ++i) span = std::max(span, st[i] * dims[i]);
+      st.insert(st.begin(), span);
+      dims.insert(dims.begin(), 1);
+    };
+    widen(as, sa);
+    widen(bs, sb);
+    widen(ys, sy);
+    r = 4;
+  }
+  const bool plain = sa == row_major_strides(as) && sb == row_major_strides(bs) && sy == row_major_strides(ys);
   auto op = std::make_unique<MatMulKernel>();
-  dnnl::memory::desc a_md = view(as, d.transpose_a), b_user = view(bs, d.transpose_b);
+  dnnl::memory::desc a_md = view(as, d.transpose_a, sa), b_user = view(bs, d.transpose_b, sb);
   bl = logical(bs, d.transpose_b);
   dnnl::memory::desc b_md =
       d.b_constant ? dnnl::memory::desc(dnnl::memory::dims(bl.begin(), bl.end()), dt::f32, dnnl::memory::format_tag::any)
                    : b_user;
-  dnnl::memory::desc y_md = row_major(ys);
+  dnnl::memory::desc y_md = view(ys, false, sy);
   Dims bias_dims(r, 1);
   bias_dims[r - 1] = n;
   dnnl::memory::desc bias_md = row_major(bias_dims);
 
   dnnl::post_ops po;
+  if (d.accumulate) po.append_sum(1.0f);  // onto dst's starting values: the residual
   append_activation(po, d.activation, d.activation_alpha, d.activation_beta);
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
@@ -116,8 +179,10 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
     }
   }
 
-  if (r == 2 && std::string(pd.impl_info_str()).rfind("gemm", 0) == 0)
+  if (r == 2 && plain && std::string(pd.impl_info_str()).rfind("gemm", 0) == 0)
     op->tiles = onednn::TiledMatMul::make(k.engine, k.threads, pd, [&](const dnnl::memory::desc&) { return attr; });
+  op->accumulate = d.accumulate != 0;
+  op->dst_bytes = dst_bytes;
   op->a_mem = dnnl::memory(a_md, k.engine, nullptr);
   op->dst_mem = dnnl::memory(y_md, k.engine, nullptr);
   op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
@@ -151,10 +216,15 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   return op;
 }
 
-void run_matmul(hodu_kernels& k, hodu_kernel& base, const float* a, const float* b, float* dst) {
+void run_matmul(hodu_kernels& k, hodu_kernel& base, const float* a, const float* b, const float* residual,
+                float* dst) {
   if (base.kind != hodu_kernel::Kind::MatMul) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul_run: not a matmul op");
   auto& op = static_cast<MatMulKernel&>(base);
-  if (!a || !dst || (!op.b_constant && !b)) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul_run: NULL tensor");
+  if (!a || !dst || (!op.b_constant && !b) || (op.accumulate && !residual))
+    fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul_run: NULL tensor");
+  if (!op.accumulate && residual) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul_run: a residual without accumulate");
+  // The sum post-op adds the product onto dst's starting values: the residual enters dst first.
+  if (op.accumulate && residual != dst) std::memcpy(dst, residual, op.dst_bytes);
   op.a_mem.set_data_handle(const_cast<float*>(a));
   if (!op.b_constant) op.b_mem.set_data_handle(const_cast<float*>(b));
   if (op.tiles) {
@@ -180,7 +250,8 @@ extern "C" int hodu_matmul_prepare(hodu_kernels* k, const hodu_matmul_desc* desc
   });
 }
 
-extern "C" int hodu_matmul_run(hodu_kernels* k, hodu_kernel* op, const float* a, const float* b, float* dst) {
+extern "C" int hodu_matmul_run(hodu_kernels* k, hodu_kernel* op, const float* a, const float* b,
+                               const float* residual, float* dst) {
   if (!k || !op) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
-  return k->guarded([&] { hodu::kernels::run_matmul(*k, *op, a, b, dst); });
+  return k->guarded([&] { hodu::kernels::run_matmul(*k, *op, a, b, residual, dst); });
 }
