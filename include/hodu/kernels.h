@@ -72,7 +72,9 @@ HODU_KERNELS_API int hodu_kernels_abi_version(void);
 HODU_KERNELS_API int hodu_kernel_layout(const hodu_kernel* op);
 
 /* num_threads <= 0: the environment's HODU_NUM_THREADS, else the physical
- * cores this process may run on. Worker threads sleep between runs. */
+ * cores this process may run on. Worker threads sleep between runs.
+ * HODU_KERNELS_REFUSE (comma-separated matmul, conv2d, pool2d, or all): those
+ * prepare calls answer UNSUPPORTED, so the caller's own code runs the ops (tests). */
 HODU_KERNELS_API int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_t errbuf_size);
 /* Frees the context and every op prepared in it. NULL is fine. */
 HODU_KERNELS_API void hodu_kernels_destroy(hodu_kernels* k);

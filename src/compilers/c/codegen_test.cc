@@ -496,6 +496,26 @@ Model transformer_block() {
   return m;
 }
 
+// The run body as it goes when every library op was prepared: the portable fallbacks
+// ("} else { ... }" after each library call) cut out.
+std::string library_path(const std::string& source) {
+  std::string out;
+  size_t at = 0;
+  for (size_t e; (e = source.find("  } else {\n", at)) != std::string::npos;) {
+    out += source.substr(at, e - at);
+    size_t close = source.find("\n  }\n", e + 11);
+    if (close == std::string::npos) return out;
+    at = close + 5;
+  }
+  return out + source.substr(at);
+}
+
+size_t count_of(const std::string& text, const std::string& what) {
+  size_t n = 0;
+  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + what.size())) ++n;
+  return n;
+}
+
 TEST(CCodegen, TransformerBlockFusesBiasGeluAndSoftmax) {
   Model m = transformer_block();
   Tensor x = ramp({1, 6, 16}, 0.21f, 0.f);
@@ -507,6 +527,14 @@ TEST(CCodegen, TransformerBlockFusesBiasGeluAndSoftmax) {
   EXPECT_NE(gen.source.find("hodu_layer_norm(m->kernels"), std::string::npos);
   EXPECT_EQ(gen.source.find("/* Div */"), std::string::npos) << "the scale is the softmax's";
   EXPECT_EQ(gen.library_ops, 8) << "7-D MatMul runs portable code";
+  // Heads split and merged through strides, residuals in the products, y written where the
+  // caller wants it: no copy and no Add loop on the library path.
+  std::string body = library_path(gen.source.substr(gen.source.find("model_run(")));
+  EXPECT_EQ(count_of(body, "hk_strided_copy("), 0u) << body;
+  EXPECT_EQ(count_of(body, "/* Add */"), 0u) << body;
+  EXPECT_EQ(count_of(body, "hodu_matmul_run("), 8u) << body;
+  EXPECT_EQ(count_of(body, ", NULL, NULL, "), 4u) << "q, k, v and ff1 have a constant B and no residual; o and ff2 have one";
+  EXPECT_NE(body.find("((float*)(o0)))) return"), std::string::npos) << "the last product writes output y directly";
   for (int level = 0; level <= 3; ++level)
     for (bool library : {true, false}) {
       CodegenOptions o;
@@ -521,6 +549,29 @@ TEST(CCodegen, TransformerBlockFusesBiasGeluAndSoftmax) {
             << "output " << k << " -O" << level << (library ? " default" : " portable") << ", outputs reach " << scale;
       }
     }
+}
+
+// The default mode's portable fallbacks of the products (strided operands copied, the
+// residual kept aside, the head merge scattered), run by refusing every library matmul.
+TEST(CCodegen, TransformerBlockFallbacksMatchInterpreter) {
+  Model m = transformer_block();
+  Tensor x = ramp({1, 6, 16}, 0.21f, 0.f);
+  auto want = run(m, "interp", x);
+  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
+  std::vector<NamedValue> got;
+  try {
+    got = run_built(m, {}, x, "refused");
+  } catch (...) {
+    ::unsetenv("HODU_KERNELS_REFUSE");
+    throw;
+  }
+  ::unsetenv("HODU_KERNELS_REFUSE");
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    double scale = 0;
+    for (double v : want[k].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+    EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), 1e-5 * scale) << "output " << k;
+  }
 }
 
 TEST(CCodegen, ArtifactFormatsFromExtension) {

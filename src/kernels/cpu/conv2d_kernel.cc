@@ -260,6 +260,7 @@ extern "C" int hodu_conv2d_prepare(hodu_kernels* k, const hodu_conv2d_desc* desc
   if (!k || !desc || !weights || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
+    k->refuse_if_asked("conv2d");
     k->ops.push_back(hodu::kernels::make_conv2d(*k, *desc, weights, bias, src_producer, residual_producer, dst_like));
     *out = k->ops.back().get();
   });

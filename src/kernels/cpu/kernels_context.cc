@@ -112,7 +112,14 @@ int physical_cores() {
 
 using namespace hodu::kernels;
 
-hodu_kernels::hodu_kernels(int n) : threads(n), engine(dnnl::engine::kind::cpu, 0), stream(engine) {}
+hodu_kernels::hodu_kernels(int n) : threads(n), engine(dnnl::engine::kind::cpu, 0), stream(engine) {
+  if (const char* env = std::getenv("HODU_KERNELS_REFUSE")) refused = std::string(",") + env + ",";
+}
+
+void hodu_kernels::refuse_if_asked(const char* kind) const {
+  if (refused.find(std::string(",") + kind + ",") != std::string::npos || refused == ",all,")
+    hodu::kernels::fail(HODU_KERNELS_ERR_UNSUPPORTED, std::string(kind) + ": refused (HODU_KERNELS_REFUSE)");
+}
 
 PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
   PackedConstant p;

@@ -105,7 +105,12 @@ struct hodu_kernels {
   std::vector<std::unique_ptr<hodu_kernel>> ops;
   hodu::kernels::Scratch scratchpad, src_buffer, dst_buffer;  // oneDNN scratchpad, reordered src/dst
   std::string error;
+  // Op kinds whose prepare answers UNSUPPORTED (HODU_KERNELS_REFUSE at create): the
+  // caller's portable code runs them instead, which tests use to exercise that code.
+  std::string refused;
 
+  // Fails with UNSUPPORTED when `kind` ("matmul", "conv2d", "pool2d") is refused.
+  void refuse_if_asked(const char* kind) const;
   hodu::kernels::PackedConstant pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
   // Runs `body` under the thread scope; maps exceptions to a status and the message.
   template <class F>

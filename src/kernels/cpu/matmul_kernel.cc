@@ -245,6 +245,7 @@ extern "C" int hodu_matmul_prepare(hodu_kernels* k, const hodu_matmul_desc* desc
   if (!k || !desc || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
+    k->refuse_if_asked("matmul");
     k->ops.push_back(hodu::kernels::make_matmul(*k, *desc, b, bias));
     *out = k->ops.back().get();
   });

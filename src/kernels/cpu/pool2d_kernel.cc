@@ -136,6 +136,7 @@ extern "C" int hodu_pool2d_prepare(hodu_kernels* k, const hodu_pool2d_desc* desc
   if (!k || !desc || !out) return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   *out = nullptr;
   return k->guarded([&] {
+    k->refuse_if_asked("pool2d");
     k->ops.push_back(hodu::kernels::make_pool2d(*k, *desc, src_producer));
     *out = k->ops.back().get();
   });
