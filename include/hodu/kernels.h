@@ -130,7 +130,7 @@ typedef struct {
   int64_t a_dims[6];      /* A as stored; op(A) swaps the last two dims when transpose_a */
   int64_t b_dims[6];      /* B as stored; batch dims broadcast against A's */
   int transpose_a, transpose_b;
-  float alpha;
+  float alpha;            /* with a variable B: not with has_bias */
   int b_constant;         /* B given once to prepare (reordered there); else to each run */
   int has_bias;           /* bias [N] given to prepare */
   int activation;

@@ -11,6 +11,7 @@
 
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/memory_plan.h"
+#include "compilers/c/strided_views.h"
 #include "hodu/kernels.h"
 #include "ir/graph.h"
 
@@ -65,9 +66,17 @@ struct Codegen {
   // Default mode: a MatMul whose Add of a constant vector over N was fused (the
   // kernel's bias; the activation, if any, comes after it).
   std::string matmul_bias;
-  // Default mode: Transposes read only by library MatMuls (attention's head split): views
-  // of their input through these element strides (the output's dims), no copy.
-  std::map<std::string, std::vector<int64_t>> strided_views;
+  // Default mode: outputs of Slice/Reshape/Transpose chains read only by library MatMuls
+  // (attention's head split): views of their root read in place, no code.
+  std::map<std::string, StridedView> strided_views;
+  // Default mode: view-op outputs whose input is such a view, but whose readers need
+  // row-major bytes: one strided copy from the root.
+  std::map<std::string, StridedView> view_copies;
+  // Transposes that move only size-1 dims (and prefix Slices): their input's bytes as they are.
+  std::set<std::string> free_views;
+  // Default mode: a MatMul whose A is Div/Mul(x, scalar c) reads x with alpha 1/c (or c).
+  std::string matmul_a;
+  float matmul_alpha = 1.f;
   // Default mode: a MatMul whose only reader is a Transpose (attention's head merge) writes
   // the Transpose's output `dst_transpose` directly, through strides (perm: the Transpose's).
   std::string dst_transpose;
@@ -152,6 +161,8 @@ bool is_elementwise(const Codegen& cg, const Node& n);
 void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group);
 // Ops that are views of their input (no code): Reshape, Flatten, Squeeze, ...
 bool is_view_op(const Node& n);
+// `out` (a new arena value) = the elements of view `v` in row-major order.
+void emit_view_copy(Codegen& cg, const std::string& out, const StridedView& v);
 std::vector<std::string> nn_op_names();
 std::vector<std::string> tensor_op_names();
 std::vector<std::string> elementwise_op_names();

@@ -574,6 +574,94 @@ TEST(CCodegen, TransformerBlockFallbacksMatchInterpreter) {
   }
 }
 
+// Attention as torch's MultiheadAttention exports it (ViT): the sequence made the batch
+// dim by a Transpose of a size-1 dim, one packed QKV projection sliced three ways, heads
+// split by Reshape + Transpose on [seq, heads, dim], q scaled before Q·Kᵀ, the output
+// projection a Gemm. Default mode reads q, k and v in place from the packed projection
+// (the scale is the product's alpha); v, also read by a Relu, is copied once, straight
+// from the projection. At every level, with and without the library, refused matmuls
+// (the portable fallbacks) too, against the interpreter.
+Model packed_qkv_attention() {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  const int64_t S = 5, D = 8, H = 2;
+  auto ints = [](std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); };
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, S, D}), ""});
+  g.set_initializer("win", ramp({D, 3 * D}, 0.23f, 0.f));
+  g.set_initializer("bin", ramp({3 * D}, 0.31f, 0.1f));
+  g.set_initializer("wo", ramp({D, D}, 0.17f, 0.f));
+  g.set_initializer("bo", ramp({D}, 0.43f, 0.f));
+  g.set_initializer("heads", ints({S, H, D / H}));
+  g.set_initializer("merged", ints({S, D}));
+  g.set_initializer("seq1", ints({S, 1, D}));
+  g.set_initializer("last", ints({-1}));
+  g.set_initializer("root_d", Tensor::from_vector(DType::F32, {}, std::vector<float>{2.f}));
+  for (int k = 0; k <= 3; ++k) g.set_initializer("at" + std::to_string(k), ints({k * D}));
+  g.nodes.push_back(node("Transpose", {"x"}, {"xt"}, {Attribute::make_ints("perm", {1, 0, 2})}));
+  g.nodes.push_back(node("MatMul", {"xt", "win"}, {"pm"}));
+  g.nodes.push_back(node("Add", {"bin", "pm"}, {"pa"}));
+  const char* names[] = {"q", "k", "v"};
+  for (int k = 0; k < 3; ++k) {
+    std::string p = names[k];
+    g.nodes.push_back(node("Slice", {"pa", "at" + std::to_string(k), "at" + std::to_string(k + 1), "last"}, {p + "s"}));
+    g.nodes.push_back(node("Reshape", {p + "s", "heads"}, {p + "r"}));
+    g.nodes.push_back(node("Transpose", {p + "r"}, {p + "t"},
+                           {Attribute::make_ints("perm", p == "k" ? std::vector<int64_t>{1, 2, 0}
+                                                                  : std::vector<int64_t>{1, 0, 2})}));
+  }
+  g.nodes.push_back(node("Div", {"qt", "root_d"}, {"qd"}));
+  g.nodes.push_back(node("MatMul", {"qd", "kt"}, {"sc"}));
+  g.nodes.push_back(node("Softmax", {"sc"}, {"pr"}, {Attribute::make_int("axis", -1)}));
+  g.nodes.push_back(node("MatMul", {"pr", "vt"}, {"c"}));
+  g.nodes.push_back(node("Relu", {"vt"}, {"vrelu"}));
+  g.nodes.push_back(node("Transpose", {"c"}, {"ct"}, {Attribute::make_ints("perm", {1, 0, 2})}));
+  g.nodes.push_back(node("Reshape", {"ct", "merged"}, {"cm"}));
+  g.nodes.push_back(node("Gemm", {"cm", "wo", "bo"}, {"o"}, {Attribute::make_int("transB", 1)}));
+  g.nodes.push_back(node("Reshape", {"o", "seq1"}, {"o3"}));
+  g.nodes.push_back(node("Transpose", {"o3"}, {"ot"}, {Attribute::make_ints("perm", {1, 0, 2})}));
+  g.nodes.push_back(node("Add", {"ot", "x"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  g.outputs.push_back({"vrelu", {}, ""});
+  return m;
+}
+
+TEST(CCodegen, PackedQkvAttentionReadsHeadsInPlace) {
+  Model m = packed_qkv_attention();
+  Tensor x = ramp({1, 5, 8}, 0.29f, 0.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  std::string body = library_path(gen.source.substr(gen.source.find("model_run(")));
+  EXPECT_EQ(count_of(body, "hk_strided_copy("), 1u) << "only v, for the Relu:\n" << body;
+  EXPECT_EQ(count_of(body, "/* Div */"), 0u) << "q's scale is the product's alpha";
+  EXPECT_EQ(count_of(body, "hodu_matmul_run("), 4u) << body;
+  auto check = [&](const std::vector<NamedValue>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t k = 0; k < 2; ++k) {
+      double scale = 0;
+      for (double v : want[k].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+      EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), 1e-5 * scale) << "output " << k << " " << what;
+    }
+  };
+  for (int level = 0; level <= 3; ++level)
+    for (bool library : {true, false}) {
+      CodegenOptions o;
+      o.opt_level = level;
+      o.kernel_library = library;
+      check(run_built(m, o, x, fmt::format("mha{}k{}", level, library)), fmt::format("-O{} library {}", level, library));
+    }
+  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
+  std::vector<NamedValue> refused;
+  try {
+    refused = run_built(m, {}, x, "mha-refused");
+  } catch (...) {
+    ::unsetenv("HODU_KERNELS_REFUSE");
+    throw;
+  }
+  ::unsetenv("HODU_KERNELS_REFUSE");
+  check(refused, "refused matmuls");
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

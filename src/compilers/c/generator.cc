@@ -13,6 +13,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
+#include "compilers/c/strided_views.h"
 #include "ir/schema.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
@@ -502,61 +503,115 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       cg.softmax_inputs[sm.outputs[0]] = in;
     }
   }
-  // Default mode: attention's head split and merge without copies. A Transpose read only
-  // by library MatMuls (as A or as a variable B) is a strided view of its input; a Transpose
-  // that is the only reader of a library MatMul's result (no residual) is written by the
-  // MatMul through strides.
-  std::vector<int> dst_transpose_of(count, -1);  // matmul → the Transpose it writes
+  // Default mode: attention's head split and merge without copies.
+  std::vector<int> dst_transpose_of(count, -1);  // matmul → the Transpose it writes (head merge)
+  std::map<int, std::pair<std::string, float>> matmul_scale;  // matmul → (A read instead, alpha)
   auto perm_of = [&](const Node& t) {
     std::vector<int64_t> perm = t.get_ints("perm");
     if (perm.empty())
       for (int64_t d = static_cast<int64_t>(cg.shape_of(t.inputs[0]).size()) - 1; d >= 0; --d) perm.push_back(d);
     return perm;
   };
+  auto is_f32 = [&](const std::string& v) { return cg.dtype_of(v) == DType::F32; };
   if (options.opt_level >= 2 && cg.kernel_library) {
     auto library_matmul = [&](size_t k) {
       const Node& m = g.nodes[k];
       if (m.op_type != "MatMul" || !m.domain.empty() || m.inputs.size() != 2 || emitted_at[k] != static_cast<int>(k))
         return false;
       auto a = cg.shape_of(m.inputs[0]), b = cg.shape_of(m.inputs[1]);
-      return cg.dtype_of(m.inputs[0]) == DType::F32 && cg.dtype_of(m.inputs[1]) == DType::F32 && a.size() >= 2 &&
-             b.size() >= 2 && std::max(a.size(), b.size()) <= 6;
+      return is_f32(m.inputs[0]) && is_f32(m.inputs[1]) && a.size() >= 2 && b.size() >= 2 &&
+             std::max(a.size(), b.size()) <= 6;
     };
+    // A scalar scale on A (ViT's q / sqrt(d) before Q·Kᵀ): the product's alpha. A variable B
+    // takes it as oneDNN's output scale, which does not combine with a bias here.
+    std::vector<int> scale_into(count, -1);  // Div/Mul node → the matmul taking it as alpha
+    for (size_t i = 0; i < count; ++i) {
+      if (!library_matmul(i) || (!cg.is_constant(g.nodes[i].inputs[1]) && bias_add_of[i] >= 0)) continue;
+      auto p = producer.find(g.nodes[i].inputs[0]);
+      if (p == producer.end() || emitted_at[p->second] != p->second || sole_reader(g.nodes[i].inputs[0]) != static_cast<int>(i))
+        continue;
+      const Node& d = g.nodes[p->second];
+      if ((d.op_type != "Div" && d.op_type != "Mul") || !d.domain.empty() || d.inputs.size() != 2) continue;
+      for (int side = 0; side < 2; ++side) {
+        if (d.op_type == "Div" && side == 0) continue;  // c / x is no scale
+        const std::string &c = d.inputs[side], &x = d.inputs[1 - side];
+        if (!cg.is_constant(c) || shape_numel(cg.shape_of(c)) != 1 || !is_f32(c) || !is_f32(x) ||
+            cg.shape_of(x) != cg.shape_of(d.outputs[0]))
+          continue;
+        double v = cg.constant(c).get_double(0);
+        if (v == 0 || !std::isfinite(v)) continue;
+        matmul_scale[static_cast<int>(i)] = {x, static_cast<float>(d.op_type == "Div" ? 1.0 / v : v)};
+        scale_into[p->second] = static_cast<int>(i);
+        emitted_at[p->second] = static_cast<int>(i);
+        ++cg.fused_nodes;
+        break;
+      }
+    }
     auto result_of = [&](size_t k) -> const std::string& {
       return act_of[k] >= 0        ? g.nodes[act_of[k]].outputs[0]
              : bias_add_of[k] >= 0 ? g.nodes[bias_add_of[k]].outputs[0]
                                    : g.nodes[k].outputs[0];
     };
+    // Head merge: a Transpose that is the only reader of a library MatMul's result (no
+    // residual) is written by the MatMul through strides.
     for (size_t j = 0; j < count; ++j) {
       const Node& t = g.nodes[j];
       if (t.op_type != "Transpose" || !t.domain.empty() || emitted_at[j] != static_cast<int>(j) ||
-          cg.dtype_of(t.inputs[0]) != DType::F32 || graph_outputs.count(t.outputs[0]))
+          !is_f32(t.inputs[0]) || graph_outputs.count(t.outputs[0]))
         continue;
-      const std::string& x = t.inputs[0];
-      auto perm = perm_of(t);
-      if (auto p = producer.find(x); p != producer.end()) {
-        size_t i = static_cast<size_t>(emitted_at[p->second]);
-        if (library_matmul(i) && matmul_residual_add[i] < 0 && dst_transpose_of[i] < 0 && result_of(i) == x &&
-            sole_reader(x) == static_cast<int>(j) && cg.shape_of(g.nodes[i].outputs[0]).size() == perm.size()) {
-          dst_transpose_of[i] = static_cast<int>(j);
-          emitted_at[j] = static_cast<int>(i);
-          ++cg.fused_nodes;
-          continue;
-        }
+      auto p = producer.find(t.inputs[0]);
+      if (p == producer.end()) continue;
+      size_t i = static_cast<size_t>(emitted_at[p->second]);
+      if (library_matmul(i) && matmul_residual_add[i] < 0 && dst_transpose_of[i] < 0 && result_of(i) == t.inputs[0] &&
+          sole_reader(t.inputs[0]) == static_cast<int>(j) &&
+          cg.shape_of(g.nodes[i].outputs[0]).size() == perm_of(t).size()) {
+        dst_transpose_of[i] = static_cast<int>(j);
+        emitted_at[j] = static_cast<int>(i);
+        ++cg.fused_nodes;
       }
-      const std::string& v = t.outputs[0];
+    }
+    // Head split: outputs of Slice/Reshape/Transpose chains whose every reader takes a
+    // strided view (a library MatMul, as A, its scaled A or a variable B; another view op)
+    // stay views of the chain's root. Readers first: whether a value can stay a view
+    // depends on the values read from it.
+    auto view_op = [&](size_t k) {
+      const Node& n = g.nodes[k];
+      return emitted_at[k] == static_cast<int>(k) && is_view_producer(cg, n) && is_f32(n.inputs[0]) &&
+             !cg.native_values.count(n.inputs[0]) && !cg.concat_parts.count(n.inputs[0]) &&
+             !cg.inplace_concats.count(n.inputs[0]);
+    };
+    std::set<std::string> wanted;
+    for (size_t k = count; k-- > 0;) {
+      if (!view_op(k)) continue;
+      const std::string& v = g.nodes[k].outputs[0];
       auto r = readers.find(v);
-      bool ok = r != readers.end() && !r->second.empty() && uses[v] == static_cast<int>(r->second.size());
-      for (size_t k = 0; ok && k < r->second.size(); ++k) {
-        const Node& m = g.nodes[r->second[k]];
-        ok = library_matmul(r->second[k]) && m.inputs[0] != m.inputs[1];
+      bool ok = !graph_outputs.count(v) && r != readers.end() && !r->second.empty() &&
+                uses[v] == static_cast<int>(r->second.size());
+      for (size_t q = 0; ok && q < r->second.size(); ++q) {
+        size_t j = r->second[q];
+        const Node& m = g.nodes[j];
+        if (scale_into[j] >= 0) ok = true;  // the scaled A of a library matmul
+        else if (library_matmul(j)) ok = m.inputs[0] != m.inputs[1];
+        else ok = view_op(j) && m.inputs[0] == v;
       }
-      if (!ok) continue;
-      auto xs = cg.shape_of(x);
-      auto st = contiguous_strides(xs);
-      std::vector<int64_t> strides;
-      for (auto d : perm) strides.push_back(st[d]);
-      cg.strided_views[v] = strides;
+      if (ok) wanted.insert(v);
+    }
+    for (size_t k = 0; k < count; ++k) {
+      if (!view_op(k)) continue;
+      const Node& n = g.nodes[k];
+      const std::string &u = n.inputs[0], &v = n.outputs[0];
+      auto in = cg.strided_views.find(u);
+      if (in == cg.strided_views.end()) {
+        auto d = view_through(cg, n, whole_view(cg, u));
+        if (!d || is_view_op(n)) continue;  // a reshape of row-major bytes is a plain alias already
+        if (is_row_major(*d)) cg.free_views.insert(v);  // a Transpose moving size-1 dims, a prefix Slice
+        else if (wanted.count(v)) cg.strided_views[v] = *d;
+        continue;
+      }
+      auto d = view_through(cg, n, in->second);
+      if (d && wanted.count(v)) cg.strided_views[v] = *d;
+      else if (d) cg.view_copies[v] = *d;
+      else cg.view_copies[v] = in->second;  // a reshape: the input's elements in their order
     }
   }
   // Elementwise groups (O1+): a node absorbs the groups of single-use inputs of its shape.
@@ -588,7 +643,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // Liveness: the last step reading each buffer (views read their root).
   for (size_t i = 0; i < count; ++i) {
     const Node& n = g.nodes[i];
-    if (is_view_op(n) || cg.strided_views.count(n.outputs[0])) {
+    if ((is_view_op(n) && !cg.view_copies.count(n.outputs[0])) || cg.strided_views.count(n.outputs[0]) ||
+        cg.free_views.count(n.outputs[0])) {
       auto r = cg.alias_root.find(n.inputs[0]);
       cg.alias_root[n.outputs[0]] = r == cg.alias_root.end() ? n.inputs[0] : r->second;
     }
@@ -640,8 +696,18 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       cg.dst_transpose = g.nodes[dst_transpose_of[i]].outputs[0];
       cg.dst_transpose_perm = perm_of(g.nodes[dst_transpose_of[i]]);
     }
-    if (cg.strided_views.count(n.outputs[0])) {  // read in place by its MatMuls: no code
+    if (matmul_scale.count(static_cast<int>(i))) std::tie(cg.matmul_a, cg.matmul_alpha) = matmul_scale[static_cast<int>(i)];
+    if (auto v = cg.strided_views.find(n.outputs[0]); v != cg.strided_views.end()) {  // read in place: no code
+      cg.define_alias(n.outputs[0], v->second.root, cg.shape_of(n.outputs[0]));
+      continue;
+    }
+    if (cg.free_views.count(n.outputs[0])) {
       cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
+      continue;
+    }
+    if (auto v = cg.view_copies.find(n.outputs[0]); v != cg.view_copies.end()) {
+      emit_view_copy(cg, n.outputs[0], v->second);
+      ++cg.steps_emitted;
       continue;
     }
     if (act_of[i] >= 0) {
@@ -665,6 +731,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     cg.residual.clear();
     cg.matmul_bias.clear();
     cg.dst_transpose.clear();
+    cg.matmul_a.clear();
+    cg.matmul_alpha = 1.f;
     if (!is_view_op(n)) ++cg.steps_emitted;
   }
 

@@ -455,23 +455,38 @@ std::string matmul_desc(std::vector<int64_t> a, std::vector<int64_t> b, bool ta,
                      accumulate ? 1 : 0, dims(a_strides), dims(b_strides), dims(dst_strides));
 }
 
-// Element strides of a MatMul operand over `rank` dims (batch padded with 1s in front): the
-// strided view's own (a Transpose read in place), or none (row-major). Padded dims get the
-// stride of a row-major outer dim, which oneDNN accepts for size-1 dims.
-std::vector<int64_t> operand_strides(const Codegen& cg, const std::string& v, size_t rank) {
+// A MatMul operand: its pointer, and where it is a strided view (a head split read in
+// place) its element offset and strides over `rank` dims (batch padded with 1s in front,
+// which get the stride of a row-major outer dim: oneDNN accepts any for size-1 dims).
+struct Operand {
+  std::string ptr;
+  const StridedView* view = nullptr;
+  std::vector<int64_t> strides;  // empty: row-major
+};
+
+Operand operand(Codegen& cg, const std::string& v, size_t rank) {
+  Operand o;
+  o.ptr = cg.ptr(v);
   auto it = cg.strided_views.find(v);
-  if (it == cg.strided_views.end()) return {};
-  std::vector<int64_t> st = it->second, shape = cg.shape_of(v);
+  if (it == cg.strided_views.end()) return o;
+  o.view = &it->second;
+  std::vector<int64_t> st = it->second.strides, shape = it->second.dims;
   int64_t outer = 1;
   for (size_t d = 0; d < shape.size(); ++d) outer = std::max(outer, st[d] * shape[d]);
   st.insert(st.begin(), rank - st.size(), outer);
-  return st;
+  o.strides = st;
+  return o;
 }
 
 void emit_matmul(Codegen& cg, const Node& n) {
+  // Default mode: A may be read before a scalar scale, which becomes the product's alpha.
+  const std::string a_name = cg.matmul_a.empty() ? n.inputs[0] : cg.matmul_a;
+  const float alpha = cg.matmul_alpha;
+  cg.matmul_a.clear();
+  cg.matmul_alpha = 1.f;
   require_f32(cg, n, 0);
   require_f32(cg, n, 1);
-  auto as = cg.shape_of(n.inputs[0]), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  auto as = cg.shape_of(a_name), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
   HODU_CHECK(!as.empty() && !bs.empty(), ErrorCode::InvalidModel, "{}: MatMul of a scalar", n.describe());
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
@@ -485,24 +500,24 @@ void emit_matmul(Codegen& cg, const Node& n) {
   std::vector<int64_t> batch(rank);
   for (size_t d = 0; d < rank; ++d) batch[d] = std::max(abatch[d], bbatch[d]);
   int64_t nb = shape_numel(batch);
-  // Operands read through strides (a head split's Transpose): the library reads them in
-  // place, the portable code from a row-major copy.
-  std::vector<int64_t> a_strides = operand_strides(cg, n.inputs[0], rank + 2),
-                       b_strides = operand_strides(cg, n.inputs[1], rank + 2);
-  std::string a = cg.ptr(n.inputs[0]), b = cg.ptr(n.inputs[1]);
-  const std::string a_stored = a, b_stored = b;
+  // Operands read through strides: the library reads them in place, the portable code
+  // from a row-major copy.
+  Operand ao = operand(cg, a_name, rank + 2), bo = operand(cg, n.inputs[1], rank + 2);
+  auto offset_ptr = [](const Operand& o) {
+    return o.view && o.view->offset ? fmt::format("({} + {})", o.ptr, o.view->offset) : o.ptr;
+  };
+  const std::string a_stored = offset_ptr(ao), b_stored = offset_ptr(bo);
+  std::string a = ao.ptr, b = bo.ptr;
   std::string pack = cg.scratch(kGemmPackBytes);
-  auto row_major_copy = [&](const std::string& v, std::string& p) {
-    const auto& st = cg.strided_views.at(v);
-    auto shape = cg.shape_of(v);
-    std::string copy = cg.scratch(shape_numel(shape) * 4);
-    std::string line = fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", p, copy, shape.size(),
-                                   cg.table(shape), cg.table(st));
+  auto row_major_copy = [&](const Operand& o, std::string& p) {
+    if (!o.view) return std::string();
+    std::string copy = cg.scratch(shape_numel(o.view->dims) * 4);
+    std::string line = fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, 4);", p, copy, o.view->dims.size(),
+                                   cg.table(o.view->dims), cg.table(o.view->strides), o.view->offset);
     p = copy;
     return line;
   };
-  std::string a_copy = a_strides.empty() ? "" : row_major_copy(n.inputs[0], a);
-  std::string b_copy = b_strides.empty() ? "" : row_major_copy(n.inputs[1], b);
+  std::string a_copy = row_major_copy(ao, a), b_copy = row_major_copy(bo, b);
   Target t = take_target(cg, n);
   std::string bias = cg.matmul_bias.empty() ? "" : cg.ptr(cg.matmul_bias);  // default mode: a fused bias over N
   cg.matmul_bias.clear();
@@ -525,12 +540,11 @@ void emit_matmul(Codegen& cg, const Node& n) {
   // A residual that dies here is the result's buffer: the sum post-op accumulates onto
   // it; the portable code then keeps the residual in a scratch buffer.
   int64_t y_bytes = shape_numel(ys) * 4;
+  auto apart = [&](const std::string& v) {
+    return cg.info(v).kind != ValueInfo::Kind::Arena || cg.buffer_of(v) != cg.buffer_of(residual);
+  };
   bool in_place = !residual.empty() && cg.kernel_library && options_allow_in_place(cg) &&
-                  cg.reusable(residual, y_bytes) &&
-                  (cg.info(n.inputs[0]).kind != ValueInfo::Kind::Arena ||
-                   cg.buffer_of(n.inputs[0]) != cg.buffer_of(residual)) &&
-                  (cg.info(n.inputs[1]).kind != ValueInfo::Kind::Arena ||
-                   cg.buffer_of(n.inputs[1]) != cg.buffer_of(residual));
+                  cg.reusable(residual, y_bytes) && apart(a_name) && apart(n.inputs[1]);
   std::string kept = in_place ? cg.scratch(y_bytes) : "";
   if (in_place) cg.define(out, DType::F32, cg.shape_of(out), cg.buffer_of(residual));
   else cg.define(out, DType::F32, out == t.name ? ys : cg.shape_of(out));
@@ -552,13 +566,13 @@ void emit_matmul(Codegen& cg, const Node& n) {
     std::vector<int64_t> aoff(nb), boff(nb), idx(rank, 0);
     auto astr = contiguous_strides(abatch), bstr = contiguous_strides(bbatch);
     for (int64_t i = 0; i < nb; ++i) {
-      int64_t ao = 0, bo = 0;
+      int64_t ao_ = 0, bo_ = 0;
       for (size_t d = 0; d < rank; ++d) {
-        if (abatch[d] != 1) ao += idx[d] * astr[d];
-        if (bbatch[d] != 1) bo += idx[d] * bstr[d];
+        if (abatch[d] != 1) ao_ += idx[d] * astr[d];
+        if (bbatch[d] != 1) bo_ += idx[d] * bstr[d];
       }
-      aoff[i] = ao * M * K;
-      boff[i] = bo * K * N;
+      aoff[i] = ao_ * M * K;
+      boff[i] = bo_ * K * N;
       for (size_t d = rank; d-- > 0;) {
         if (++idx[d] < batch[d]) break;
         idx[d] = 0;
@@ -567,9 +581,9 @@ void emit_matmul(Codegen& cg, const Node& n) {
     cg.emit(fmt::format("hk_matmul_batched({}, {}, {}, {}, {}, {}, {}, {}, {}, {});", nb, M, N, K, a, cg.table(aoff), b,
                         cg.table(boff), y, pack));
   }
-  if (!bias.empty() || !residual.empty() || t.kind != HODU_ACTIVATION_CLIP || t.lo != -INFINITY ||
+  if (alpha != 1.f || !bias.empty() || !residual.empty() || t.kind != HODU_ACTIVATION_CLIP || t.lo != -INFINITY ||
       t.hi != INFINITY) {
-    std::string v = fmt::format("{}[i]", y);
+    std::string v = alpha != 1.f ? fmt::format("{} * {}[i]", c_float(alpha), y) : fmt::format("{}[i]", y);
     if (!bias.empty()) v += fmt::format(" + {}[i % {}]", bias, N);
     if (!residual.empty()) v += fmt::format(" + {}[i]", in_place ? kept : z);
     std::string act = t.kind != HODU_ACTIVATION_CLIP ? fmt::format(" v = {};", activation_expr(t.kind)) : "";
@@ -588,8 +602,9 @@ void emit_matmul(Codegen& cg, const Node& n) {
   }
   });
   if (!cg.kernel_library || rank + 2 > 6) {
-    HODU_CHECK(residual.empty() && a_strides.empty() && b_strides.empty() && dst_strides.empty(),
-               ErrorCode::Internal, "{}: a fused residual or strided operand needs the kernel library", n.describe());
+    HODU_CHECK(residual.empty() && !ao.view && !bo.view && dst_strides.empty() && alpha == 1.f,
+               ErrorCode::Internal, "{}: a fused residual, scale or strided operand needs the kernel library",
+               n.describe());
     cg.code += portable;
     return;
   }
@@ -599,8 +614,8 @@ void emit_matmul(Codegen& cg, const Node& n) {
   bool b_constant = cg.is_constant(n.inputs[1]);
   std::string op = cg.library_op(
       n, "hodu_matmul_desc",
-      matmul_desc(a_dims, b_dims, false, false, 1.f, b_constant, !bias.empty(), t, !residual.empty(), a_strides,
-                  b_strides, dst_strides),
+      matmul_desc(a_dims, b_dims, false, false, alpha, b_constant, !bias.empty(), t, !residual.empty(), ao.strides,
+                  bo.strides, dst_strides),
       fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b_stored : "NULL",
                   bias.empty() ? "NULL" : bias));
   cg.emit_library_call(n, op,

@@ -334,6 +334,10 @@ void emit_depth_space(Codegen& cg, const Node& n) {
 
 }  // namespace
 
+void emit_view_copy(Codegen& cg, const std::string& out, const StridedView& v) {
+  strided_copy(cg, v.root, out, v.dims, v.strides, v.offset, cg.shape_of(out));
+}
+
 bool is_view_op(const Node& n) {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty();

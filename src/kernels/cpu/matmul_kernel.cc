@@ -1,6 +1,7 @@
 // Matrix multiplication on oneDNN's matmul (batched, broadcast batch dims,
 // transposes and caller-given strides as strided views). A constant B is
-// reordered once at prepare with alpha folded in; the bias vector, a residual
+// reordered once at prepare with alpha folded in (a variable B: alpha is the
+// output scale); the bias vector, a residual
 // (sum post-op onto dst's starting values) and the activation run inside. Where
 // oneDNN has only its sgemm, a 2-D product runs as fixed tiles (onednn::TiledMatMul).
 #include <algorithm>
@@ -91,8 +92,10 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   if (d.rank < 2 || d.rank > 6) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: rank must be 2 to 6");
   if (d.b_constant && !b) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: constant B is NULL");
   if (d.has_bias && !bias) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: bias is NULL");
-  // alpha is folded into a constant B; a variable one has nowhere to put it.
-  if (d.alpha != 1.0f && !d.b_constant) fail(HODU_KERNELS_ERR_UNSUPPORTED, "matmul: alpha with a variable B");
+  // alpha is folded into a constant B; with a variable one it is oneDNN's output scale,
+  // whose order with the bias is not the formula's.
+  if (d.alpha != 1.0f && !d.b_constant && d.has_bias)
+    fail(HODU_KERNELS_ERR_UNSUPPORTED, "matmul: alpha with a variable B and a bias");
   size_t r = static_cast<size_t>(d.rank);
   Dims as(d.a_dims, d.a_dims + r), bs(d.b_dims, d.b_dims + r);
   Dims al = logical(as, d.transpose_a), bl = logical(bs, d.transpose_b);
@@ -162,6 +165,7 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   dnnl::primitive_attr attr;
   attr.set_post_ops(po);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  if (d.alpha != 1.0f && !d.b_constant) attr.set_output_scales(0, {d.alpha});
   auto make_pd = [&](const dnnl::memory::desc& weights) {
     auto desc = d.has_bias ? dnnl::matmul::desc(a_md, weights, bias_md, y_md) : dnnl::matmul::desc(a_md, weights, y_md);
     return dnnl::matmul::primitive_desc(desc, attr, k.engine);
