@@ -12,6 +12,23 @@
 #define HK static
 #endif
 
+/* Hot loops built for the widest vectors the running CPU has (AVX-512, AVX2 or the
+ * baseline; the loader picks one) with GCC 6+ on x86-64 ELF (clang 14 refuses clones of
+ * unused-marked statics); the baseline ISA otherwise. */
+#if defined(__x86_64__) && defined(__ELF__) && !defined(HK_NO_CLONES) && defined(__GNUC__) && !defined(__clang__) && \
+    __GNUC__ >= 6
+#define HK_CLONES __attribute__((target_clones("avx512f", "avx2,fma", "default")))
+#define HK_CLONES_ACTIVE 1 /* loops below leave vectorization to the compiler, per clone */
+#else
+#define HK_CLONES
+#endif
+/* GCC's -O2 cost model vectorizes no loop that needs an epilogue or an alias check. */
+#if defined(__GNUC__) && !defined(__clang__)
+#define HK_VECTORIZE __attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
+#else
+#define HK_VECTORIZE
+#endif
+
 /* ---- GEMM: C[M,N] = A[M,K] * B[K,N] (+ C when accumulate), row-major ------ */
 #define HK_MR 4
 #define HK_NR 8
@@ -317,12 +334,8 @@ HK int64_t hk_scale_tasks(const hk_scale_args* a) {
   return a->n * ((a->c + a->layout - 1) / a->layout);
 }
 
-/* GCC's -O2 cost model vectorizes no loop that needs an epilogue or an alias
- * check (x and y may be the same buffer: in place, same index, no dependence). */
-#if defined(__GNUC__) && !defined(__clang__)
-__attribute__((optimize("tree-vectorize", "vect-cost-model=dynamic")))
-#endif
-HK void hk_scale_range(void* arg, int64_t begin, int64_t end) {
+/* x and y may be the same buffer: in place, same index, no dependence. */
+HK_CLONES HK_VECTORIZE HK void hk_scale_range(void* arg, int64_t begin, int64_t end) {
   const hk_scale_args* a = (const hk_scale_args*)arg;
   int64_t t, i, j;
   if (a->layout == 1) { /* task: one pixel's C channels */
@@ -362,8 +375,8 @@ HK void hk_scale_range(void* arg, int64_t begin, int64_t end) {
 /* y[m] = act(b[m] + sum_k x[k] * wt[k, m]) for each of `batch` rows x [K] -> y [M];
  * wt is the weight transposed, [K, M]; b may be NULL. act: 0 none, 1 clamp
  * [lo, hi], 2 sigmoid, 4 silu (HODU_ACTIVATION_* codes). */
-HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t batch, int64_t K, int64_t M, int act,
-              float lo, float hi) {
+HK_CLONES HK_VECTORIZE HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t batch, int64_t K,
+                                    int64_t M, int act, float lo, float hi) {
   int64_t n, k, m;
   for (n = 0; n < batch; ++n) {
     const float* xr = x + n * K;
@@ -373,7 +386,7 @@ HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t
       const float xv = xr[k];
       const float* w = wt + k * M;
       m = 0;
-#if defined(HK_VEC) && HK_VEC == 8
+#if defined(HK_VEC) && HK_VEC == 8 && !defined(HK_CLONES_ACTIVE)
       for (; m + 8 <= M; m += 8) {
         hk_v8 wv, yv;
         memcpy(&wv, w + m, sizeof wv);
@@ -381,7 +394,7 @@ HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t
         yv += xv * wv;
         memcpy(yr + m, &yv, sizeof yv);
       }
-#elif defined(HK_VEC)
+#elif defined(HK_VEC) && !defined(HK_CLONES_ACTIVE)
       for (; m + 4 <= M; m += 4) {
         hk_v4 wv, yv;
         memcpy(&wv, w + m, sizeof wv);
