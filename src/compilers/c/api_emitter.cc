@@ -116,9 +116,10 @@ const int64_t* @P@_output_shape(int i);
 
 /* Runs the model. inputs: num_inputs tensors in declaration order (kDLCPU,
  * matching dtype and shape, strides NULL or compact). outputs: for each output
- * whose data is non-NULL the result is copied there (dtype and shape must
- * match); an output with data NULL is filled with a tensor owned by the
- * instance, valid until its next run or destroy. outputs may be NULL. */
+ * whose data is non-NULL the result is written there (dtype and shape must
+ * match; the memory must not overlap the inputs; that run leaves the instance-
+ * owned copy of it alone); an output with data NULL is filled with a tensor
+ * owned by the instance, valid until its next run or destroy. outputs may be NULL. */
 int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs, int num_outputs);
 /* The instance-owned output i of the last successful run. */
 const DLTensor* @P@_output(const @P@_t* m, int i);
@@ -138,6 +139,7 @@ const char* kSourceApi = R"HODU(
 #include <stdlib.h>
 #if defined(__linux__)
 #include <sys/mman.h>
+#include <unistd.h>
 #endif
 
 struct @P@_instance {
@@ -634,6 +636,20 @@ static int hm_prepared(@P@_t* m, int st, const char* node, char* errbuf, size_t 
   snprintf(msg, sizeof msg, "%s: %s", node, hodu_kernels_last_error(m->kernels));
   hm_errbuf(errbuf, size, msg);
   return st == HODU_KERNELS_ERR_OUT_OF_MEMORY ? 2 : 4;
+}
+
+/* Pages of the embedded weights a prepared op has copied: given back to the kernel. The
+ * blob is a clean file-backed mapping, so a later read (another instance's create, an
+ * op's portable fallback) faults them in again from the file. */
+static void hm_release(const unsigned char* p, size_t bytes) {
+#if @U@_EMBEDDED_WEIGHTS && defined(__linux__) && defined(MADV_DONTNEED)
+  const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+  uintptr_t begin = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + bytes) & ~(page - 1);
+  if (page && end > begin) (void)madvise((void*)begin, end - begin, MADV_DONTNEED);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 static int hm_kernel_fail(@P@_t* m, const char* node) {

@@ -124,6 +124,7 @@ int Codegen::add_weight(const Tensor& t) {
   weights.append(static_cast<const char*>(c.raw_data()), c.nbytes());
   weights.resize((weights.size() + 63) / 64 * 64, '\0');
   weight_offsets.push_back(off);
+  weight_bytes[off] = static_cast<int64_t>(c.nbytes());
   return static_cast<int>(weight_offsets.size()) - 1;
 }
 
@@ -221,9 +222,20 @@ std::string Codegen::library_op(const Node& n, const std::string& desc_type, con
   std::string op = fmt::format("m->ops[{}]", library_ops++);
   std::string call = prepare_call;
   call.replace(call.find("&OP"), 3, "&" + op);
+  // The weights a prepared op copied (every "(W + offset)" argument): their pages of the
+  // embedded blob are given back (hm_release), or RSS holds the model's weights twice.
+  std::string release;
+  for (size_t at = call.find("(W + "); at != std::string::npos; at = call.find("(W + ", at + 5)) {
+    size_t end = call.find(')', at);
+    if (end == std::string::npos) break;
+    std::string digits = call.substr(at + 5, end - at - 5);
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    auto w = weight_bytes.find(std::stoll(digits));
+    if (w != weight_bytes.end()) release += fmt::format("    if ({}) hm_release(W + {}, {});\n", op, w->first, w->second);
+  }
   prepare += fmt::format("  {{\n    static const {} d = {{{}}};\n"
-                         "    if ((st = hm_prepared(m, {}, {}, errbuf, errbuf_size))) return st;\n  }}\n",
-                         desc_type, desc, call, c_string_literal(n.describe()));
+                         "    if ((st = hm_prepared(m, {}, {}, errbuf, errbuf_size))) return st;\n{}  }}\n",
+                         desc_type, desc, call, c_string_literal(n.describe()), release);
   return op;
 }
 

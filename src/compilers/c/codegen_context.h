@@ -46,6 +46,7 @@ struct Codegen {
   std::vector<PlanBuffer> buffers;
   std::string weights;                      // blob data (after the header)
   std::vector<int64_t> weight_offsets;      // per weight index, from the blob start
+  std::map<int64_t, int64_t> weight_bytes;  // blob offset → bytes of the weight there
   std::string code;                         // body of the run function
   std::string tables;                       // file-scope constant tables
   std::string functions;                    // file-scope generated functions (fused loops)
