@@ -663,6 +663,59 @@ TEST(CCodegen, PackedQkvAttentionReadsHeadsInPlace) {
   check(refused, "refused matmuls");
 }
 
+// View chains the products cannot read in place: a Reshape merging dims a Transpose
+// swapped (one copy, from the root), a Slice with a negative step (its own copy, which
+// the Transpose after it then views), and one with step 2 that can (a strided view).
+// Against the interpreter, library and refused.
+TEST(CCodegen, ViewChainsCopiedWhereStridesCannotDescribeThem) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  auto ints = [](std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); };
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{2, 3, 4}), ""});
+  g.set_initializer("w", ramp({8, 5}, 0.37f, 0.f));
+  g.set_initializer("w2", ramp({2, 5}, 0.41f, 0.f));
+  g.set_initializer("rows", ints({3, 8}));
+  g.set_initializer("s0", ints({3}));
+  g.set_initializer("e0", ints({-5}));
+  g.set_initializer("ax", ints({2}));
+  g.set_initializer("neg", ints({-1}));
+  g.set_initializer("s1", ints({0}));
+  g.set_initializer("e1", ints({4}));
+  g.set_initializer("two", ints({2}));
+  g.nodes.push_back(node("Transpose", {"x"}, {"xt"}, {Attribute::make_ints("perm", {1, 0, 2})}));
+  g.nodes.push_back(node("Reshape", {"xt", "rows"}, {"xr"}));
+  g.nodes.push_back(node("MatMul", {"xr", "w"}, {"y"}));
+  g.nodes.push_back(node("Slice", {"x", "s0", "e0", "ax", "neg"}, {"xn"}));  // x[:, :, ::-1]
+  g.nodes.push_back(node("Transpose", {"xn"}, {"xnt"}, {Attribute::make_ints("perm", {0, 2, 1})}));
+  g.nodes.push_back(node("MatMul", {"xnt", "x"}, {"z"}));
+  g.nodes.push_back(node("Slice", {"x", "s1", "e1", "ax", "two"}, {"xs"}));  // x[:, :, ::2]
+  g.nodes.push_back(node("MatMul", {"xs", "w2"}, {"u"}));
+  g.outputs.push_back({"y", {}, ""});
+  g.outputs.push_back({"z", {}, ""});
+  g.outputs.push_back({"u", {}, ""});
+  Tensor x = ramp({2, 3, 4}, 0.53f, 0.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  std::string body = library_path(gen.source.substr(gen.source.find("model_run(")));
+  EXPECT_EQ(count_of(body, "hk_strided_copy("), 2u) << "xr from x and xn; xnt is read in place from xn:\n" << body;
+  auto check = [&](const std::vector<NamedValue>& got, const std::string& what) {
+    ASSERT_EQ(got.size(), 3u);
+    for (size_t k = 0; k < 3; ++k) EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), 1e-5) << k << " " << what;
+  };
+  check(run_built(m, {}, x, "views"), "library");
+  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
+  std::vector<NamedValue> refused;
+  try {
+    refused = run_built(m, {}, x, "views-refused");
+  } catch (...) {
+    ::unsetenv("HODU_KERNELS_REFUSE");
+    throw;
+  }
+  ::unsetenv("HODU_KERNELS_REFUSE");
+  check(refused, "refused");
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);
