@@ -46,6 +46,16 @@ if command -v valgrind >/dev/null; then
     --suppressions="$SRC/tests/aot/valgrind.supp" "$T/api_a" 2
 fi
 
+# 2a. hodu info describes a built library (its info section, not the weights) and refuses to draw one.
+"$HODU" info "$T/m.so" >"$T/info.log" 2>&1
+grep -q "built by:   hodu build: .* libhodu_kernels ops" "$T/info.log" && grep -q "^  $IN: f32\[" "$T/info.log" \
+  && pass "hodu info of a .so" || { bad "hodu info of a .so"; cat "$T/info.log"; }
+"$HODU" info "$T/m.so" --json | /usr/bin/python3 -c "import json,sys; j=json.load(sys.stdin); assert j['kind']=='library' and j['inputs'][0]['name']=='$IN'" \
+  && pass "hodu info --json of a .so" || bad "hodu info --json of a .so"
+readelf -S "$T/m.so" | grep -q "\.hodu_info" && pass "the .so has a .hodu_info section" || bad "the .so has a .hodu_info section"
+"$HODU" info "$T/m.so" --dot "$T/m.dot" >"$T/info.log" 2>&1 && bad "hodu info --dot of a .so fails" \
+  || { grep -q "keeps no graph" "$T/info.log" && pass "hodu info --dot of a .so: a clear error" || bad "hodu info --dot message"; }
+
 # 2b. Default mode calls libhodu_kernels (oneDNN); --kernels portable does not.
 needed=$(readelf -d "$T/m.so" | grep NEEDED | grep -o '\[.*\]' | tr -d '[]' | tr '\n' ' ')
 case "$needed" in *libhodu_kernels.so*) pass "default .so needs libhodu_kernels.so" ;; *) bad "default .so needs: $needed" ;; esac

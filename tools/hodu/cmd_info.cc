@@ -7,6 +7,7 @@
 
 #include "commands.h"
 #include "core/error.h"
+#include "engines/native/native_engine.h"
 #include "formats/model_io.h"
 
 namespace hodu::cli {
@@ -91,7 +92,43 @@ void write_text(const std::string& path, const std::string& text) {
   HODU_CHECK(f.good(), ErrorCode::Io, "error writing {}", path);
 }
 
+// A library built by `hodu build`: its API, inputs and outputs, and what was built.
+int run_library_info(const InfoArgs& a) {
+  HODU_CHECK(a.dot.empty() && a.svg.empty(), ErrorCode::InvalidArgument,
+             "{}: a compiled library keeps no graph to draw; use the model it was built from", a.model);
+  Model m = native::describe_library(a.model);
+  if (a.json) {
+    nlohmann::ordered_json j;
+    j["model"] = a.model;
+    j["kind"] = "library";
+    j["api_prefix"] = m.graph.name;
+    j["built"] = m.doc;
+    for (const char* side : {"inputs", "outputs"}) {
+      j[side] = nlohmann::ordered_json::array();
+      for (const auto& v : std::string(side) == "inputs" ? m.graph.inputs : m.graph.outputs) {
+        nlohmann::ordered_json o;
+        o["name"] = v.name;
+        o["dtype"] = std::string(dtype_name(v.type.dtype));
+        auto dims = v.type.shape.to_static();  // a library's shapes are static
+        o["shape"] = dims ? nlohmann::ordered_json(*dims) : nlohmann::ordered_json(nullptr);
+        j[side].push_back(o);
+      }
+    }
+    std::printf("%s\n", j.dump(2).c_str());
+    return 0;
+  }
+  std::printf("library:    %s\n", a.model.c_str());
+  std::printf("built by:   hodu build%s%s\n", m.doc.empty() ? "" : ": ", m.doc.c_str());
+  std::printf("api prefix: %s (%s.h)\n", m.graph.name.c_str(), m.graph.name.c_str());
+  std::printf("inputs:\n");
+  for (const auto& v : m.graph.inputs) std::printf("  %s: %s\n", v.name.c_str(), v.type.to_string().c_str());
+  std::printf("outputs:\n");
+  for (const auto& v : m.graph.outputs) std::printf("  %s: %s\n", v.name.c_str(), v.type.to_string().c_str());
+  return 0;
+}
+
 int run_info(const InfoArgs& a) {
+  if (native::is_native_library(a.model)) return run_library_info(a);
   Model m = load_model(a.model);
   const Graph& g = m.graph;
   auto hist = op_histogram(g);
@@ -178,7 +215,8 @@ int run_info(const InfoArgs& a) {
 
 CommandFn add_info_command(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
-  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
+  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu) or a library built by hodu build (.so)")
+      ->required();
   app.add_flag("--json", a->json, "print as JSON");
   app.add_option("--dot", a->dot, "write the graph as Graphviz DOT to FILE");
   app.add_option("--svg", a->svg, "render the graph to an SVG FILE (needs Graphviz)");

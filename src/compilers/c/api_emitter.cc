@@ -166,8 +166,15 @@ static const unsigned char hm_output_direct[@NOUT@ + 1] = {@OUTDIRECT@};
 #define HM_FINGERPRINT @FPRINT@ULL
 
 @WEIGHTS_DECL@
-/* Lets a loader (hodu's native engine) find the API prefix in the file. */
-__attribute__((used)) static const char hm_tag[] = "HODU_AOT_MODEL_NAME=@P@";
+/* Lets a loader (hodu's native engine, `hodu info`) find the API prefix and what was
+ * built in the file: in their own ELF section, read without scanning the weights. */
+#if defined(__ELF__)
+#define HM_INFO_SECTION __attribute__((used, section(".hodu_info")))
+#else
+#define HM_INFO_SECTION __attribute__((used))
+#endif
+HM_INFO_SECTION static const char hm_tag[] = "HODU_AOT_MODEL_NAME=@P@";
+HM_INFO_SECTION static const char hm_doc[] = "HODU_AOT_MODEL_DOC=@DOC@";
 
 int @P@_abi_version(void) { return @ABI@; }
 
@@ -707,6 +714,10 @@ std::string emit_source(const ApiSpec& spec, const std::string& kernels, const s
   api = replace_all(api, "@OUTCODE@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).first); }));
   api = replace_all(api, "@OUTBITS@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(dl_dtype(t.dtype).second); }));
   api = replace_all(api, "@OUTOFFS@", join(spec.outputs, [](const ApiTensor& t) { return std::to_string(t.arena_offset); }));
+  {
+    std::string doc = c_string_literal(spec.model_doc);
+    api = replace_all(api, "@DOC@", doc.substr(1, doc.size() - 2));
+  }
   api = replace_all(api, "@OUTDIRECT@", join(spec.outputs, [](const ApiTensor& t) { return t.direct ? "1" : "0"; }));
   api = replace_all(api, "@ARENA@", std::to_string(spec.arena_bytes));
   api = replace_all(api, "@WBYTES@", std::to_string(spec.weights_bytes));

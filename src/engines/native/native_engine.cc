@@ -2,9 +2,12 @@
 
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
+#include <elf.h>
 
+#include <cstring>
 #include <filesystem>
 #include <mutex>
+#include <optional>
 
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
@@ -19,6 +22,7 @@ namespace {
 
 constexpr int kAbiVersion = 1;
 constexpr const char* kNameTag = "HODU_AOT_MODEL_NAME=";
+constexpr const char* kDocTag = "HODU_AOT_MODEL_DOC=";
 
 // The model.h API of one compiled library, resolved by name.
 struct Api {
@@ -50,14 +54,47 @@ struct Api {
 // The API prefix the generator stamped into the library.
 // The symbol prefix, from the name tag `hodu build` embeds. Searched in a
 // mapping: a library with embedded weights is mostly weights, not worth copying.
-std::string find_prefix(const std::string& path) {
+// The bytes of the ".hodu_info" section of a 64-bit little-endian ELF file; empty when the
+// file has none (another format, or a library built before the section existed).
+std::string_view info_section(std::string_view bytes) {
+  if (bytes.size() < sizeof(Elf64_Ehdr) || bytes.compare(0, 4, ELFMAG) != 0 || bytes[EI_CLASS] != ELFCLASS64 ||
+      bytes[EI_DATA] != ELFDATA2LSB)
+    return {};
+  Elf64_Ehdr eh;
+  std::memcpy(&eh, bytes.data(), sizeof eh);
+  auto header = [&](size_t i, Elf64_Shdr& sh) {
+    size_t at = eh.e_shoff + i * eh.e_shentsize;
+    if (eh.e_shentsize < sizeof sh || at + sizeof sh > bytes.size()) return false;
+    std::memcpy(&sh, bytes.data() + at, sizeof sh);
+    return sh.sh_offset <= bytes.size() && sh.sh_size <= bytes.size() - sh.sh_offset;
+  };
+  Elf64_Shdr names;
+  if (eh.e_shstrndx >= eh.e_shnum || !header(eh.e_shstrndx, names)) return {};
+  for (size_t i = 0; i < eh.e_shnum; ++i) {
+    Elf64_Shdr sh;
+    if (!header(i, sh) || sh.sh_name >= names.sh_size) continue;
+    std::string_view name = bytes.substr(names.sh_offset + sh.sh_name, names.sh_size - sh.sh_name);
+    if (name.substr(0, name.find('\0')) == ".hodu_info") return bytes.substr(sh.sh_offset, sh.sh_size);
+  }
+  return {};
+}
+
+// The text after `tag` (up to its NUL) in the library's info section, else anywhere in the file.
+std::optional<std::string> find_tag(const std::string& path, const char* tag) {
   MappedFile file(path);
-  std::string_view bytes = file.bytes();
-  size_t at = bytes.find(kNameTag);
-  HODU_CHECK(at != std::string_view::npos, ErrorCode::InvalidModel,
-             "{}: not a library built by `hodu build` (no model name tag)", path);
-  size_t start = at + std::strlen(kNameTag), end = bytes.find('\0', start);
+  std::string_view bytes = info_section(file.bytes());
+  if (bytes.find(tag) == std::string_view::npos) bytes = file.bytes();
+  size_t at = bytes.find(tag);
+  if (at == std::string_view::npos) return std::nullopt;
+  size_t start = at + std::strlen(tag), end = bytes.find('\0', start);
   return std::string(bytes.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
+}
+
+std::string find_prefix(const std::string& path) {
+  auto prefix = find_tag(path, kNameTag);
+  HODU_CHECK(prefix.has_value(), ErrorCode::InvalidModel, "{}: not a library built by `hodu build` (no model name tag)",
+             path);
+  return *prefix;
 }
 
 std::shared_ptr<Api> open_library(const std::string& path) {
@@ -195,6 +232,7 @@ Model describe_library(const std::string& path) {
   m.producer_name = "hodu build";
   m.graph.name = api->prefix;
   m.metadata.push_back({kLibraryKey, api->path});
+  if (auto doc = find_tag(api->path, kDocTag)) m.doc = *doc;
   for (int i = 0; i < api->num_inputs(); ++i) {
     const int64_t* s = api->input_shape(i);
     m.graph.inputs.push_back(Value{api->input_name(i),
