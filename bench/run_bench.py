@@ -10,8 +10,14 @@ usage: /usr/bin/python3 bench/run_bench.py [--hodu build/bin/hodu] [--threads 1 
            [--engine E [E ...]] [--iters 5] [--warmup 1] [--rounds 2] [--tol 1e-4] [MODEL.onnx ...]
 
 --engine cpu native: one row per hodu engine, all timed in the same interleaved
-rounds (native: the model compiled by `hodu build` to a default-mode .so).
+rounds (native: the model compiled once by `hodu build` to a default-mode .so,
+whose load and peak memory are then those of loading the library; the build time
+is printed beside the model).
+
+Each call times at least --min-ms of runs (more iterations for fast models than
+--iters: 10 runs of a 2 ms model are 20 ms, all noise on a shared machine).
 """
+import math
 import argparse
 import glob
 import json
@@ -20,6 +26,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -45,6 +52,7 @@ def main():
     ap.add_argument("--warmup", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--min-ms", type=float, default=500, help="timed runs per call: at least this many ms")
     ap.add_argument("--json", default="", help="also write all results here")
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
@@ -67,11 +75,19 @@ def main():
             ort_out = os.path.join(tmp, "ort")
             run_json(["node", ort_js, model, "--threads", "2", "--warmup", "0", "--iters", "1", "--out", ort_out] +
                      [f"{n}={p}" for n, p in feeds])
+            # What each engine row runs: the model, or for native the library built from it once.
+            target = {e: (model, ["--engine", e] if e else []) for e in engines}
+            if "native" in engines:
+                lib = os.path.join(tmp, "model.so")
+                t0 = time.time()
+                subprocess.run([args.hodu, "build", model, "-o", lib, "-q"], capture_output=True, check=True)
+                print(f"{name}: hodu build -> .so in {time.time() - t0:.1f} s", flush=True)
+                target["native"] = (lib, [])
             errs = {}
             for e in engines:
                 hodu_out = os.path.join(tmp, "hodu-" + (e or "default"))
-                subprocess.run([args.hodu, "run", model, "-f", "npy", "-o", hodu_out, "--threads", "2"] +
-                               (["--engine", e] if e else []) +
+                subprocess.run([args.hodu, "run", target[e][0], "-f", "npy", "-o", hodu_out, "--threads", "2"] +
+                               target[e][1] +
                                sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
                 errs[e] = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
                                      np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
@@ -79,14 +95,18 @@ def main():
                     failures += 1
             for t in args.threads:
                 hodu_runs, ort_runs = {e: [] for e in engines}, []
+                probe = run_json([args.hodu, "bench", target[engines[0]][0], "--json", "--threads", str(t), "--iters",
+                                  "3", "--warmup", "1"] + target[engines[0]][1] +
+                                 sum([["-i", f"{n}={p}"] for n, p in feeds], []))
+                iters = max(args.iters, math.ceil(args.min_ms / max(probe["median_ms"], 1e-3)))
                 for _ in range(args.rounds):
                     for e in engines:
                         hodu_runs[e].append(run_json(
-                            [args.hodu, "bench", model, "--json", "--threads", str(t), "--iters", str(args.iters),
-                             "--warmup", str(args.warmup)] + (["--engine", e] if e else []) +
+                            [args.hodu, "bench", target[e][0], "--json", "--threads", str(t), "--iters", str(iters),
+                             "--warmup", str(args.warmup)] + target[e][1] +
                             sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
                     ort_runs.append(run_json(
-                        ["node", ort_js, model, "--threads", str(t), "--iters", str(args.iters), "--warmup",
+                        ["node", ort_js, model, "--threads", str(t), "--iters", str(iters), "--warmup",
                          str(args.warmup)] + [f"{n}={p}" for n, p in feeds]))
                 o = statistics.median(r["median_ms"] for r in ort_runs)
                 for e in engines:
