@@ -606,19 +606,27 @@ int main(int argc, char** argv) {
 
 }  // namespace
 
-uint64_t fingerprint_of(const std::string& data) {
-  uint64_t h = 1469598103934665603ULL;  // FNV-1a
-  for (unsigned char c : data) h = (h ^ c) * 1099511628211ULL;
+uint64_t fingerprint_of(std::string_view data) {
+  // FNV-1a over 8-byte words (the blob is 64-byte aligned, so whole words): a byte at a
+  // time took 0.6 s of GPT-2's build.
+  uint64_t h = 1469598103934665603ULL;
+  size_t i = 0;
+  for (; i + 8 <= data.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, data.data() + i, 8);
+    h = (h ^ w) * 1099511628211ULL;
+  }
+  for (; i < data.size(); ++i) h = (h ^ static_cast<unsigned char>(data[i])) * 1099511628211ULL;
   return h;
 }
 
-std::string weights_blob(const std::string& data, uint64_t fingerprint) {
-  std::string blob(kWeightsHeaderBytes, '\0');
+void seal_weights_blob(std::string& blob, uint64_t fingerprint) {
+  HODU_CHECK(blob.size() >= static_cast<size_t>(kWeightsHeaderBytes), ErrorCode::Internal, "weights blob without header");
+  std::memset(blob.data(), 0, kWeightsHeaderBytes);
   std::memcpy(blob.data(), kWeightsMagic, 8);
-  uint64_t bytes = data.size();
+  uint64_t bytes = blob.size() - kWeightsHeaderBytes;
   std::memcpy(blob.data() + 8, &bytes, 8);
   std::memcpy(blob.data() + 16, &fingerprint, 8);
-  return blob + data;
 }
 
 std::string emit_header(const ApiSpec& spec) {

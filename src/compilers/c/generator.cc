@@ -823,12 +823,13 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index], direct_buffer.count(v.index) > 0});
   }
   spec.arena_bytes = plan.arena_bytes;
-  spec.weights_bytes = static_cast<int64_t>(cg.weights.size());
-  spec.fingerprint = fingerprint_of(cg.weights);
+  const int64_t weight_bytes = static_cast<int64_t>(cg.weights.size()) - kWeightsHeaderBytes;
+  spec.weights_bytes = weight_bytes;
+  spec.fingerprint = fingerprint_of(std::string_view(cg.weights).substr(kWeightsHeaderBytes));
   spec.tables = cg.tables + cg.functions;
   spec.body = resolve(cg.code, true);
   spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,
-                               cg.steps_emitted, plan.arena_bytes, cg.weights.size(), options.opt_level,
+                               cg.steps_emitted, plan.arena_bytes, weight_bytes, options.opt_level,
                                options.standalone       ? ", standalone"
                                : cg.kernel_library ? fmt::format(", {} libhodu_kernels ops", cg.library_ops)
                                                    : ", portable kernels");
@@ -842,10 +843,11 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   out.source = emit_source(spec, kernel_library_source(), kernel_library_abi());
   out.library_ops = cg.library_ops;
   out.main_source = emit_main(spec);
-  out.weights = weights_blob(cg.weights, spec.fingerprint);
+  seal_weights_blob(cg.weights, spec.fingerprint);
+  out.weights = std::move(cg.weights);
   out.arena_bytes = plan.arena_bytes;
   out.naive_arena_bytes = plan.naive_bytes;
-  out.weight_bytes = static_cast<int64_t>(cg.weights.size());
+  out.weight_bytes = weight_bytes;
   out.nodes = static_cast<int>(count);
   out.steps = cg.steps_emitted;
   out.fused_nodes = cg.fused_nodes;

@@ -236,6 +236,7 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   write_file(tmp / (name + ".h"), gen.header);
   write_file(tmp / (name + ".c"), gen.source);
   write_file(tmp / co.weights_file, gen.weights);
+  std::string().swap(gen.weights);  // on disk now: not held while the compiler runs
   bool side_file = !co.embed_weights || format == ArtifactFormat::Assembly || llvm;
 
   std::string cc = llvm ? (options.target.empty() || on_path("clang") ? "clang" : "") : c_compiler_for(options.target);
