@@ -306,6 +306,17 @@ std::vector<NamedValue> run_built(const Model& m, const CodegenOptions& o, const
   return out;
 }
 
+// run_built with the kernel library refusing `kinds` (HODU_KERNELS_REFUSE): the default
+// mode's portable fallbacks run instead of the library ops.
+std::vector<NamedValue> run_built_refusing(const Model& m, const CodegenOptions& o, const Tensor& x,
+                                           const std::string& tag, const char* kinds) {
+  struct Refusal {
+    explicit Refusal(const char* k) { ::setenv("HODU_KERNELS_REFUSE", k, 1); }
+    ~Refusal() { ::unsetenv("HODU_KERNELS_REFUSE"); }
+  } refusal(kinds);
+  return run_built(m, o, x, tag);
+}
+
 // Squeeze-excite (a depthwise conv's result averaged, two 1x1 convs on 1x1
 // pixels, the result scaling the conv's channels) and a fire module (two convs
 // concatenated on channels, read by a pool and a conv): default mode keeps the
@@ -558,15 +569,7 @@ TEST(CCodegen, TransformerBlockFallbacksMatchInterpreter) {
   Model m = transformer_block();
   Tensor x = ramp({1, 6, 16}, 0.21f, 0.f);
   auto want = run(m, "interp", x);
-  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
-  std::vector<NamedValue> got;
-  try {
-    got = run_built(m, {}, x, "refused");
-  } catch (...) {
-    ::unsetenv("HODU_KERNELS_REFUSE");
-    throw;
-  }
-  ::unsetenv("HODU_KERNELS_REFUSE");
+  auto got = run_built_refusing(m, {}, x, "refused", "matmul");
   ASSERT_EQ(got.size(), 2u);
   for (size_t k = 0; k < 2; ++k) {
     double scale = 0;
@@ -651,15 +654,7 @@ TEST(CCodegen, PackedQkvAttentionReadsHeadsInPlace) {
       o.kernel_library = library;
       check(run_built(m, o, x, fmt::format("mha{}k{}", level, library)), fmt::format("-O{} library {}", level, library));
     }
-  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
-  std::vector<NamedValue> refused;
-  try {
-    refused = run_built(m, {}, x, "mha-refused");
-  } catch (...) {
-    ::unsetenv("HODU_KERNELS_REFUSE");
-    throw;
-  }
-  ::unsetenv("HODU_KERNELS_REFUSE");
+  auto refused = run_built_refusing(m, {}, x, "mha-refused", "matmul");
   check(refused, "refused matmuls");
 }
 
@@ -704,15 +699,7 @@ TEST(CCodegen, ViewChainsCopiedWhereStridesCannotDescribeThem) {
     for (size_t k = 0; k < 3; ++k) EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), 1e-5) << k << " " << what;
   };
   check(run_built(m, {}, x, "views"), "library");
-  ::setenv("HODU_KERNELS_REFUSE", "matmul", 1);
-  std::vector<NamedValue> refused;
-  try {
-    refused = run_built(m, {}, x, "views-refused");
-  } catch (...) {
-    ::unsetenv("HODU_KERNELS_REFUSE");
-    throw;
-  }
-  ::unsetenv("HODU_KERNELS_REFUSE");
+  auto refused = run_built_refusing(m, {}, x, "views-refused", "matmul");
   check(refused, "refused");
 }
 
