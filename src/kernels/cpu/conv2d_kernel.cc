@@ -35,13 +35,6 @@ struct Conv2dKernel : hodu_kernel {
 
 bool plain(const dnnl::memory::desc& a, const dnnl::memory::desc& b) { return a == b; }
 
-Execution reorder(const dnnl::memory& from, const dnnl::memory& to) {
-  Execution e;
-  e.primitive = dnnl::reorder(from, to);
-  e.add(DNNL_ARG_FROM, from);
-  e.add(DNNL_ARG_TO, to);
-  return e;
-}
 
 void check(const hodu_conv2d_desc& d) {
   bool ok = d.batch > 0 && d.in_channels > 0 && d.out_channels > 0 && d.groups > 0 &&
@@ -52,10 +45,6 @@ void check(const hodu_conv2d_desc& d) {
 }
 
 }  // namespace
-
-bool is_ref(const dnnl::convolution_forward::primitive_desc& pd) {
-  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
-}
 
 std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc& d, const float* w, const float* b,
                                          const hodu_kernel* producer, const hodu_kernel* residual_producer,
@@ -151,14 +140,14 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   // No fast kernel for the producer's layout or dst_like's (only oneDNN's
   // reference one): let the primitive pick and reorder instead.
-  if (producer && (!pd || is_ref(pd))) {
+  if (producer && (!pd || is_reference(pd))) {
     try {
       pd = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any), dst_md);
     } catch (const dnnl::error&) {
       if (!dst_like) throw;
     }
   }
-  if (dst_like && (!pd || is_ref(pd)))
+  if (dst_like && (!pd || is_reference(pd)))
     pd = make_pd(producer ? dnnl::memory::desc(src_dims, dt::f32, tag::any) : src_md, dst_any);
 
   op->weights = k.pack(w, w_user, pd.weights_desc());

@@ -30,6 +30,14 @@ void Scratch::reserve(size_t n) {
 ThreadScope::ThreadScope(int threads) : saved_(omp_get_max_threads()) { omp_set_num_threads(threads); }
 ThreadScope::~ThreadScope() { omp_set_num_threads(saved_); }
 
+Execution reorder(const dnnl::memory& from, const dnnl::memory& to) {
+  Execution e;
+  e.primitive = dnnl::reorder(from, to);
+  e.add(DNNL_ARG_FROM, from);
+  e.add(DNNL_ARG_TO, to);
+  return e;
+}
+
 void Execution::run(dnnl::stream& s) const {
   dnnl_status_t st = dnnl_primitive_execute(primitive.get(), s.get(), static_cast<int>(args.size()), args.data());
   if (st != dnnl_success) fail(HODU_KERNELS_ERR_RUNTIME, "oneDNN primitive failed with status " + std::to_string(st));

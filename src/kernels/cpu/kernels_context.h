@@ -62,6 +62,16 @@ struct Execution {
   void add(int arg, const dnnl::memory& m) { args.push_back({arg, m.get()}); }
   void run(dnnl::stream& s) const;
 };
+// One reorder between two memories (their data handles set before each run).
+Execution reorder(const dnnl::memory& from, const dnnl::memory& to);
+
+// oneDNN answered with its reference implementation (plain C++ loops): 10-500x slower than
+// its jit kernels, worth a reorder to avoid.
+template <class PrimitiveDesc>
+bool is_reference(const PrimitiveDesc& pd) {
+  return std::string(pd.impl_info_str()).rfind("ref", 0) == 0;
+}
+
 
 // A constant (weights, bias) reordered once into the layout a primitive wants.
 struct PackedConstant {
@@ -103,7 +113,9 @@ struct hodu_kernels {
   dnnl::engine engine;
   dnnl::stream stream;
   std::vector<std::unique_ptr<hodu_kernel>> ops;
-  hodu::kernels::Scratch scratchpad, src_buffer, dst_buffer;  // oneDNN scratchpad, reordered src/dst
+  // oneDNN scratchpad; reordered src/dst (conv), and a matmul's variable B (its A and dst use
+  // src/dst) where a strided operand is copied plain first.
+  hodu::kernels::Scratch scratchpad, src_buffer, dst_buffer, b_buffer;
   std::string error;
   // Op kinds whose prepare answers UNSUPPORTED (HODU_KERNELS_REFUSE at create): the
   // caller's portable code runs them instead, which tests use to exercise that code.

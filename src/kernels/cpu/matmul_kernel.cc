@@ -24,6 +24,9 @@ struct MatMulKernel : hodu_kernel {
   size_t dst_bytes = 0;  // a residual copied into dst first (accumulate, residual != dst)
   dnnl::memory a_mem, b_mem, dst_mem, scratch_mem;
   Execution matmul;
+  // Strided operands no jit kernel takes: copied plain (the context's buffers) around the product.
+  dnnl::memory a_given, a_plain, b_given, b_plain, dst_plain, dst_given;
+  Execution a_reorder, b_reorder, dst_reorder;  // empty primitive: not needed
   PackedConstant packed_b, bias;
   std::unique_ptr<onednn::TiledMatMul> tiles;
 };
@@ -114,51 +117,8 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
     fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: strides for a constant B");
   if (d.accumulate && dst_strided) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul: accumulate with dst strides");
   const size_t dst_bytes = static_cast<size_t>(product(ys)) * sizeof(float);
-  Dims sa = a_strided ? Dims(d.a_strides, d.a_strides + r) : row_major_strides(as),
-       sb = b_strided ? Dims(d.b_strides, d.b_strides + r) : row_major_strides(bs),
-       sy = dst_strided ? Dims(d.dst_strides, d.dst_strides + r) : row_major_strides(ys);
-  // B shared by every batch: A's batches stacked as rows, one [batch·M, K] × [K, N] product
-  // instead of many small ones, when A's and dst's rows are evenly spaced ([197, 1, 768] in
-  // ViT, a head-split view with M = 1, is 197 rows 768 apart, not 197 GEMVs).
-  bool b_shared = true;
-  for (size_t i = 0; i + 2 < r; ++i) b_shared &= bs[i] == 1;
-  const int64_t a_row = d.transpose_a ? 0 : stacked_row_stride(as, sa), y_row = stacked_row_stride(ys, sy);
-  if (r > 2 && b_shared && a_row > 0 && y_row > 0) {
-    as = {product(as) / as[r - 1], as[r - 1]};
-    sa = {a_row, 1};
-    bs = {bs[r - 2], bs[r - 1]};
-    sb = {sb[r - 2], sb[r - 1]};
-    ys = {product(ys) / n, n};
-    sy = {y_row, 1};
-    r = 2;
-  }
-  // oneDNN 2.6 runs a rank-3 product with strided operands ([heads, seq, dim] views) on its slower
-  // gemm:jit kernel, the same product with a leading batch of 1 on brgemm (ViT's attention:
-  // 3.3 vs 10 ms over 12 layers).
-  if (r == 3) {
-    auto widen = [](Dims& dims, Dims& st) {
-      int64_t span = 1;
-      for (size_t i = 0; i < dims.size(); ++i) span = std::max(span, st[i] * dims[i]);
-      st.insert(st.begin(), span);
-      dims.insert(dims.begin(), 1);
-    };
-    widen(as, sa);
-    widen(bs, sb);
-    widen(ys, sy);
-    r = 4;
-  }
-  const bool plain = sa == row_major_strides(as) && sb == row_major_strides(bs) && sy == row_major_strides(ys);
-  auto op = std::make_unique<MatMulKernel>();
-  dnnl::memory::desc a_md = view(as, d.transpose_a, sa), b_user = view(bs, d.transpose_b, sb);
-  bl = logical(bs, d.transpose_b);
-  dnnl::memory::desc b_md =
-      d.b_constant ? dnnl::memory::desc(dnnl::memory::dims(bl.begin(), bl.end()), dt::f32, dnnl::memory::format_tag::any)
-                   : b_user;
-  dnnl::memory::desc y_md = view(ys, false, sy);
-  Dims bias_dims(r, 1);
-  bias_dims[r - 1] = n;
-  dnnl::memory::desc bias_md = row_major(bias_dims);
-
+  const Dims as0 = as, bs0 = bs, ys0 = ys;
+  const size_t r0 = r;
   dnnl::post_ops po;
   if (d.accumulate) po.append_sum(1.0f);  // onto dst's starting values: the residual
   append_activation(po, d.activation, d.activation_alpha, d.activation_beta);
@@ -166,11 +126,106 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
   attr.set_post_ops(po);
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (d.alpha != 1.0f && !d.b_constant) attr.set_output_scales(0, {d.alpha});
+
+  // The product's descriptors over the caller's strides (or row-major ones).
+  struct Layout {
+    Dims as, bs, ys, sa, sb, sy;
+    size_t r = 0;
+    dnnl::memory::desc a_md, b_user, b_md, y_md, bias_md;
+    dnnl::matmul::primitive_desc pd;
+  };
+  auto layout = [&](bool strided) {
+    Layout l;
+    l.as = as0, l.bs = bs0, l.ys = ys0, l.r = r0;
+    l.sa = strided && a_strided ? Dims(d.a_strides, d.a_strides + r0) : row_major_strides(as0);
+    l.sb = strided && b_strided ? Dims(d.b_strides, d.b_strides + r0) : row_major_strides(bs0);
+    l.sy = strided && dst_strided ? Dims(d.dst_strides, d.dst_strides + r0) : row_major_strides(ys0);
+    // B shared by every batch: A's batches stacked as rows, one [batch·M, K] × [K, N] product
+    // instead of many small ones, when A's and dst's rows are evenly spaced ([197, 1, 768] in
+    // ViT, a head-split view with M = 1, is 197 rows 768 apart, not 197 GEMVs).
+    bool b_shared = true;
+    for (size_t i = 0; i + 2 < l.r; ++i) b_shared &= l.bs[i] == 1;
+    const int64_t a_row = d.transpose_a ? 0 : stacked_row_stride(l.as, l.sa), y_row = stacked_row_stride(l.ys, l.sy);
+    if (l.r > 2 && b_shared && a_row > 0 && y_row > 0) {
+      l.as = {product(l.as) / l.as[l.r - 1], l.as[l.r - 1]};
+      l.sa = {a_row, 1};
+      l.bs = {l.bs[l.r - 2], l.bs[l.r - 1]};
+      l.sb = {l.sb[l.r - 2], l.sb[l.r - 1]};
+      l.ys = {product(l.ys) / n, n};
+      l.sy = {y_row, 1};
+      l.r = 2;
+    }
+    // oneDNN 2.6 runs a rank-3 product with strided operands ([heads, seq, dim] views) on its
+    // slower gemm:jit kernel, the same product with a leading batch of 1 on brgemm (ViT's
+    // attention: 3.3 vs 10 ms over 12 layers).
+    if (l.r == 3) {
+      auto widen = [](Dims& dims, Dims& st) {
+        int64_t span = 1;
+        for (size_t i = 0; i < dims.size(); ++i) span = std::max(span, st[i] * dims[i]);
+        st.insert(st.begin(), span);
+        dims.insert(dims.begin(), 1);
+      };
+      widen(l.as, l.sa);
+      widen(l.bs, l.sb);
+      widen(l.ys, l.sy);
+      l.r = 4;
+    }
+    l.a_md = view(l.as, d.transpose_a, l.sa);
+    l.b_user = view(l.bs, d.transpose_b, l.sb);
+    Dims lb = logical(l.bs, d.transpose_b);
+    l.b_md = d.b_constant ? dnnl::memory::desc(dnnl::memory::dims(lb.begin(), lb.end()), dt::f32,
+                                               dnnl::memory::format_tag::any)
+                          : l.b_user;
+    l.y_md = view(l.ys, false, l.sy);
+    Dims bias_dims(l.r, 1);
+    bias_dims[l.r - 1] = n;
+    l.bias_md = row_major(bias_dims);
+    return l;
+  };
+  Layout l = layout(true);
   auto make_pd = [&](const dnnl::memory::desc& weights) {
-    auto desc = d.has_bias ? dnnl::matmul::desc(a_md, weights, bias_md, y_md) : dnnl::matmul::desc(a_md, weights, y_md);
+    auto desc = d.has_bias ? dnnl::matmul::desc(l.a_md, weights, l.bias_md, l.y_md)
+                           : dnnl::matmul::desc(l.a_md, weights, l.y_md);
     return dnnl::matmul::primitive_desc(desc, attr, k.engine);
   };
-  dnnl::matmul::primitive_desc pd = make_pd(b_md);
+  dnnl::matmul::primitive_desc pd = make_pd(l.b_md);
+  // No jit kernel for these strides (a head merge writing NCHW from NHWC rows: ConvNeXt's
+  // MLP ran oneDNN's reference matmul, 500x slower): the plain product, with the strided
+  // operands reordered into plain scratch before it and dst reordered out after it.
+  const bool copied = (a_strided || b_strided || dst_strided) && is_reference(pd);
+  if (copied) {
+    l = layout(false);
+    pd = make_pd(l.b_md);
+  }
+  as = l.as, bs = l.bs, ys = l.ys, r = l.r;
+  bl = logical(bs, d.transpose_b);
+  const bool plain = l.sa == row_major_strides(as) && l.sb == row_major_strides(bs) && l.sy == row_major_strides(ys);
+  auto op = std::make_unique<MatMulKernel>();
+  const dnnl::memory::desc &a_md = l.a_md, &b_user = l.b_user, &y_md = l.y_md, &bias_md = l.bias_md;
+  if (copied) {
+    auto given = [&](const Dims& dims, const int64_t* st, bool transposed) {
+      return view(dims, transposed, Dims(st, st + r0));
+    };
+    auto plain_of = [&](const Dims& dims, bool transposed) { return view(dims, transposed, row_major_strides(dims)); };
+    if (a_strided) {
+      op->a_given = dnnl::memory(given(as0, d.a_strides, d.transpose_a), k.engine, nullptr);
+      op->a_plain = dnnl::memory(plain_of(as0, d.transpose_a), k.engine, nullptr);
+      op->a_reorder = reorder(op->a_given, op->a_plain);
+      k.src_buffer.reserve(op->a_plain.get_desc().get_size());
+    }
+    if (b_strided) {
+      op->b_given = dnnl::memory(given(bs0, d.b_strides, d.transpose_b), k.engine, nullptr);
+      op->b_plain = dnnl::memory(plain_of(bs0, d.transpose_b), k.engine, nullptr);
+      op->b_reorder = reorder(op->b_given, op->b_plain);
+      k.b_buffer.reserve(op->b_plain.get_desc().get_size());
+    }
+    if (dst_strided) {
+      op->dst_plain = dnnl::memory(plain_of(ys0, false), k.engine, nullptr);
+      op->dst_given = dnnl::memory(given(ys0, d.dst_strides, false), k.engine, nullptr);
+      op->dst_reorder = reorder(op->dst_plain, op->dst_given);
+      k.dst_buffer.reserve(op->dst_plain.get_desc().get_size());
+    }
+  }
   // Without AVX-512 oneDNN's sgemm reads a constant B in plain rows; rows a multiple of 4 KiB
   // apart share cache sets (BERT's 768x3072 weights: 16.5 ms a product on Zen 3, 7-8 ms with
   // the rows 64 bytes further apart). The engine's matmul does the same (dnnl_matmul.cc).
@@ -229,17 +284,34 @@ void run_matmul(hodu_kernels& k, hodu_kernel& base, const float* a, const float*
   if (!op.accumulate && residual) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "matmul_run: a residual without accumulate");
   // The sum post-op adds the product onto dst's starting values: the residual enters dst first.
   if (op.accumulate && residual != dst) std::memcpy(dst, residual, op.dst_bytes);
+  // Operands copied plain first (strides no jit kernel takes), dst copied out after.
+  auto stage = [&](const float* given, dnnl::memory& from, dnnl::memory& to, Execution& e, Scratch& buffer) {
+    if (!e.primitive) return given;
+    from.set_data_handle(const_cast<float*>(given));
+    to.set_data_handle(buffer.data());
+    e.run(k.stream);
+    return static_cast<const float*>(to.get_data_handle());
+  };
+  a = stage(a, op.a_given, op.a_plain, op.a_reorder, k.src_buffer);
+  if (!op.b_constant) b = stage(b, op.b_given, op.b_plain, op.b_reorder, k.b_buffer);
+  float* const out = dst;
+  if (op.dst_reorder.primitive) dst = static_cast<float*>(static_cast<void*>(k.dst_buffer.data()));
   op.a_mem.set_data_handle(const_cast<float*>(a));
   if (!op.b_constant) op.b_mem.set_data_handle(const_cast<float*>(b));
   if (op.tiles) {
     auto handle = [](const dnnl::memory& m) { return static_cast<const float*>(m.get_data_handle()); };
     op.tiles->run(k.threads, a, op.b_constant ? handle(op.packed_b.mem) : b,
                   op.bias.mem ? handle(op.bias.mem) : nullptr, nullptr, dst);
-    return;
+  } else {
+    op.dst_mem.set_data_handle(dst);
+    op.scratch_mem.set_data_handle(k.scratchpad.data());
+    op.matmul.run(k.stream);
   }
-  op.dst_mem.set_data_handle(dst);
-  op.scratch_mem.set_data_handle(k.scratchpad.data());
-  op.matmul.run(k.stream);
+  if (op.dst_reorder.primitive) {
+    op.dst_plain.set_data_handle(dst);
+    op.dst_given.set_data_handle(out);
+    op.dst_reorder.run(k.stream);
+  }
 }
 
 }  // namespace hodu::kernels
