@@ -703,6 +703,35 @@ TEST(CCodegen, ViewChainsCopiedWhereStridesCannotDescribeThem) {
   check(refused, "refused");
 }
 
+// Dropout at inference, or in training mode with ratio 0 (as torch exports Swin-T's
+// attention dropout): the identity, its mask all true where something reads it.
+TEST(CCodegen, DropoutWithRatioZeroAndMask) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{2, 3, 4}), ""});
+  g.set_initializer("zero", Tensor::from_vector(DType::F32, {}, std::vector<float>{0.f}));
+  g.set_initializer("train", Tensor::from_vector(DType::Bool, {}, std::vector<uint8_t>{1}));
+  g.nodes.push_back(node("Dropout", {"x", "zero", "train"}, {"d", "mask"}));
+  g.nodes.push_back(node("Cast", {"mask"}, {"mf"}, {Attribute::make_int("to", 1)}));
+  g.nodes.push_back(node("Mul", {"d", "mf"}, {"y"}));
+  g.nodes.push_back(node("Dropout", {"y", "zero", "train"}, {"z", "unread"}));
+  g.outputs.push_back({"z", {}, ""});
+  Tensor x = ramp({2, 3, 4}, 0.7f, 0.f);
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(count_of(gen.source, ", 1, 24);"), 1u) << "one mask written, the unread one not";
+  for (bool library : {true, false}) {
+    CodegenOptions o;
+    o.kernel_library = library;
+    auto got = run_built(m, o, x, fmt::format("dropout{}", library));
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(max_diff(got[0].value.tensor, x), 0.0);
+  }
+  g.set_initializer("half", Tensor::from_vector(DType::F32, {}, std::vector<float>{0.5f}));
+  g.nodes[0].inputs[1] = "half";
+  EXPECT_THROW(generate_c(m, {}), Error) << "a random dropout cannot be compiled";
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

@@ -3,6 +3,7 @@
 // Expand, Split, Tile); views (Reshape, Flatten, ...) emit no code at all.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <set>
@@ -353,13 +354,31 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return false;
   if (is_view_op(n)) {
-    HODU_CHECK(n.outputs.size() == 1 || !n.has_output(1), ErrorCode::Unsupported,
-               "{}: the mask output is not supported by compiled code", n.describe());
-    // Dropout is the identity at inference only (training_mode absent or constant false).
+    // Dropout is the identity at inference (training_mode absent or constant false), and in
+    // training mode with a constant ratio of 0 (torch exports Swin-T's attention dropout so).
+    auto constant_zero = [&](size_t i) {
+      return n.has_input(i) && cg.is_constant(n.inputs[i]) && cg.constant(n.inputs[i]).numel() == 1 &&
+             cg.constant(n.inputs[i]).get_double(0) == 0;
+    };
     if (n.op_type == "Dropout" && n.has_input(2))
-      HODU_CHECK(cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).get_double(0) == 0, ErrorCode::Unsupported,
-                 "{}: training-mode Dropout is not supported by compiled code", n.describe());
+      HODU_CHECK(constant_zero(2) || constant_zero(1), ErrorCode::Unsupported,
+                 "{}: training-mode Dropout (random) is not supported by compiled code", n.describe());
     cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
+    if (n.op_type == "Dropout" && n.has_output(1)) {
+      // Its mask at inference is all true; written only where something reads it (torch's
+      // exports name it and leave it unread: Swin-T's 24 attention Dropouts).
+      const std::string& mask = n.outputs[1];
+      bool read = false;
+      for (const auto& o : cg.graph.outputs) read = read || o.name == mask;
+      for (const auto& m : cg.graph.nodes) read = read || std::count(m.inputs.begin(), m.inputs.end(), mask) > 0;
+      if (read) {
+        HODU_CHECK(cg.dtype_of(mask) == DType::Bool, ErrorCode::InvalidModel, "{}: the mask is {}, not bool",
+                   n.describe(), dtype_name(cg.dtype_of(mask)));
+        auto shape = cg.shape_of(mask);
+        cg.define(mask, DType::Bool, shape);
+        cg.emit(fmt::format("memset({}, 1, {});", cg.ptr(mask), shape_numel(shape)));
+      }
+    }
   } else if (op == "Transpose") emit_transpose(cg, n);
   else if (op == "Slice") emit_slice(cg, n);
   else if (op == "Expand") emit_expand(cg, n);
