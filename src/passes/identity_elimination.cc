@@ -9,13 +9,24 @@ bool is_identity(const Graph& g, const Node& n, const std::map<std::string, int>
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
   if (n.op_type == "Identity") return n.has_input(0);
   if (n.op_type == "Dropout") {
-    // Inference mode (no training_mode input, or a constant false) and the mask unused.
+    // Inference mode (no training_mode input, or a constant false) or a constant ratio of 0
+    // (torch exports Swin-T's attention dropout in training mode with ratio 0), the mask unused.
     if (n.has_output(1) && uses.count(n.outputs[1])) return false;
     if (n.has_input(2)) {
       auto t = scalar_constant(g, n.inputs[2]);
-      if (!t || *t != 0) return false;
+      auto ratio = n.has_input(1) ? scalar_constant(g, n.inputs[1]) : std::nullopt;
+      if ((!t || *t != 0) && (!ratio || *ratio != 0)) return false;
     }
     return n.has_input(0);
+  }
+  if (n.op_type == "Pad" && n.has_input(0) && n.has_input(1)) {
+    // Nothing added on any side (Swin-T pads to a multiple of its window: 0 at 224x224).
+    const Tensor* pads = constant_of(g, n.inputs[1]);
+    if (!pads || pads->numel() == 0) return false;
+    for (int64_t v : pads->to_int64s())
+      if (v != 0) return false;
+    auto in = g.type_of(n.inputs[0]), out = g.type_of(n.outputs[0]);
+    return in && out && in->is_tensor() && out->is_tensor() && in->dtype == out->dtype;
   }
   if (n.op_type == "Cast") {
     auto in = g.type_of(n.inputs[0]);

@@ -163,6 +163,39 @@ TEST(Identities, RemovesIdentityDropoutAndSameTypeCast) {
   expect_close(run(b.m, feeds), run(before, feeds), 0);
 }
 
+// torch's Swin-T export: Dropout in training mode with ratio 0, and Pads of 0 on every side.
+TEST(Identities, RatioZeroDropoutAndZeroPadRemoved) {
+  Builder b;
+  b.input("x", {2, 3});
+  b.scalar("zero", 0.f);
+  b.g.set_initializer("train", Tensor::from_vector(DType::Bool, {}, std::vector<uint8_t>{1}));
+  b.g.set_initializer("nopads", Tensor::from_vector(DType::I64, {4}, std::vector<int64_t>{0, 0, 0, 0}));
+  b.g.set_initializer("pads", Tensor::from_vector(DType::I64, {4}, std::vector<int64_t>{0, 1, 0, 0}));
+  b.node("Dropout", {"x", "zero", "train"}, {"d"});
+  b.node("Pad", {"d", "nopads"}, {"p"});
+  b.node("Relu", {"p"}, {"r"});
+  b.node("Pad", {"r", "pads"}, {"y"});  // pads something: stays
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(eliminate_identities(b.g));
+  ASSERT_EQ(b.g.nodes.size(), 2u);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(b.g.nodes[1].op_type, "Pad");
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3}, 4))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+  // A random dropout (ratio 0.5 in training mode) stays.
+  Builder c;
+  c.input("x", {2, 3});
+  c.scalar("half", 0.5f);
+  c.g.set_initializer("train", Tensor::from_vector(DType::Bool, {}, std::vector<uint8_t>{1}));
+  c.node("Dropout", {"x", "half", "train"}, {"y"});
+  c.output("y");
+  c.finish();
+  EXPECT_FALSE(eliminate_identities(c.g));
+}
+
 TEST(Identities, DropoutWithUnusedMaskIsRemovedUsedMaskKept) {
   Builder b;
   b.input("x", {4});

@@ -103,6 +103,10 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     g.nodes = std::move(kept);
     if (!changed) break;
   }
+  // Ops that pass their input through once shapes are known: Identity, Dropout at inference
+  // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at
+  // 224x224: a full copy each, 9 % of its run).
+  passes::eliminate_identities(g);
   infer_types(g);
   return p;
 }

@@ -260,13 +260,20 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
       } else {
         int64_t off = rank - static_cast<int64_t>(s.size());
         auto in_strides = contiguous_strides(s);
+        // One term per run of adjacent dims the input does not broadcast (they are contiguous
+        // in both): Swin's [1, 3, 49, 49] mask over [64, 3, 49, 49] reads p[i % 7203], not a
+        // division and a modulo per dim per element.
+        auto moves = [&](int64_t d) { return d - off >= 0 && s[d - off] != 1; };
         for (int64_t d = 0; d < rank; ++d) {
-          int64_t k = d - off;
-          if (k < 0 || s[k] == 1) continue;
-          std::string term = d == 0 ? fmt::format("(i / {})", out_strides[d])
-                                    : fmt::format("((i / {}) % {})", out_strides[d], out_shape[d]);
-          if (out_strides[d] == 1) term = d == 0 ? "i" : fmt::format("(i % {})", out_shape[d]);
-          idx += (idx.empty() ? "" : " + ") + (in_strides[k] == 1 ? term : fmt::format("{} * {}", term, in_strides[k]));
+          if (!moves(d)) continue;
+          int64_t last = d, span = out_shape[d];
+          while (last + 1 < rank && moves(last + 1)) span *= out_shape[++last];
+          std::string term = d == 0 ? fmt::format("(i / {})", out_strides[last])
+                                    : fmt::format("((i / {}) % {})", out_strides[last], span);
+          if (out_strides[last] == 1) term = d == 0 ? "i" : fmt::format("(i % {})", span);
+          int64_t st = in_strides[last - off];
+          idx += (idx.empty() ? "" : " + ") + (st == 1 ? term : fmt::format("{} * {}", term, st));
+          d = last;
         }
         if (idx.empty()) idx = "0";
       }
