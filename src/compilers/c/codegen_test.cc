@@ -26,6 +26,12 @@ Node node(std::string op, std::vector<std::string> in, std::vector<std::string> 
   return n;
 }
 
+// A 1-D int64 constant (shapes, slice bounds).
+Tensor i64s(std::vector<int64_t> v) {
+  const int64_t n = static_cast<int64_t>(v.size());
+  return Tensor::from_vector(DType::I64, {n}, v);
+}
+
 Tensor ramp(std::vector<int64_t> shape, float scale, float shift) {
   Tensor t = Tensor::empty(DType::F32, shape);
   for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = std::sin(static_cast<float>(i) * scale) + shift;
@@ -590,18 +596,17 @@ Model packed_qkv_attention() {
   m.opset_imports[""] = 17;
   Graph& g = m.graph;
   const int64_t S = 5, D = 8, H = 2;
-  auto ints = [](std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); };
   g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, S, D}), ""});
   g.set_initializer("win", ramp({D, 3 * D}, 0.23f, 0.f));
   g.set_initializer("bin", ramp({3 * D}, 0.31f, 0.1f));
   g.set_initializer("wo", ramp({D, D}, 0.17f, 0.f));
   g.set_initializer("bo", ramp({D}, 0.43f, 0.f));
-  g.set_initializer("heads", ints({S, H, D / H}));
-  g.set_initializer("merged", ints({S, D}));
-  g.set_initializer("seq1", ints({S, 1, D}));
-  g.set_initializer("last", ints({-1}));
+  g.set_initializer("heads", i64s({S, H, D / H}));
+  g.set_initializer("merged", i64s({S, D}));
+  g.set_initializer("seq1", i64s({S, 1, D}));
+  g.set_initializer("last", i64s({-1}));
   g.set_initializer("root_d", Tensor::from_vector(DType::F32, {}, std::vector<float>{2.f}));
-  for (int k = 0; k <= 3; ++k) g.set_initializer("at" + std::to_string(k), ints({k * D}));
+  for (int k = 0; k <= 3; ++k) g.set_initializer("at" + std::to_string(k), i64s({k * D}));
   g.nodes.push_back(node("Transpose", {"x"}, {"xt"}, {Attribute::make_ints("perm", {1, 0, 2})}));
   g.nodes.push_back(node("MatMul", {"xt", "win"}, {"pm"}));
   g.nodes.push_back(node("Add", {"bin", "pm"}, {"pa"}));
@@ -666,18 +671,17 @@ TEST(CCodegen, ViewChainsCopiedWhereStridesCannotDescribeThem) {
   Model m;
   m.opset_imports[""] = 17;
   Graph& g = m.graph;
-  auto ints = [](std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); };
   g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{2, 3, 4}), ""});
   g.set_initializer("w", ramp({8, 5}, 0.37f, 0.f));
   g.set_initializer("w2", ramp({2, 5}, 0.41f, 0.f));
-  g.set_initializer("rows", ints({3, 8}));
-  g.set_initializer("s0", ints({3}));
-  g.set_initializer("e0", ints({-5}));
-  g.set_initializer("ax", ints({2}));
-  g.set_initializer("neg", ints({-1}));
-  g.set_initializer("s1", ints({0}));
-  g.set_initializer("e1", ints({4}));
-  g.set_initializer("two", ints({2}));
+  g.set_initializer("rows", i64s({3, 8}));
+  g.set_initializer("s0", i64s({3}));
+  g.set_initializer("e0", i64s({-5}));
+  g.set_initializer("ax", i64s({2}));
+  g.set_initializer("neg", i64s({-1}));
+  g.set_initializer("s1", i64s({0}));
+  g.set_initializer("e1", i64s({4}));
+  g.set_initializer("two", i64s({2}));
   g.nodes.push_back(node("Transpose", {"x"}, {"xt"}, {Attribute::make_ints("perm", {1, 0, 2})}));
   g.nodes.push_back(node("Reshape", {"xt", "rows"}, {"xr"}));
   g.nodes.push_back(node("MatMul", {"xr", "w"}, {"y"}));
