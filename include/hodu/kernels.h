@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 5
+#define HODU_KERNELS_ABI_VERSION 6
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -44,6 +44,7 @@ extern "C" {
 #define HODU_ACTIVATION_TANH 3
 #define HODU_ACTIVATION_SILU 4    /* v * sigmoid(v) */
 #define HODU_ACTIVATION_GELU 5    /* erf form */
+#define HODU_ACTIVATION_HARDSWISH 6 /* v * min(max(v / 6 + 1/2, 0), 1) */
 
 typedef struct hodu_kernels hodu_kernels; /* one per model instance */
 typedef struct hodu_kernel hodu_kernel;   /* one prepared op, owned by its context */

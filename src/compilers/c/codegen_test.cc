@@ -736,6 +736,51 @@ TEST(CCodegen, DropoutWithRatioZeroAndMask) {
   EXPECT_THROW(generate_c(m, {}), Error) << "a random dropout cannot be compiled";
 }
 
+// MobileNetV3's HardSwish after convs (a oneDNN post-op: the convs keep their layout), and
+// after a 1x1 conv over 1x1 pixels (a vector product in generated code): every level, with
+// and without the library, and with the library's convs refused.
+TEST(CCodegen, ConvHardSwishMatchesInterpreter) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 3, 12, 12}), ""});
+  g.set_initializer("w1", ramp({16, 3, 3, 3}, 0.31f, 0.f));
+  g.set_initializer("w2", ramp({16, 16, 3, 3}, 0.17f, 0.f));
+  g.set_initializer("w3", ramp({8, 16, 1, 1}, 0.23f, 0.f));
+  g.set_initializer("b3", ramp({8}, 0.5f, 0.f));
+  auto conv = [&](const std::string& x, const std::string& w, const std::string& y, std::vector<std::string> extra = {}) {
+    std::vector<std::string> in = {x, w};
+    in.insert(in.end(), extra.begin(), extra.end());
+    g.nodes.push_back(node("Conv", in, {y}, {Attribute::make_ints("pads", w == "w3" ? std::vector<int64_t>{0, 0, 0, 0}
+                                                                                     : std::vector<int64_t>{1, 1, 1, 1})}));
+  };
+  conv("x", "w1", "c1");
+  g.nodes.push_back(node("HardSwish", {"c1"}, {"h1"}));
+  conv("h1", "w2", "c2");
+  g.nodes.push_back(node("HardSwish", {"c2"}, {"h2"}));
+  g.nodes.push_back(node("GlobalAveragePool", {"h2"}, {"p"}));
+  conv("p", "w3", "c3", {"b3"});
+  g.nodes.push_back(node("HardSwish", {"c3"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  Tensor x = ramp({1, 3, 12, 12}, 0.13f, 0.f);
+  auto want = run(m, "interp", x);
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(count_of(gen.source, "HODU_ACTIVATION_HARDSWISH, 0.f, 0.f"), 2u) << "both 3x3 convs";
+  EXPECT_EQ(count_of(gen.source, "/* HardSwish */"), 0u) << "no HardSwish loop";
+  double scale = 0;
+  for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+  for (int level = 0; level <= 3; ++level)
+    for (bool library : {true, false}) {
+      CodegenOptions o;
+      o.opt_level = level;
+      o.kernel_library = library;
+      auto got = run_built(m, o, x, fmt::format("hs{}k{}", level, library));
+      EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale) << "-O" << level << " " << library;
+    }
+  auto refused = run_built_refusing(m, {}, x, "hs-refused", "conv2d,pool2d");
+  EXPECT_LT(max_diff(refused[0].value.tensor, want[0].value.tensor), 1e-5 * scale) << "refused convs";
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

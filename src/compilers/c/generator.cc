@@ -255,8 +255,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
     }
   }
-  // Default mode: Sigmoid and SiLU (x * Sigmoid(x)) after a Conv with constant
-  // weights run as oneDNN post-ops instead of scalar expf loops (EfficientNet).
+  // Default mode: Sigmoid, SiLU (x * Sigmoid(x)) and HardSwish after a Conv with constant
+  // weights run as oneDNN post-ops instead of loops after the conv (EfficientNet,
+  // MobileNetV3: the conv's result then keeps oneDNN's layout for the next conv).
   if (options.opt_level >= 2 && cg.kernel_library) {
     for (size_t i = 0; i < count; ++i) {
       const Node& n = g.nodes[i];
@@ -267,9 +268,10 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       if (graph_outputs.count(y) || cg.dtype_of(y) != DType::F32 || (uses[y] != 1 && uses[y] != 2)) continue;
       const auto& r = readers[y];
       auto is = [&](size_t j, const char* op) { return g.nodes[j].op_type == op && g.nodes[j].domain.empty(); };
-      if (uses[y] == 1 && r.size() == 1 && is(r[0], "Sigmoid")) {
+      if (uses[y] == 1 && r.size() == 1 && (is(r[0], "Sigmoid") || is(r[0], "HardSwish")) &&
+          cg.shape_of(g.nodes[r[0]].outputs[0]) == cg.shape_of(y)) {
         act_of[i] = static_cast<int>(r[0]);
-        act_kind[i] = HODU_ACTIVATION_SIGMOID;
+        act_kind[i] = is(r[0], "Sigmoid") ? HODU_ACTIVATION_SIGMOID : HODU_ACTIVATION_HARDSWISH;
         emitted_at[r[0]] = static_cast<int>(i);
       } else if (uses[y] == 2 && r.size() == 2 && is(r[0], "Sigmoid") && is(r[1], "Mul")) {
         const std::string& s = g.nodes[r[0]].outputs[0];

@@ -100,12 +100,11 @@ std::string node_expr(const Codegen& cg, const Node& n, const std::vector<std::s
                        fn("exp", t), lit(1, t));
   }
   if (op == "HardSigmoid") {
-    return fmt::format("{2}({3}, {4}({5}, {0} * {1} + {6}))", lit(n.get_float("alpha", 0.2f), t), x, fn("fmax", t),
-                       lit(0, t), fn("fmin", t), lit(1, t), lit(n.get_float("beta", 0.5f), t));
+    return fmt::format("{2}({0} * {1} + {3})", lit(n.get_float("alpha", 0.2f), t), x, fn("hk_clamp01", t),
+                       lit(n.get_float("beta", 0.5f), t));
   }
   if (op == "HardSwish")
-    return fmt::format("({0} * {1}({2}, {3}({4}, {0} / {5} + {6})))", x, fn("fmax", t), lit(0, t), fn("fmin", t),
-                       lit(1, t), lit(6, t), lit(0.5, t));
+    return fmt::format("({0} * {1}({0} / {2} + {3}))", x, fn("hk_clamp01", t), lit(6, t), lit(0.5, t));
   if (op == "Gelu") {
     if (n.get_string("approximate", "none") == "tanh")
       return fmt::format("({1} * {0} * ({2} + {3}({4} * ({0} + {5} * {0} * {0} * {0}))))", x, lit(0.5, t), lit(1, t),

@@ -73,6 +73,7 @@ struct Target {
 const char* activation_expr(int kind) {
   if (kind == HODU_ACTIVATION_SIGMOID) return "1.f / (1.f + expf(-v))";
   if (kind == HODU_ACTIVATION_GELU) return "0.5f * v * (1.f + erff(v * 0.707106769f))";
+  if (kind == HODU_ACTIVATION_HARDSWISH) return "v * hk_clamp01f(v / 6.f + 0.5f)";
   return "v / (1.f + expf(-v))";
 }
 
@@ -87,6 +88,7 @@ std::string activation_fields(const Target& t) {
   if (t.kind == HODU_ACTIVATION_SIGMOID) return "HODU_ACTIVATION_SIGMOID, 0.f, 0.f";
   if (t.kind == HODU_ACTIVATION_SILU) return "HODU_ACTIVATION_SILU, 0.f, 0.f";
   if (t.kind == HODU_ACTIVATION_GELU) return "HODU_ACTIVATION_GELU, 0.f, 0.f";
+  if (t.kind == HODU_ACTIVATION_HARDSWISH) return "HODU_ACTIVATION_HARDSWISH, 0.f, 0.f";
   if (t.lo == -INFINITY && t.hi == INFINITY) return "HODU_ACTIVATION_NONE, 0.f, 0.f";
   return fmt::format("HODU_ACTIVATION_CLIP, {}, {}", c_float(t.lo), c_float(t.hi));
 }

@@ -57,6 +57,7 @@ void append_activation(dnnl::post_ops& po, int activation, float alpha, float be
     case HODU_ACTIVATION_TANH: po.append_eltwise(1.0f, alg::eltwise_tanh, 0.0f, 0.0f); return;
     case HODU_ACTIVATION_SILU: po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f); return;
     case HODU_ACTIVATION_GELU: po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f); return;
+    case HODU_ACTIVATION_HARDSWISH: po.append_eltwise(1.0f, alg::eltwise_hardswish, 0.0f, 0.0f); return;
     default: fail(HODU_KERNELS_ERR_UNSUPPORTED, "unknown activation " + std::to_string(activation));
   }
 }

@@ -29,6 +29,11 @@
 #define HK_VECTORIZE
 #endif
 
+/* min(max(v, 0), 1) for HardSigmoid/HardSwish: GCC keeps fminf/fmaxf as libm calls (their
+ * NaN rules), which cost MobileNetV3 a call per element; NaN stays NaN, as numpy's clip. */
+HK inline float hk_clamp01f(float v) { return v < 0.f ? 0.f : v > 1.f ? 1.f : v; }
+HK inline double hk_clamp01(double v) { return v < 0. ? 0. : v > 1. ? 1. : v; }
+
 /* ---- GEMM: C[M,N] = A[M,K] * B[K,N] (+ C when accumulate), row-major ------ */
 #define HK_MR 4
 #define HK_NR 8
@@ -374,7 +379,7 @@ HK_CLONES HK_VECTORIZE HK void hk_scale_range(void* arg, int64_t begin, int64_t 
 /* ---- Fully connected on a vector (1x1 conv over 1x1 pixels) ---------------- */
 /* y[m] = act(b[m] + sum_k x[k] * wt[k, m]) for each of `batch` rows x [K] -> y [M];
  * wt is the weight transposed, [K, M]; b may be NULL. act: 0 none, 1 clamp
- * [lo, hi], 2 sigmoid, 4 silu (HODU_ACTIVATION_* codes). */
+ * [lo, hi], 2 sigmoid, 4 silu, 6 hardswish (HODU_ACTIVATION_* codes). */
 HK_CLONES HK_VECTORIZE HK void hk_fc(const float* x, const float* wt, const float* b, float* y, int64_t batch, int64_t K,
                                     int64_t M, int act, float lo, float hi) {
   int64_t n, k, m;
@@ -410,6 +415,7 @@ HK_CLONES HK_VECTORIZE HK void hk_fc(const float* x, const float* wt, const floa
       if (act == 1) v = v < lo ? lo : v > hi ? hi : v;
       else if (act == 2) v = 1.f / (1.f + expf(-v));
       else if (act == 4) v = v / (1.f + expf(-v));
+      else if (act == 6) v = v * hk_clamp01f(v / 6.f + 0.5f);
       yr[m] = v;
     }
   }
