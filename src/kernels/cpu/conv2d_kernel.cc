@@ -149,11 +149,13 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   if (dst_like && (!pd || is_reference(pd)))
     pd = make_pd(producer ? dnnl::memory::desc(src_dims, dt::f32, tag::any) : src_md, dst_any);
-  // A conv only oneDNN's AVX2 kernel takes on an AVX-512 CPU (ResNeXt's grouped 3x3 convs,
-  // 4 channels a group) writes nChw8c, a layout the 1x1 convs after it would then read with
-  // their AVX2 kernels too (ResNeXt-50: 38 of 45 ms): they pick their own layout instead.
-  if (std::string(pd.impl_info_str()).find("avx2") != std::string::npos &&
-      dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core)
+  // A conv that only oneDNN's AVX2 kernel takes on an AVX-512 CPU, or that writes nChw8c there
+  // (grouped 3x3 convs of 4 or 8 channels a group: ResNeXt, RegNet), leaves a layout the 1x1
+  // convs after it would read with their AVX2 kernels too (ResNeXt-50: 38 of 45 ms): they
+  // pick their own layout instead.
+  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core &&
+      (std::string(pd.impl_info_str()).find("avx2") != std::string::npos ||
+       layout_of(pd.dst_desc()) == HODU_LAYOUT_NCHW8C))
     op->layout_for_itself = true;
 
   op->weights = k.pack(w, w_user, pd.weights_desc());
