@@ -781,6 +781,32 @@ TEST(CCodegen, ConvHardSwishMatchesInterpreter) {
   EXPECT_LT(max_diff(refused[0].value.tensor, want[0].value.tensor), 1e-5 * scale) << "refused convs";
 }
 
+// An output that is a prefix view of a larger buffer (a Slice of the first rows, an alias):
+// not written straight into the caller's memory, which holds only the output (the
+// producer writes the whole buffer). One the size of its buffer is.
+TEST(CCodegen, OnlyWholeBufferOutputsGoToCallerMemory) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{4, 6}), ""});
+  g.set_initializer("s", i64s({0}));
+  g.set_initializer("e", i64s({1}));
+  g.set_initializer("ax", i64s({0}));
+  g.nodes.push_back(node("Relu", {"x"}, {"r"}));
+  g.nodes.push_back(node("Slice", {"r", "s", "e", "ax"}, {"y"}));
+  g.nodes.push_back(node("Neg", {"x"}, {"z"}));
+  g.outputs.push_back({"y", {}, ""});
+  g.outputs.push_back({"z", {}, ""});
+  auto gen = generate_c(m, {});
+  EXPECT_EQ(gen.source.find("  o0 = "), std::string::npos) << "y is the first row of r's buffer";
+  EXPECT_NE(gen.source.find("  o1 = "), std::string::npos) << "z is a buffer of its own";
+  Tensor x = ramp({4, 6}, 0.9f, 0.f);
+  auto want = run(m, "interp", x);
+  auto got = run_built(m, {}, x, "prefix");
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) EXPECT_EQ(max_diff(got[k].value.tensor, want[k].value.tensor), 0.0) << k;
+}
+
 TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_EQ(artifact_format("m.so", ""), ArtifactFormat::SharedLibrary);
   EXPECT_EQ(artifact_format("m", ""), ArtifactFormat::Executable);

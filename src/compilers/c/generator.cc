@@ -774,7 +774,10 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     for (const auto& name : output_values) ++seen[cg.info(name).index];
     for (size_t k = 0; k < output_values.size(); ++k) {
       const ValueInfo& v = cg.info(output_values[k]);
+      // The buffer is exactly the output (not a larger tensor it is a prefix view of).
+      const int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(v.dtype, shape_numel(v.shape)));
       if (v.kind != ValueInfo::Kind::Arena || v.offset || seen[v.index] != 1 || cg.native_values.count(output_values[k]) ||
+          cg.buffers[v.index].bytes != std::max<int64_t>(bytes, 1) ||
           cg.prepare.find(fmt::format("@{}@", v.index)) != std::string::npos)
         continue;
       direct_buffer[v.index] = k;
