@@ -34,7 +34,7 @@ const Node* channel_concat(const Graph& g, const std::map<std::string, int>& use
 
 }  // namespace
 
-bool split_concat_convs(Graph& g) {
+bool split_concat_convs(Graph& g, bool pool_only_into_one_conv) {
   bool changed = false;
   // Pools first: each moves a Concat down to the pool's reader.
   for (int round = 0; round < 4; ++round) {
@@ -49,6 +49,11 @@ bool split_concat_convs(Graph& g) {
                   (n.op_type == "MaxPool" || n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool" ||
                    n.op_type == "GlobalMaxPool");
       const Node* c = pool ? channel_concat(g, uses, readers, n.inputs[0], k) : nullptr;
+      if (c && pool_only_into_one_conv) {  // the Concat of the pooled parts must then split
+        int r = sole_reader(g, uses, readers, n.outputs[0]);
+        if (r < 0 || g.nodes[static_cast<size_t>(r)].op_type != "Conv" || !g.nodes[static_cast<size_t>(r)].domain.empty())
+          c = nullptr;
+      }
       if (!c) {
         out.push_back(n);
         continue;

@@ -44,7 +44,10 @@ bool fold_conv_batchnorm(Graph& g);
 // Conv of a channel Concat (read by nothing else) → one Conv per part, added (fuse_conv then
 // makes each Add the next conv's residual); a pool of such a Concat → the Concat of the
 // pooled parts. Only where the conv's output is no larger than the Concat.
-bool split_concat_convs(Graph& g);
+// pool_only_into_one_conv: a pool moves below a Concat only when its result feeds one Conv
+// (which then splits); otherwise a Concat of pooled parts remains, which hodu build's
+// generator can only copy plain (GoogLeNet's stage-3 pool fed 4 branches).
+bool split_concat_convs(Graph& g, bool pool_only_into_one_conv = false);
 
 // Conv [+ Add of a same-shaped tensor] [+ activation] → hodu.FusedConv.
 bool fuse_conv(Graph& g);

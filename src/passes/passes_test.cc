@@ -340,6 +340,36 @@ TEST(ConvFusion, ConvBatchNormAddReluBecomesOneFusedConv) {
 // SqueezeNet's fire modules: Concat → Conv becomes two convs summed (the second takes the
 // first as its residual), Concat → MaxPool → Conv pools the parts first; a Concat that is
 // also read elsewhere, or feeds a conv with a larger output, stays.
+// A pool of a Concat read by several convs (GoogLeNet's stage pools): moved below the
+// Concat by default (the engines' blocked concat takes the pooled parts), kept above it with
+// pool_only_into_one_conv (hodu build could only copy that Concat plain).
+TEST(ConcatConvSplit, PoolFeedingSeveralConvsStaysWhenAsked) {
+  for (bool only_into_one_conv : {false, true}) {
+    Builder b;
+    b.input("x", {1, 8, 10, 10});
+    b.constant("w1", {16, 8, 1, 1}, 1);
+    b.constant("w2", {16, 8, 1, 1}, 2);
+    b.constant("wa", {4, 32, 1, 1}, 3);
+    b.constant("wb", {4, 32, 1, 1}, 4);
+    b.node("Conv", {"x", "w1"}, {"c1"});
+    b.node("Conv", {"x", "w2"}, {"c2"});
+    b.node("Concat", {"c1", "c2"}, {"cat"}, {Attribute::make_int("axis", 1)});
+    b.node("MaxPool", {"cat"}, {"p"}, {Attribute::make_ints("kernel_shape", {2, 2}), Attribute::make_ints("strides", {2, 2})});
+    b.node("Conv", {"p", "wa"}, {"ya"});
+    b.node("Conv", {"p", "wb"}, {"yb"});
+    b.output("ya");
+    b.output("yb");
+    b.finish();
+    Model before = b.m;
+    EXPECT_EQ(split_concat_convs(b.g, only_into_one_conv), !only_into_one_conv);
+    int pools = 0;
+    for (const auto& n : b.g.nodes) pools += n.op_type == "MaxPool";
+    EXPECT_EQ(pools, only_into_one_conv ? 1 : 2);
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 10, 10}, 5))}};
+    expect_close(run(b.m, feeds), run(before, feeds), 1e-5);
+  }
+}
+
 TEST(ConcatConvSplit, FireModulesLoseTheirConcats) {
   Builder b;
   b.input("x", {1, 8, 10, 10});

@@ -130,7 +130,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // convs summed (as the cpu engine does), so the convs keep oneDNN's nhwc brgemm kernels
   // instead of writing 16-channel blocks into an in-place concat. Before the Codegen: the
   // split weights are new initializers.
-  if (options.opt_level >= 2 && options.kernel_library && !options.standalone && passes::split_concat_convs(g))
+  if (options.opt_level >= 2 && options.kernel_library && !options.standalone && passes::split_concat_convs(g, /*pool_only_into_one_conv=*/true))
     infer_types(g);
   Codegen cg(g, options);
   cg.kernel_library = options.kernel_library && !options.standalone;
