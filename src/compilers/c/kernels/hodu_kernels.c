@@ -423,8 +423,8 @@ HK_CLONES HK_VECTORIZE HK void hk_fc(const float* x, const float* wt, const floa
 
 /* ---- Normalization -------------------------------------------------------- */
 /* y[n,c,i] = x[n,c,i] * scale[c] + shift[c] (BatchNormalization at inference, folded). */
-HK void hk_channel_affine(const float* x, const float* scale, const float* shift, float* y, int64_t N, int64_t C,
-                          int64_t inner) {
+HK_CLONES HK_VECTORIZE HK void hk_channel_affine(const float* x, const float* scale, const float* shift, float* y,
+                                                int64_t N, int64_t C, int64_t inner) {
   int64_t n, c, i;
   for (n = 0; n < N; ++n)
     for (c = 0; c < C; ++c) {
