@@ -22,30 +22,11 @@ View contiguous(const std::vector<int64_t>& shape) {
   return v;
 }
 
-// The view `v` reshaped to `shape` without copying, when possible (PyTorch's view rule: each run
-// of dims that is contiguous in `v` may be split and merged freely).
+// The view `v` reshaped to `shape` without copying, when possible.
 std::optional<View> reshaped(const View& v, const std::vector<int64_t>& shape) {
-  if (shape_numel(v.sizes) != shape_numel(shape) || v.sizes.empty() || shape_numel(shape) == 0) return std::nullopt;
-  View out{shape, std::vector<int64_t>(shape.size(), 0)};
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t base = v.strides.back(), tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(v.sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= v.sizes[d];
-    if (d == 0 || (v.sizes[d - 1] != 1 && v.strides[d - 1] != tensor_numel * base)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        out.strides[view_d] = view_numel * base;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        base = v.strides[d - 1];
-        tensor_numel = view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
+  auto strides = reshape_strides(v.sizes, v.strides, shape);
+  if (!strides) return std::nullopt;
+  return View{shape, *strides};
 }
 
 // Strides equal where the size is not 1 (a unit dim's stride is never used).
@@ -63,10 +44,8 @@ std::optional<View> apply(const Graph& g, const Node& n, const View& in) {
   auto out = static_shape(g, n.outputs[0]);
   if (!out) return std::nullopt;
   if (n.op_type != "Transpose") return reshaped(in, *out);
-  auto perm = n.get_ints("perm");
   const size_t r = in.sizes.size();
-  if (perm.empty())
-    for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+  auto perm = transpose_perm(n, r);
   if (perm.size() != r) return std::nullopt;
   View v;
   for (int64_t p : perm) {

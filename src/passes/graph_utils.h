@@ -51,6 +51,16 @@ std::optional<std::vector<int64_t>> static_shape(const Graph& g, const std::stri
 // data, row-major, unchanged).
 bool is_reshape_op(const Node& n);
 
+// The strides a strided view (sizes, strides) takes reshaped to `shape` without copying
+// (PyTorch's view rule: each run of dims contiguous in the view may be split and merged);
+// nullopt where the reshape needs a copy.
+std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& sizes,
+                                                    const std::vector<int64_t>& strides,
+                                                    const std::vector<int64_t>& shape);
+
+// A Transpose's permutation of `rank` dims: its perm attribute, else the dims reversed.
+std::vector<int64_t> transpose_perm(const Node& n, size_t rank);
+
 // True for ops whose result differs between runs (never folded or merged).
 bool is_random_op(const Node& n);
 bool has_subgraph(const Node& n);

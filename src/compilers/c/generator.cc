@@ -194,15 +194,21 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       const auto ys = cg.shape_of(n.outputs[0]);
       std::string y = n.outputs[0];
       int j = sole_reader(y);
-      if (j >= 0 && g.nodes[j].op_type == "Add" && g.nodes[j].domain.empty() && g.nodes[j].inputs.size() == 2 &&
-          g.nodes[j].inputs[0] != g.nodes[j].inputs[1]) {
+      // The other operand of an Add that is y's only reader, or nullptr.
+      auto add_operand = [&]() -> const std::string* {
+        if (j < 0 || g.nodes[j].op_type != "Add" || !g.nodes[j].domain.empty() || g.nodes[j].inputs.size() != 2 ||
+            g.nodes[j].inputs[0] == g.nodes[j].inputs[1])
+          return nullptr;
         const Node& add = g.nodes[j];
-        const std::string& c = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
-        auto cs = cg.shape_of(c);
-        if (cg.is_constant(c) && cg.dtype_of(c) == DType::F32 && !cs.empty() && cs.back() == ys.back() &&
+        return add.inputs[0] == y ? &add.inputs[1] : &add.inputs[0];
+      };
+      if (const std::string* c = add_operand()) {
+        const Node& add = g.nodes[j];
+        auto cs = cg.shape_of(*c);
+        if (cg.is_constant(*c) && cg.dtype_of(*c) == DType::F32 && !cs.empty() && cs.back() == ys.back() &&
             shape_numel(cs) == ys.back() && cs.size() <= ys.size() && cg.shape_of(add.outputs[0]) == ys) {
           bias_add_of[i] = j;
-          bias_value[static_cast<int>(i)] = c;
+          bias_value[static_cast<int>(i)] = *c;
           emitted_at[j] = static_cast<int>(i);
           y = add.outputs[0];
           j = sole_reader(y);
@@ -210,10 +216,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       }
       // A residual Add (transformers' skip connections): the other input same-shaped and
       // computed before this product, added by the matmul's sum post-op after the bias.
-      if (j >= 0 && g.nodes[j].op_type == "Add" && g.nodes[j].domain.empty() && g.nodes[j].inputs.size() == 2 &&
-          g.nodes[j].inputs[0] != g.nodes[j].inputs[1]) {
+      if (const std::string* zv = add_operand()) {
         const Node& add = g.nodes[j];
-        const std::string& z = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
+        const std::string z = *zv;
         auto zp = producer.find(z);
         if (!z.empty() && !cg.is_constant(z) && cg.dtype_of(z) == DType::F32 && cg.shape_of(z) == ys &&
             cg.shape_of(add.outputs[0]) == ys && (zp == producer.end() || emitted_at[zp->second] < static_cast<int>(i))) {
@@ -508,12 +513,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // Default mode: attention's head split and merge without copies.
   std::vector<int> dst_transpose_of(count, -1);  // matmul → the Transpose it writes (head merge)
   std::map<int, std::pair<std::string, float>> matmul_scale;  // matmul → (A read instead, alpha)
-  auto perm_of = [&](const Node& t) {
-    std::vector<int64_t> perm = t.get_ints("perm");
-    if (perm.empty())
-      for (int64_t d = static_cast<int64_t>(cg.shape_of(t.inputs[0]).size()) - 1; d >= 0; --d) perm.push_back(d);
-    return perm;
-  };
+  auto perm_of = [&](const Node& t) { return passes::transpose_perm(t, cg.shape_of(t.inputs[0]).size()); };
   auto is_f32 = [&](const std::string& v) { return cg.dtype_of(v) == DType::F32; };
   if (options.opt_level >= 2 && cg.kernel_library) {
     auto library_matmul = [&](size_t k) {
@@ -786,25 +786,21 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
 
   // Resolve the arena placeholders "@id@" ("A + @id@" of a direct output: its pointer).
   auto resolve = [&](const std::string& text, bool body) {
+    static const std::string kBase = "A + ";
     std::string out;
     out.reserve(text.size());
     for (size_t i = 0; i < text.size(); ++i) {
-      if (body && text.compare(i, 5, "A + @") == 0) {
-        size_t end = text.find('@', i + 5);
-        if (end != std::string::npos && end > i + 5 && text.find_first_not_of("0123456789", i + 5) == end) {
-          auto d = direct_buffer.find(std::stoi(text.substr(i + 5, end - i - 5)));
-          if (d != direct_buffer.end()) {
-            out += fmt::format("o{}", d->second);
-            i = end;
-            continue;
-          }
-        }
-      }
       if (text[i] == '@') {
         size_t end = text.find('@', i + 1);
-        if (end != std::string::npos && end > i + 1 &&
-            text.find_first_not_of("0123456789", i + 1) == end) {
-          out += std::to_string(plan.offsets[std::stoul(text.substr(i + 1, end - i - 1))]);
+        if (end != std::string::npos && end > i + 1 && text.find_first_not_of("0123456789", i + 1) == end) {
+          const int id = std::stoi(text.substr(i + 1, end - i - 1));
+          auto d = body ? direct_buffer.find(id) : direct_buffer.end();
+          if (d != direct_buffer.end() && out.size() >= kBase.size() &&
+              out.compare(out.size() - kBase.size(), kBase.size(), kBase) == 0) {
+            out.replace(out.size() - kBase.size(), kBase.size(), fmt::format("o{}", d->second));
+          } else {
+            out += std::to_string(plan.offsets[id]);
+          }
           i = end;
           continue;
         }

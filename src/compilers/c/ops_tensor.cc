@@ -10,6 +10,7 @@
 
 #include "compilers/c/codegen_context.h"
 #include "core/error.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::compilers::c {
 namespace {
@@ -48,9 +49,7 @@ void strided_copy(Codegen& cg, const std::string& in, const std::string& out, co
 void emit_transpose(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]);
   int64_t r = static_cast<int64_t>(xs.size());
-  std::vector<int64_t> perm = n.get_ints("perm");
-  if (perm.empty())
-    for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+  const auto perm = passes::transpose_perm(n, static_cast<size_t>(r));
   auto st = contiguous_strides(xs);
   std::vector<int64_t> dims, strides;
   for (auto p : perm) {

@@ -3,50 +3,10 @@
 #include <algorithm>
 
 #include "compilers/c/codegen_context.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::compilers::c {
 namespace {
-
-// numpy's no-copy reshape: the new dims' strides when every group of old dims that merges
-// or splits into new ones is itself contiguous; nullopt otherwise.
-std::optional<std::vector<int64_t>> restride(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
-                                             const std::vector<int64_t>& to) {
-  std::vector<int64_t> od, os;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == 0) return std::nullopt;
-    if (dims[i] != 1) {
-      od.push_back(dims[i]);
-      os.push_back(strides[i]);
-    }
-  }
-  for (int64_t d : to)
-    if (d <= 0) return std::nullopt;
-  std::vector<int64_t> ns(to.size(), 1);
-  size_t oi = 0, ni = 0;
-  while (ni < to.size() && oi < od.size()) {
-    size_t nj = ni + 1, oj = oi + 1;
-    int64_t np = to[ni], op = od[oi];
-    while (np != op) {
-      if (np < op) {
-        if (nj == to.size()) return std::nullopt;
-        np *= to[nj++];
-      } else {
-        if (oj == od.size()) return std::nullopt;
-        op *= od[oj++];
-      }
-    }
-    for (size_t k = oi; k + 1 < oj; ++k)
-      if (os[k] != os[k + 1] * od[k + 1]) return std::nullopt;
-    ns[nj - 1] = os[oj - 1];
-    for (size_t k = nj - 1; k > ni; --k) ns[k - 1] = ns[k] * to[k];
-    ni = nj;
-    oi = oj;
-  }
-  if (oi != od.size()) return std::nullopt;
-  for (; ni < to.size(); ++ni)
-    if (to[ni] != 1) return std::nullopt;
-  return ns;
-}
 
 bool positive_steps(const Codegen& cg, const Node& n) {
   if (!n.has_input(4)) return true;
@@ -88,9 +48,7 @@ std::optional<StridedView> view_through(const Codegen& cg, const Node& n, const 
   const auto ys = cg.shape_of(n.outputs[0]);
   const int64_t r = static_cast<int64_t>(in.dims.size());
   if (n.op_type == "Transpose") {
-    std::vector<int64_t> perm = n.get_ints("perm");
-    if (perm.empty())
-      for (int64_t d = r - 1; d >= 0; --d) perm.push_back(d);
+    const auto perm = passes::transpose_perm(n, in.dims.size());
     if (static_cast<int64_t>(perm.size()) != r) return std::nullopt;
     for (int64_t k = 0; k < r; ++k) {
       if (perm[k] < 0 || perm[k] >= r) return std::nullopt;
@@ -116,7 +74,7 @@ std::optional<StridedView> view_through(const Codegen& cg, const Node& n, const 
     }
     out.dims = ys;
   } else {
-    auto st = restride(in.dims, in.strides, ys);
+    auto st = passes::reshape_strides(in.dims, in.strides, ys);
     if (!st) return std::nullopt;
     out.dims = ys;
     out.strides = *st;

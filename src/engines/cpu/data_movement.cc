@@ -123,9 +123,7 @@ bool make_data_movement(PlanBuilder& b, const Node& n) {
     auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
     if (!x || !y || x->first == DType::String || x->second.empty()) return false;
     size_t r = x->second.size();
-    auto perm = n.get_ints("perm");
-    if (perm.empty())
-      for (size_t i = 0; i < r; ++i) perm.push_back(static_cast<int64_t>(r - 1 - i));
+    auto perm = passes::transpose_perm(n, r);
     if (perm.size() != r) return false;
     auto strides = contiguous_strides(x->second);
     std::vector<int64_t> in_strides;

@@ -52,6 +52,10 @@ PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::mem
 // Sets a memory's handle to a slot's data.
 inline void bind(dnnl::memory& m, RunState& rs, int slot) { m.set_data_handle(rs.slots[slot].data()); }
 
+// oneDNN answered with its reference implementation (plain C++ loops, 10-500x slower than its
+// jit kernels): the step runs something else where it can.
+inline bool reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
+
 // Whether this CPU runs oneDNN's int8 kernels exactly (VNNI); without it the quantized ops
 // keep their interpreter kernels (dnnl_int8.cc).
 bool int8_exact_isa();

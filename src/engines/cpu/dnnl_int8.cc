@@ -126,10 +126,6 @@ std::optional<QuantizedOutput> quantized_output(PlanBuilder& b, const Node& n, b
   return out;
 }
 
-// oneDNN's reference int8 kernels (no JIT kernel for the layout or attributes, e.g. plain nchw
-// with HODU_CPU_PLAIN_LAYOUT) are ~100x slower than the interpreter's: the node falls back instead.
-bool reference_impl(const char* impl) { return std::string(impl).rfind("ref", 0) == 0; }
-
 // A common zero point passed at run time (oneDNN 2.6's int8 kernels take them so).
 struct RuntimeZeroPoint {
   int arg = 0;
@@ -225,6 +221,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
+  // oneDNN's reference int8 kernels (no JIT kernel for the layout or attributes, e.g. plain nchw
+  // with HODU_CPU_PLAIN_LAYOUT) are ~100x slower than the interpreter's: the node falls back.
   if (reference_impl(pd.impl_info_str())) return false;
   auto step = std::make_unique<Int8Step>();
   step->prim_ = dnnl::convolution_forward(pd);

@@ -288,7 +288,7 @@ bool make_binary(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
-  if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0 && a_md == plain_md(ys)) {
+  if (reference_impl(pd.impl_info_str()) && a_md == plain_md(ys)) {
     auto step = std::make_unique<BroadcastBinaryStep>();
     step->alg_ = alg;
     merge_broadcast_dims(ys, s1, step->dims_, step->b_strides_);

@@ -80,7 +80,7 @@ bool make_batch_norm(PlanBuilder& b, const Node& n) {
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, n.get_float("epsilon", 1e-5f),
                                                 flags::use_global_stats | flags::use_scale | flags::use_shift),
         b.engine());
-    if (std::string(pd.impl_info_str()).rfind("ref", 0) == 0) return false;
+    if (reference_impl(pd.impl_info_str())) return false;
     step->prim_ = dnnl::batch_normalization_forward(pd);
     step->scale_v_ = std::move(params[0]);
     step->shift_v_ = std::move(params[1]);

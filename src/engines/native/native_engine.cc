@@ -27,7 +27,7 @@ constexpr const char* kDocTag = "HODU_AOT_MODEL_DOC=";
 // The model.h API of one compiled library, resolved by name.
 struct Api {
   void* handle = nullptr;
-  std::string path, prefix;
+  std::string path, prefix, doc;  // doc: what was built (hodu build's description), may be empty
   int (*abi_version)() = nullptr;
   int (*create_ex)(const char*, void**, char*, size_t) = nullptr;
   // Libraries built before it existed lack it; then the library picks its threads.
@@ -79,28 +79,31 @@ std::string_view info_section(std::string_view bytes) {
   return {};
 }
 
-// The text after `tag` (up to its NUL) in the library's info section, else anywhere in the file.
-std::optional<std::string> find_tag(const std::string& path, const char* tag) {
-  MappedFile file(path);
-  std::string_view bytes = info_section(file.bytes());
-  if (bytes.find(tag) == std::string_view::npos) bytes = file.bytes();
+// The text after `tag` (up to its NUL) in `bytes`.
+std::optional<std::string> find_tag(std::string_view bytes, const char* tag) {
   size_t at = bytes.find(tag);
   if (at == std::string_view::npos) return std::nullopt;
   size_t start = at + std::strlen(tag), end = bytes.find('\0', start);
   return std::string(bytes.substr(start, end == std::string_view::npos ? std::string_view::npos : end - start));
 }
 
-std::string find_prefix(const std::string& path) {
-  auto prefix = find_tag(path, kNameTag);
+// The API prefix and the build description, read from the library's info section (libraries
+// built before it existed: from anywhere in the file), one mapping for both.
+void read_tags(Api& api) {
+  MappedFile file(api.path);
+  std::string_view bytes = info_section(file.bytes());
+  if (bytes.find(kNameTag) == std::string_view::npos) bytes = file.bytes();
+  auto prefix = find_tag(bytes, kNameTag);
   HODU_CHECK(prefix.has_value(), ErrorCode::InvalidModel, "{}: not a library built by `hodu build` (no model name tag)",
-             path);
-  return *prefix;
+             api.path);
+  api.prefix = *prefix;
+  api.doc = find_tag(bytes, kDocTag).value_or("");
 }
 
 std::shared_ptr<Api> open_library(const std::string& path) {
   auto api = std::make_shared<Api>();
   api->path = fs::absolute(path).string();
-  api->prefix = find_prefix(api->path);
+  read_tags(*api);
   api->handle = dlopen(api->path.c_str(), RTLD_NOW | RTLD_LOCAL);
   HODU_CHECK(api->handle, ErrorCode::Io, "cannot load {}: {}", path, dlerror());
   auto sym = [&](const char* what, auto& fn) {
@@ -232,7 +235,7 @@ Model describe_library(const std::string& path) {
   m.producer_name = "hodu build";
   m.graph.name = api->prefix;
   m.metadata.push_back({kLibraryKey, api->path});
-  if (auto doc = find_tag(api->path, kDocTag)) m.doc = *doc;
+  m.doc = api->doc;
   for (int i = 0; i < api->num_inputs(); ++i) {
     const int64_t* s = api->input_shape(i);
     m.graph.inputs.push_back(Value{api->input_name(i),

@@ -33,16 +33,16 @@ struct MatMulKernel : hodu_kernel {
 
 using Dims = std::vector<int64_t>;
 
-dnnl::memory::desc row_major(const Dims& dims) {
-  dnnl::memory::dims strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
-  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt::f32, strides);
-}
 
 Dims row_major_strides(const Dims& dims) {
   Dims st(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) st[i] = st[i + 1] * dims[i + 1];
   return st;
+}
+
+dnnl::memory::desc row_major(const Dims& dims) {
+  Dims st = row_major_strides(dims);
+  return dnnl::memory::desc(dnnl::memory::dims(dims.begin(), dims.end()), dt::f32, dnnl::memory::dims(st.begin(), st.end()));
 }
 
 // A tensor stored as `stored` with element `strides`, seen with its last two dims swapped
@@ -132,7 +132,6 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
     Dims as, bs, ys, sa, sb, sy;
     size_t r = 0;
     dnnl::memory::desc a_md, b_user, b_md, y_md, bias_md;
-    dnnl::matmul::primitive_desc pd;
   };
   auto layout = [&](bool strided) {
     Layout l;
