@@ -42,6 +42,11 @@ PY
 "$hodu" run "$model" -i image="$image" -f json --threads 2 > "$tmp/t2.json" 2>&1
 cmp -s "$tmp/t1.json" "$tmp/t2.json" && ok || bad "outputs differ between --threads 1 and 2"
 
+# --check: the engine against the interpreter, bisecting to the first differing node
+expect_ok "run --check matches" "check: all 1 outputs match" "$hodu" run "$model" -i image="$image" --check
+expect_ok "run --check at -O3 names the engine" "engine 'cpu' at -O3 against the interpreter" \
+  "$hodu" run "$model" -i image="$image" --check -O3
+
 # errors
 expect_error "missing model" "no-such.onnx" "$hodu" info "$tmp/no-such.onnx"
 printf 'this is not a model' > "$tmp/garbage.onnx"

@@ -19,6 +19,7 @@
 #include "plugins/hodu_config.h"
 #include "formats/tensor_io.h"
 #include "input_files.h"
+#include "runtime/differential_check.h"
 #include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
@@ -43,6 +44,9 @@ struct RunArgs {
   CLI::App* app = nullptr;
   int opt_level = -1;       // -O: passes applied before the engine (-1: the engine's default)
   bool dump_graph = false;  // print the optimized graph as HoduScript instead of running
+  bool check = false;       // run the interpreter beside the engine; bisect to the first differing node
+  double check_tol = 1e-4;
+  std::string check_save;   // --check: write the smallest differing prefix model here
   // Plugins (docs/plugins.md): names, library paths, or a pack (compiler + runtime).
   std::string compiler, runtime, compiler_plugin, runtime_plugin, pack;
 };
@@ -87,6 +91,47 @@ std::string sanitize(const std::string& name) {
   return s;
 }
 
+// --check: the engine against the reference interpreter on the same feeds. Prints each
+// output's error and, when one differs, the first node whose result differs.
+int run_check(const RunArgs& a, const SessionOptions& so) {
+  HODU_CHECK(!native::is_native_library(a.model), ErrorCode::InvalidArgument,
+             "--check needs a model graph (.onnx, .hdss, .hodu); a built library has none to bisect");
+  Model model = load_model(a.model);
+  SessionOptions ref;
+  ref.engine = "interp";
+  auto ref_session = Session::from_model(model, ref);
+  std::vector<std::string> specs = a.inputs;
+  for (const auto& l : a.input_lists)
+    for (auto& s : split_comma_list(l)) specs.push_back(s);
+  auto feeds = load_inputs(specs, *ref_session);
+  ref_session.reset();
+  DifferentialOptions o;
+  o.engine = so;
+  o.opt_level = a.opt_level;
+  o.tolerance = a.check_tol;
+  std::printf("check: engine '%s'%s against the interpreter, tolerance rel L2 %g\n",
+              so.engine.empty() ? "default" : so.engine.c_str(),
+              a.opt_level >= 0 ? fmt::format(" at -O{}", a.opt_level).c_str() : "", a.check_tol);
+  DifferentialReport r = differential_check(model, feeds, o);
+  for (const auto& v : r.outputs) std::printf("  output %s\n", v.to_string().c_str());
+  if (r.ok) {
+    std::printf("check: all %zu outputs match\n", r.outputs.size());
+    return 0;
+  }
+  if (r.first) {
+    std::printf("check: first difference at node #%d of %zu, %s (%d prefixes run)\n", r.first->node_index,
+                model.graph.nodes.size(), r.first->node.c_str(), r.prefixes_run);
+    for (const auto& v : r.first->values) std::printf("  value %s\n", v.to_string().c_str());
+    if (!a.check_save.empty()) {
+      save_model(prefix_model(model, r.first->node_index), a.check_save);
+      std::printf("check: wrote the model up to that node to %s\n", a.check_save.c_str());
+    }
+  } else if (!r.note.empty()) {
+    std::printf("check: %s\n", r.note.c_str());
+  }
+  return 1;
+}
+
 int run_run(const RunArgs& a) {
   SessionOptions so;
   so.device = Device::parse(a.device);
@@ -115,6 +160,7 @@ int run_run(const RunArgs& a) {
     if (!config.default_device.empty()) so.device = Device::parse(config.default_device);
   }
   if (a.policy.empty() && !a.dump_graph) choose_engine(a, so);
+  if (a.check) return run_check(a, so);
   std::unique_ptr<Session> session;
   if (native::is_native_library(a.model)) {
     session = Session::from_model(native::describe_library(a.model), so);
@@ -195,6 +241,14 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("-O,--opt-level", a->opt_level, "graph optimization level 0-3 (docs/passes.md; default: the engine's)")
       ->check(CLI::Range(0, 3));
   app.add_flag("--dump-graph", a->dump_graph, "print the optimized graph as HoduScript and exit");
+  app.add_flag("--check", a->check,
+               "run the reference interpreter beside the engine on the same inputs, compare every output and, "
+               "when one differs, bisect the graph to the first node whose result differs (exit 1)");
+  app.add_option("--check-tol", a->check_tol, "--check: relative L2 error allowed on floating outputs")
+      ->capture_default_str();
+  app.add_option("--check-save", a->check_save,
+                 "--check: write the smallest model that still differs (the graph up to that node) to this file "
+                 "(.onnx, .hdss, .hodu), to reproduce or report the difference");
   app.add_option("--compiler", a->compiler, "compiler plugin (or pack) to build the model with (hodu plugin list)");
   app.add_option("--runtime", a->runtime, "runtime plugin (or pack) to run the model or the compiled artifact");
   app.add_option("--compiler-plugin", a->compiler_plugin, "compiler plugin library to load and use (.so)");

@@ -59,7 +59,12 @@ class TiledMatMul {
       try {
         auto desc = has_bias ? dnnl::matmul::desc(a, w, bias_md.submemory_desc({1, tn}, {0, 0}), y)
                              : dnnl::matmul::desc(a, w, y);
-        pds[shape] = dnnl::matmul::primitive_desc(desc, attr_for(c), eng);
+        // Tiles of one shape run on several threads at once: each call needs its own
+        // scratchpad. In library mode a primitive has one, shared by every thread executing
+        // it (sgemm with a bias and a sum post-op accumulates there: a race, wrong sums).
+        dnnl::primitive_attr attr = attr_for(c);
+        attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+        pds[shape] = dnnl::matmul::primitive_desc(desc, attr, eng);
       } catch (const dnnl::error&) {
         return nullptr;
       }
