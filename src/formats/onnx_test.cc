@@ -497,6 +497,57 @@ TEST(OnnxMalformed, OutputProducedTwice) {
   expect_error([&] { load(m2); }, ErrorCode::InvalidModel, "output 'x'");
 }
 
+// ONNX requires nodes in topological order; published models (an fp16 converter's Casts
+// appended at the end) break it, and ONNX Runtime sorts them. So does the importer.
+TEST(OnnxImport, NodesOutOfOrderAreSorted) {
+  auto m = make_model(17);
+  add_value(m.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {3});
+  add_value(m.mutable_graph()->mutable_output(), "z", onnx::TensorProto::FLOAT, {3});
+  add_node(m, "Add", {"y", "c"}, {"z"}, "add");  // reads y and c, produced below
+  add_node(m, "Neg", {"x"}, {"y"}, "neg");
+  add_node(m, "Cast", {"x"}, {"c"}, "cast");
+  attr_int(m.mutable_graph()->mutable_node(2), "to", onnx::TensorProto::FLOAT);
+  std::string bytes = m.SerializeAsString();
+  Model model = load_model_from_bytes(bytes, ModelFormat::Onnx, ".", "unsorted.onnx");
+  ASSERT_EQ(model.graph.nodes.size(), 3u);
+  EXPECT_EQ(model.graph.nodes[0].name, "neg");  // file order kept where it is already right
+  EXPECT_EQ(model.graph.nodes[1].name, "cast");
+  EXPECT_EQ(model.graph.nodes[2].name, "add");
+
+  // A subgraph reading an outer value makes its node depend on that value's producer.
+  auto m2 = make_model(17);
+  add_value(m2.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {3});
+  add_value(m2.mutable_graph()->mutable_input(), "cond", onnx::TensorProto::BOOL, {});
+  add_value(m2.mutable_graph()->mutable_output(), "r", onnx::TensorProto::FLOAT, {3});
+  auto* iff = add_node(m2, "If", {"cond"}, {"r"}, "if");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = iff->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    auto* body = a->mutable_g();
+    body->set_name(branch);
+    auto* n = body->add_node();
+    n->set_op_type("Relu");
+    n->set_name(std::string(branch) + "_relu");
+    n->add_input("late");  // produced in the outer graph after the If
+    n->add_output(std::string(branch) + "_out");
+    add_value(body->mutable_output(), std::string(branch) + "_out", onnx::TensorProto::FLOAT, {3});
+  }
+  add_node(m2, "Neg", {"x"}, {"late"}, "late");
+  Model model2 = load_model_from_bytes(m2.SerializeAsString(), ModelFormat::Onnx, ".", "unsorted_if.onnx");
+  EXPECT_EQ(model2.graph.nodes[0].name, "late");
+  EXPECT_EQ(model2.graph.nodes[1].name, "if");
+
+  // A cycle cannot be sorted: the verifier names it.
+  auto m3 = make_model(17);
+  add_value(m3.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {3});
+  add_value(m3.mutable_graph()->mutable_output(), "b", onnx::TensorProto::FLOAT, {3});
+  add_node(m3, "Add", {"x", "b"}, {"a"}, "first");
+  add_node(m3, "Neg", {"a"}, {"b"}, "second");
+  expect_error([&] { load_model_from_bytes(m3.SerializeAsString(), ModelFormat::Onnx, ".", "cycle.onnx"); },
+               ErrorCode::InvalidModel, "cycle");
+}
+
 TEST(OnnxMalformed, UnknownOpIsNotAnImportError) {
   auto m = make_model(17);
   add_value(m.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {3});
