@@ -99,5 +99,13 @@ struct InferenceContext {
 // [3] gives [batch, 3]). Throws InvalidModel on a definite contradiction (e.g.
 // MatMul of [2, 3] and [4, 5]) naming the node.
 void infer_types(Graph& graph);
+// The same, going on past contradictions: each is returned (naming the node) and
+// that node's outputs stay of unknown type. For `hodu info`'s problem list.
+struct InferenceProblem {
+  std::string node;     // the node's name ("" when it has none)
+  std::string op;       // "Conv", "hodu.FusedConv"
+  std::string message;  // names the node, op and values
+};
+std::vector<InferenceProblem> infer_types_collecting_problems(Graph& graph);
 
 }  // namespace hodu

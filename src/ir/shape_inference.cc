@@ -1529,6 +1529,7 @@ const std::unordered_map<std::string, InferenceFn>& onnx_table() {
 struct Scope {
   Graph* graph = nullptr;
   const Scope* parent = nullptr;
+  std::vector<InferenceProblem>* problems = nullptr;  // collect contradictions and go on, instead of throwing
   std::unordered_map<std::string, Tensor> consts;    // Constant node outputs
   std::unordered_map<std::string, SymValue> values;  // symbolic small int tensors
 
@@ -1710,6 +1711,7 @@ void infer_node(Scope& sc, Node& n) {
       Scope sub;
       sub.graph = g.get();
       sub.parent = &sc;
+      sub.problems = sc.problems;
       infer_graph(sub);
     };
     if (a.kind == Attribute::Kind::Graph) run(a.g);
@@ -1790,7 +1792,18 @@ void infer_node(Scope& sc, Node& n) {
 }
 
 void infer_graph(Scope& sc) {
-  for (auto& n : sc.graph->nodes) infer_node(sc, n);
+  for (auto& n : sc.graph->nodes) {
+    if (!sc.problems) {
+      infer_node(sc, n);
+      continue;
+    }
+    try {
+      infer_node(sc, n);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::InvalidModel) throw;
+      sc.problems->push_back({n.name, n.domain.empty() ? n.op_type : n.domain + "." + n.op_type, e.what()});
+    }
+  }
 }
 
 }  // namespace
@@ -1827,6 +1840,15 @@ void infer_types(Graph& graph) {
   Scope sc;
   sc.graph = &graph;
   infer_graph(sc);
+}
+
+std::vector<InferenceProblem> infer_types_collecting_problems(Graph& graph) {
+  std::vector<InferenceProblem> problems;
+  Scope sc;
+  sc.graph = &graph;
+  sc.problems = &problems;
+  infer_graph(sc);
+  return problems;
 }
 
 }  // namespace hodu

@@ -98,3 +98,22 @@ open(os.path.join(out, "bad_header.npy"), "wb").write(data.replace(b"'descr'", b
 open(os.path.join(out, "not_json.json"), "w").write('{"x": {"dtype": "f32", "shape": [1, 4], "data": [1, 2')
 open(os.path.join(out, "wrong_count.json"), "w").write('{"x": {"dtype": "f32", "shape": [1, 4], "data": [1, 2]}}')
 open(os.path.join(out, "garbage.npz"), "wb").write(b"PK\x03\x04" + b"\x00" * 20)
+
+# Well formed but unable to run: `hodu info` lists the problem, `--check` exits 1, `run` refuses.
+x23 = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])
+anyf = helper.make_tensor_value_info("y", TensorProto.FLOAT, None)
+
+
+def graph_model(nodes, inputs, inits=()):
+    g = helper.make_graph(nodes, "g", inputs, [anyf], list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+save("bad_perm.onnx", graph_model([helper.make_node("Transpose", ["x"], ["y"], perm=[0, 3], name="tr0")], [x23]))
+save("bad_matmul.onnx", graph_model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm0")], [x23],
+                                    [numpy_helper.from_array(np.ones((4, 5), np.float32), "w")]))
+save("bad_dtypes.onnx", graph_model([helper.make_node("Add", ["x", "k"], ["y"], name="add0")], [x23],
+                                    [numpy_helper.from_array(np.ones((2, 3), np.int64), "k")]))
+huge = helper.make_tensor_value_info("x", TensorProto.FLOAT, [10**12, 10**12, 10**6])
+save("bad_huge.onnx", graph_model([helper.make_node("Relu", ["x"], ["y"], name="relu0")], [huge]))
+np.save(os.path.join(out, "x23.npy"), np.ones((2, 3), np.float32))

@@ -32,6 +32,19 @@ expect_error "missing external data" "missing_weights.bin" h info "$m/missing_ex
 expect_error "external data outside the model folder" "etc/passwd" h info "$m/external_data_escapes.onnx"
 expect_error "unknown model extension" "model.txt|extension" h info "$m/model.txt"
 
+# Well formed, unable to run: info lists the problem (JSON too), --check exits 1, run refuses.
+expect_ok    "info: no problems in the good model" "problems: +none found" h info "$m/good.onnx"
+expect_ok    "info --check passes a good model" "none found" h info "$m/good.onnx" --check
+expect_ok    "info lists a bad perm" "tr0.*Transpose.*perm entry 3 is out of range" h info "$m/bad_perm.onnx"
+expect_error "info --check fails on a bad perm" "perm entry 3" h info "$m/bad_perm.onnx" --check
+expect_error "info --check: mismatched MatMul" "mm0.*inner dimensions do not match" h info "$m/bad_matmul.onnx" --check
+expect_error "info --check: dtypes an op does not take" "add0.*float.*int64.*same type" h info "$m/bad_dtypes.onnx" --check
+expect_error "info --check: absurd dims" "more than 2\^62 elements" h info "$m/bad_huge.onnx" --check
+expect_ok    "info --json lists problems" '"op": "MatMul"' h info "$m/bad_matmul.onnx" --json
+expect_error "run refuses a bad perm" "tr0.*perm entry 3" h run "$m/bad_perm.onnx" -i x="$m/x23.npy"
+expect_error "run refuses a bad MatMul" "mm0.*inner dimensions" h run "$m/bad_matmul.onnx" -i x="$m/x23.npy"
+expect_error "run refuses mixed dtypes" "add0" h run "$m/bad_dtypes.onnx" -i x="$m/x23.npy"
+
 # .hdss: built from the good model, then damaged one field at a time.
 h convert "$m/good.onnx" -o "$m/good.hdss" >/dev/null
 expect_ok "control: .hdss loads" "x: f32\[1, 4\]" h info "$m/good.hdss"

@@ -1,4 +1,4 @@
-// hodu info MODEL [--json] [--dot FILE] [--svg FILE]
+// hodu info MODEL [--json] [--check] [--dot FILE] [--svg FILE]
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
@@ -9,6 +9,7 @@
 #include "core/error.h"
 #include "engines/native/native_engine.h"
 #include "formats/model_io.h"
+#include "ir/model_check.h"
 
 namespace hodu::cli {
 namespace {
@@ -16,6 +17,7 @@ namespace {
 struct InfoArgs {
   std::string model;
   bool json = false;
+  bool check = false;  // exit 1 when the model has problems
   std::string dot, svg;
 };
 
@@ -129,8 +131,15 @@ int run_library_info(const InfoArgs& a) {
 
 int run_info(const InfoArgs& a) {
   if (native::is_native_library(a.model)) return run_library_info(a);
+  // A model whose structure is broken (a cycle, a dangling value) is refused on load;
+  // one that is well formed but cannot run is described, with its problems listed.
   Model m = load_model(a.model);
   const Graph& g = m.graph;
+  const std::vector<ModelProblem> problems = find_model_problems(m);
+  const int status = a.check && !problems.empty() ? 1 : 0;
+  if (status)
+    std::fprintf(stderr, "error: %s: %zu problem%s found; the model cannot run as it is\n", a.model.c_str(),
+                 problems.size(), problems.size() == 1 ? "" : "s");
   auto hist = op_histogram(g);
   int node_count = 0;
   for (auto& [k, v] : hist) node_count += v;
@@ -186,8 +195,11 @@ int run_info(const InfoArgs& a) {
     j["ops"] = hist;
     j["parameter_count"] = g.parameter_count();
     j["parameter_bytes"] = g.parameter_bytes();
+    j["problems"] = nlohmann::ordered_json::array();
+    for (const auto& p : problems)
+      j["problems"].push_back({{"node", p.node}, {"op", p.op}, {"message", p.message}});
     std::printf("%s\n", j.dump(2).c_str());
-    return 0;
+    return status;
   }
 
   std::printf("model:      %s\n", a.model.c_str());
@@ -208,7 +220,13 @@ int run_info(const InfoArgs& a) {
   std::vector<std::pair<std::string, int>> sorted(hist.begin(), hist.end());
   std::stable_sort(sorted.begin(), sorted.end(), [](auto& x, auto& y) { return x.second > y.second; });
   for (auto& [op, c] : sorted) std::printf("  %-28s %d\n", op.c_str(), c);
-  return 0;
+  if (problems.empty()) {
+    std::printf("problems:   none found\n");
+  } else {
+    std::printf("problems:   %zu (the model cannot run as it is)\n", problems.size());
+    for (const auto& p : problems) std::printf("  %s\n", p.message.c_str());
+  }
+  return status;
 }
 
 }  // namespace
@@ -218,6 +236,9 @@ CommandFn add_info_command(CLI::App& app) {
   app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu) or a library built by hodu build (.so)")
       ->required();
   app.add_flag("--json", a->json, "print as JSON");
+  app.add_flag("--check", a->check,
+               "exit with status 1 when the model has problems (type or shape contradictions, dtypes an op does "
+               "not take, impossible sizes, broken structure); they are listed either way");
   app.add_option("--dot", a->dot, "write the graph as Graphviz DOT to FILE");
   app.add_option("--svg", a->svg, "render the graph to an SVG FILE (needs Graphviz)");
   return [a] { return run_info(*a); };
