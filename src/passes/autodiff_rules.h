@@ -84,11 +84,10 @@ using Rule = void (*)(RuleContext&);
 
 // dL/d(pre) of y = act(pre) for a fused op's activation (attributes activation,
 // activation_params) from dL/dy = `g`: from the output `y` where the derivative is a function
-// of it (Relu, LeakyRelu, Sigmoid, Tanh), else from `pre()`, which emits the pre-activation.
+// of it (Relu, LeakyRelu, Sigmoid, Tanh), else from `pre()`, which emits the pre-activation
+// (hodu.ActivationGrad reads it).
 std::string activation_grad(RuleContext& c, const std::string& g, const std::string& y,
                             const std::function<std::string()>& pre);
-// dL/dx of y = Gelu(x) (approximate "none" or "tanh").
-std::string gelu_grad(RuleContext& c, const std::string& g, const std::string& x, const std::string& approximate);
 
 // (domain, op) → rule; domain "" is ai.onnx.
 using RuleTable = std::map<std::pair<std::string, std::string>, Rule>;

@@ -88,17 +88,31 @@ void sigmoid_rule(RuleContext& c) {
   c.give(0, c.mul(c.dy(), c.mul(y, c.sub(c.scalar_like(1, y), y))));
 }
 
-// Relu: PyTorch passes the gradient where the output is > 0.
-void relu_rule(RuleContext& c) {
-  c.give(0, masked(c, c.emit("Greater", {out(c), c.scalar_like(0, out(c))}), c.dy()));
+// hodu.ActivationGrad(dY, v): dY · f'(v). Relu reads its output (relu'(x) = [y > 0] = relu'(y)),
+// so a Conv or product before it can still take it as a fused activation.
+std::string activation_grad_op(RuleContext& c, const std::string& g, const std::string& v, const std::string& act,
+                               std::vector<float> params = {}) {
+  std::vector<Attribute> attrs = {Attribute::make_string("activation", act)};
+  if (!params.empty()) attrs.push_back(Attribute::make_floats("activation_params", std::move(params)));
+  return c.emit("ActivationGrad", {g, v}, std::move(attrs), "hodu");
 }
 
+void relu_rule(RuleContext& c) { c.give(0, activation_grad_op(c, c.dy(), out(c), "Relu")); }
+
 void leaky_relu_rule(RuleContext& c) {
-  double alpha = c.node().get_float("alpha", 0.01f);
-  std::string g = c.dy();
-  std::string pos = c.emit("Greater", {in(c, 0), c.scalar_like(0, in(c, 0))});
-  c.give(0, c.emit("Where", {pos, g, c.mul(g, c.scalar_like(alpha, g))}));
+  c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "LeakyRelu", {c.node().get_float("alpha", 0.01f)}));
 }
+
+void elu_rule(RuleContext& c) {
+  c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "Elu", {c.node().get_float("alpha", 1.f)}));
+}
+
+void hard_sigmoid_rule(RuleContext& c) {
+  c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "HardSigmoid",
+                               {c.node().get_float("alpha", 0.2f), c.node().get_float("beta", 0.5f)}));
+}
+
+void hard_swish_rule(RuleContext& c) { c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "HardSwish")); }
 
 void erf_rule(RuleContext& c) {
   const std::string& x = in(c, 0);
@@ -106,7 +120,7 @@ void erf_rule(RuleContext& c) {
   c.give(0, c.mul(c.dy(), c.mul(e, c.scalar_like(2 / std::sqrt(M_PI), x))));
 }
 
-void softplus_rule(RuleContext& c) { c.give(0, c.mul(c.dy(), c.emit("Sigmoid", {in(c, 0)}))); }
+void softplus_rule(RuleContext& c) { c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "Softplus")); }
 
 // Clip: the gradient passes where min <= x <= max (PyTorch's clamp).
 void clip_rule(RuleContext& c) {
@@ -147,67 +161,32 @@ void where_rule(RuleContext& c) {
 void gelu_rule(RuleContext& c) {
   const Node& n = c.node();
   std::string x = in(c, 0);
-  if (n.domain == "hodu" && n.has_input(1)) x = c.add(x, in(c, 1));
-  std::string dx = gelu_grad(c, c.dy(), x, n.get_string("approximate", "none"));
-  c.give(0, n.domain == "hodu" ? c.sum_to(dx, out(c), in(c, 0)) : dx);
-  if (n.domain == "hodu") c.give_broadcast(1, dx, out(c));
+  const bool biased = n.domain == "hodu" && n.has_input(1);
+  if (biased) {
+    x = c.add(x, in(c, 1));
+    c.set_type(x, *c.type(out(c)));
+  }
+  const std::string approx = n.get_string("approximate", "none");
+  if (approx != "none" && approx != "tanh") c.unsupported("Gelu approximate='" + approx + "'");
+  std::string dx = activation_grad_op(c, c.dy(), x, approx == "tanh" ? "GeluTanh" : "Gelu");
+  c.give(0, dx);
+  if (biased) c.give_broadcast(1, dx, out(c));
 }
 
 }  // namespace
-
-std::string gelu_grad(RuleContext& c, const std::string& g, const std::string& x, const std::string& approximate) {
-  auto k = [&](double v) { return c.scalar_like(v, x); };
-  if (approximate == "tanh") {
-    // u = √(2/π)(x + 0.044715x³), y = x/2 (1 + tanh u): y' = (1 + t)/2 + x/2 (1 - t²) √(2/π)(1 + 3·0.044715x²)
-    const double s = std::sqrt(2 / M_PI), a = 0.044715;
-    std::string x2 = c.mul(x, x);
-    std::string u = c.mul(k(s), c.add(x, c.mul(k(a), c.mul(x2, x))));
-    std::string t = c.emit("Tanh", {u});
-    std::string left = c.mul(k(0.5), c.add(k(1), t));
-    std::string du = c.mul(k(s), c.add(k(1), c.mul(k(3 * a), x2)));
-    std::string right = c.mul(c.mul(k(0.5), x), c.mul(c.sub(k(1), c.mul(t, t)), du));
-    return c.mul(g, c.add(left, right));
-  }
-  if (approximate != "none") c.unsupported("Gelu approximate='" + approximate + "'");
-  // y' = Φ(x) + x φ(x)
-  std::string cdf = c.mul(k(0.5), c.add(k(1), c.emit("Erf", {c.mul(x, k(1 / std::sqrt(2.0)))})));
-  std::string pdf = c.mul(k(1 / std::sqrt(2 * M_PI)), c.emit("Exp", {c.mul(k(-0.5), c.mul(x, x))}));
-  return c.mul(g, c.add(cdf, c.mul(x, pdf)));
-}
 
 std::string activation_grad(RuleContext& c, const std::string& g, const std::string& y,
                             const std::function<std::string()>& pre) {
   const std::string act = c.node().get_string("activation", "");
   const std::vector<float> p = c.node().get_floats("activation_params");
-  auto param = [&](size_t i, double def) { return i < p.size() ? static_cast<double>(p[i]) : def; };
   auto k = [&](double v) { return c.scalar_like(v, y); };
   if (act.empty()) return g;
-  if (act == "Relu") return masked(c, c.emit("Greater", {y, k(0)}), g);
-  if (act == "LeakyRelu" && param(0, 0.01) > 0)
-    return c.emit("Where", {c.emit("Greater", {y, k(0)}), g, c.mul(g, k(param(0, 0.01)))});
+  // Relu and LeakyRelu with a positive slope: the sign of the output is that of the input.
+  if (act == "Relu" || (act == "LeakyRelu" && (p.empty() || p[0] > 0))) return activation_grad_op(c, g, y, act, p);
   if (act == "Sigmoid") return c.mul(g, c.mul(y, c.sub(k(1), y)));
   if (act == "Tanh") return c.mul(g, c.sub(k(1), c.mul(y, y)));
-  if (act == "Gelu" || act == "GeluTanh") return gelu_grad(c, g, pre(), act == "Gelu" ? "none" : "tanh");
-  if (act == "Silu") {
-    std::string x = pre();
-    std::string s = c.emit("Sigmoid", {x});
-    return c.mul(g, c.mul(s, c.add(k(1), c.mul(x, c.sub(k(1), s)))));
-  }
-  if (act == "Clip") {
-    std::string x = pre();
-    std::string cond = c.emit("And", {c.emit("GreaterOrEqual", {x, k(param(0, -INFINITY))}),
-                                      c.emit("LessOrEqual", {x, k(param(1, INFINITY))})});
-    return masked(c, cond, g);
-  }
-  if (act == "HardSigmoid") {
-    std::string v = c.add(c.mul(pre(), k(param(0, 0.2))), k(param(1, 0.5)));
-    std::string cond = c.emit("And", {c.emit("Greater", {v, k(0)}), c.emit("Less", {v, k(1)})});
-    return masked(c, cond, c.mul(g, k(param(0, 0.2))));
-  }
-  if (act == "LeakyRelu") {
-    std::string x = pre();
-    return c.emit("Where", {c.emit("Greater", {x, k(0)}), g, c.mul(g, k(param(0, 0.01)))});
-  }
+  for (const char* a : {"LeakyRelu", "Gelu", "GeluTanh", "Silu", "Clip", "HardSigmoid", "HardSwish", "Elu", "Softplus"})
+    if (act == a) return activation_grad_op(c, g, pre(), act, p);
   c.unsupported("activation '" + act + "'");
 }
 
@@ -235,6 +214,9 @@ void add_math_rules(RuleTable& t) {
   t[{"", "Max"}] = minmax_rule;
   t[{"", "Min"}] = minmax_rule;
   t[{"", "Where"}] = where_rule;
+  t[{"", "Elu"}] = elu_rule;
+  t[{"", "HardSigmoid"}] = hard_sigmoid_rule;
+  t[{"", "HardSwish"}] = hard_swish_rule;
   t[{"", "Gelu"}] = gelu_rule;
   t[{"hodu", "Gelu"}] = gelu_rule;
 }

@@ -319,6 +319,170 @@ TEST(Autodiff, DropoutUsesItsMask) {
   EXPECT_EQ(g.nodes[0].outputs.size(), 2u) << "the pass names the mask it reads";
 }
 
+TEST(Autodiff, ActivationsThroughActivationGrad) {
+  struct A {
+    const char* op;
+    std::vector<Attribute> attrs;
+  };
+  for (const A& a : {A{"Relu", {}}, A{"LeakyRelu", {af("alpha", 0.1f)}}, A{"Elu", {af("alpha", 0.7f)}},
+                     A{"HardSigmoid", {af("alpha", 0.3f), af("beta", 0.4f)}}, A{"HardSwish", {}}, A{"Softplus", {}}}) {
+    SCOPED_TRACE(a.op);
+    Net n;
+    n.input("x", rnd({3, 7}, 60, -4, 4));
+    n.node(a.op, {"x"}, {"y"}, a.attrs).output("y");
+    check_gradients(n, "y", {"x"});
+  }
+}
+
+// ---- convolution and pooling --------------------------------------------------------
+
+struct ConvCase {
+  std::vector<int64_t> x, w;
+  std::vector<Attribute> attrs;
+  bool bias = true;
+};
+
+TEST(Autodiff, Conv) {
+  std::vector<ConvCase> cases = {
+      {{2, 3, 5, 5}, {4, 3, 3, 3}, {}},
+      {{1, 4, 6, 7}, {6, 2, 3, 2}, {ai("group", 2), ais("strides", {2, 1}), ais("pads", {1, 0, 1, 1})}},
+      {{1, 2, 7, 7}, {3, 2, 3, 3}, {ais("dilations", {2, 2}), ais("pads", {2, 1, 0, 2})}, false},
+      {{2, 3, 9}, {2, 3, 4}, {ais("strides", {2}), ais("pads", {1, 2})}},
+      {{1, 4, 5, 5}, {4, 1, 3, 3}, {ai("group", 4), Attribute::make_string("auto_pad", "SAME_UPPER"), ais("strides", {2, 2})}},
+  };
+  for (const auto& cc : cases) {
+    SCOPED_TRACE(shape_to_string(cc.x) + " * " + shape_to_string(cc.w));
+    Net n;
+    n.input("x", rnd(cc.x, 61)).input("w", rnd(cc.w, 62));
+    std::vector<std::string> ins = {"x", "w"};
+    std::vector<std::string> wrt = {"x", "w"};
+    if (cc.bias) {
+      n.input("b", rnd({cc.w[0]}, 63));
+      ins.push_back("b");
+      wrt.push_back("b");
+    }
+    n.node("Conv", ins, {"c"}, cc.attrs).node("Mul", {"c", "c"}, {"y"}).output("y");
+    check_gradients(n, "y", wrt, 1e-6);
+  }
+}
+
+TEST(Autodiff, FusedConvWithActivationAndResidual) {
+  for (const char* act : {"", "Relu", "Silu", "Sigmoid", "Gelu"}) {
+    SCOPED_TRACE(act);
+    Net n;
+    n.input("x", rnd({2, 2, 5, 5}, 64)).input("w", rnd({3, 2, 3, 3}, 65)).input("b", rnd({3}, 66));
+    n.input("z", rnd({2, 3, 5, 5}, 67));
+    n.node("FusedConv", {"x", "w", "b", "z"}, {"c"},
+           {ais("pads", {1, 1, 1, 1}), Attribute::make_string("activation", act)}, "hodu");
+    n.node("Mul", {"c", "c"}, {"y"}).output("y");
+    check_gradients(n, "y", {"x", "w", "b", "z"});
+  }
+}
+
+TEST(Autodiff, Pooling) {
+  struct P {
+    const char* op;
+    std::vector<int64_t> x;
+    std::vector<Attribute> attrs;
+  };
+  for (const P& p : {P{"MaxPool", {2, 2, 6, 6}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})}},
+                     P{"MaxPool", {1, 2, 7, 6}, {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1}), ai("ceil_mode", 1), ais("strides", {2, 2})}},
+                     P{"MaxPool", {1, 1, 9}, {ais("kernel_shape", {2}), ais("dilations", {2})}},
+                     P{"AveragePool", {2, 2, 6, 6}, {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1})}},
+                     P{"AveragePool", {1, 2, 5, 7}, {ais("kernel_shape", {3, 2}), ais("pads", {1, 1, 1, 0}), ai("count_include_pad", 1), ais("strides", {2, 2})}},
+                     P{"AveragePool", {1, 2, 7, 7}, {ais("kernel_shape", {3, 3}), ai("ceil_mode", 1), ais("strides", {2, 2})}},
+                     P{"GlobalAveragePool", {2, 3, 4, 5}, {}}, P{"GlobalMaxPool", {2, 3, 4, 5}, {}}}) {
+    SCOPED_TRACE(std::string(p.op) + " " + shape_to_string(p.x));
+    Net n;
+    n.input("x", rnd(p.x, 68, -3, 3)).input("w", rnd({1}, 69));
+    n.node(p.op, {"x"}, {"p"}, p.attrs).node("Mul", {"p", "p"}, {"y"}).output("y");
+    check_gradients(n, "y", {"x"});
+  }
+}
+
+// ---- normalization and losses -------------------------------------------------------
+
+TEST(Autodiff, BatchNormalization) {
+  for (int training : {1, 0}) {
+    SCOPED_TRACE(training ? "training" : "inference");
+    Net n;
+    n.input("x", rnd({3, 2, 3, 2}, 70, -2, 2)).input("scale", rnd({2}, 71, 0.5, 1.5)).input("bias", rnd({2}, 72));
+    n.constant("mean", rnd({2}, 73)).constant("var", rnd({2}, 74, 0.5, 2));
+    n.node("BatchNormalization", {"x", "scale", "bias", "mean", "var"}, {"b"}, {ai("training_mode", training), af("epsilon", 1e-3f)});
+    n.input("w", rnd({3, 2, 3, 2}, 75)).node("Mul", {"b", "w"}, {"y"}).output("y");
+    check_gradients(n, "y", {"x", "scale", "bias"});
+  }
+}
+
+TEST(Autodiff, LayerNormalizations) {
+  struct L {
+    const char* op;
+    const char* domain;
+    int64_t axis;
+    std::vector<int64_t> scale;
+    bool bias;
+    int rms;
+  };
+  for (const L& l : {L{"LayerNormalization", "", -1, {5}, true, 0}, L{"LayerNormalization", "", 1, {3, 5}, true, 0},
+                     L{"LayerNormalization", "", 1, {5}, false, 0}, L{"LayerNorm", "hodu", -1, {5}, true, 1},
+                     L{"LayerNorm", "hodu", -1, {5}, true, 0}, L{"RMSNormalization", "", -1, {5}, false, 0}}) {
+    SCOPED_TRACE(fmt::format("{} axis={} rms={}", l.op, l.axis, l.rms));
+    Net n;
+    n.input("x", rnd({2, 3, 5}, 76, -2, 2)).input("scale", rnd(l.scale, 77, 0.5, 1.5));
+    std::vector<std::string> ins = {"x", "scale"}, wrt = {"x", "scale"};
+    if (l.bias) {
+      n.input("bias", rnd(l.scale, 78));
+      ins.push_back("bias");
+      wrt.push_back("bias");
+    }
+    std::vector<Attribute> attrs = {ai("axis", l.axis), af("epsilon", 1e-4f)};
+    if (std::string(l.domain) == "hodu") attrs.push_back(ai("rms", l.rms));
+    else attrs.push_back(ai("stash_type", dtype_to_onnx(DType::F64)));  // f32 statistics are a step function
+    n.node(l.op, ins, {"ln"}, attrs, l.domain);
+    n.input("w", rnd({2, 3, 5}, 79)).node("Mul", {"ln", "w"}, {"y"}).output("y");
+    check_gradients(n, "y", wrt);
+  }
+}
+
+TEST(Autodiff, Losses) {
+  struct L {
+    const char* op;
+    std::vector<int64_t> x;
+    std::vector<int64_t> labels;
+    const char* reduction;
+    bool weights;
+    bool ignore;
+  };
+  for (const L& l : {L{"SoftmaxCrossEntropyLoss", {4, 3}, {0, 2, 1, 2}, "mean", false, false},
+                     L{"SoftmaxCrossEntropyLoss", {4, 3}, {0, 2, 1, 2}, "mean", true, true},
+                     L{"SoftmaxCrossEntropyLoss", {2, 3, 2}, {0, 2, 1, 1}, "sum", true, false},
+                     L{"SoftmaxCrossEntropyLoss", {4, 3}, {0, 2, 1, 2}, "none", false, true},
+                     L{"NegativeLogLikelihoodLoss", {4, 3}, {0, 2, 1, 2}, "mean", true, true},
+                     L{"NegativeLogLikelihoodLoss", {2, 3, 2}, {0, 2, 1, 1}, "none", false, false}}) {
+    SCOPED_TRACE(fmt::format("{} {} {} weights={} ignore={}", l.op, shape_to_string(l.x), l.reduction, l.weights, l.ignore));
+    Net n;
+    n.input("x", rnd(l.x, 80, -2, 2));
+    std::vector<int64_t> lshape = {l.x[0]};
+    for (size_t d = 2; d < l.x.size(); ++d) lshape.push_back(l.x[d]);
+    n.constant("t", Tensor::from_vector(DType::I64, lshape, l.labels));
+    std::vector<std::string> ins = {"x", "t"};
+    if (l.weights) {
+      n.constant("wt", Tensor::from_vector(DType::F64, {3}, std::vector<double>{0.5, 2.0, 1.25}));
+      ins.push_back("wt");
+    }
+    std::vector<Attribute> attrs = {Attribute::make_string("reduction", l.reduction)};
+    if (l.ignore) attrs.push_back(ai("ignore_index", 2));
+    n.node(l.op, ins, {"loss"}, attrs).node("Mul", {"loss", "loss"}, {"y"}).output("y");
+    check_gradients(n, "y", {"x"});
+  }
+  // The log_prob output differentiated as well.
+  Net n;
+  n.input("x", rnd({3, 4}, 81, -2, 2)).constant("t", i64s({1, 0, 3})).input("w", rnd({3, 4}, 82));
+  n.node("SoftmaxCrossEntropyLoss", {"x", "t"}, {"loss", "lp"}).node("Mul", {"lp", "w"}, {"lw"});
+  n.node("ReduceSum", {"lw"}, {"s"}, {ai("keepdims", 0)}).node("Add", {"s", "loss"}, {"y"}).output("y");
+  check_gradients(n, "y", {"x"});
+}
+
 // ---- seeds, symbolic shapes, graph structure ----------------------------------------
 
 TEST(Autodiff, SeedInputForANonScalarOutput) {
@@ -423,7 +587,7 @@ TEST(Autodiff, BadRequests) {
 
 TEST(Autodiff, DifferentiableOpsAreListed) {
   auto ops = differentiable_ops();
-  for (const char* op : {"MatMul", "hodu.FusedMatMul", "Softmax", "Gather", "Dropout"})
+  for (const char* op : {"MatMul", "Conv", "hodu.FusedMatMul", "Softmax", "Gather", "Dropout", "BatchNormalization"})
     EXPECT_NE(std::find(ops.begin(), ops.end(), op), ops.end()) << op;
 }
 
