@@ -273,8 +273,8 @@ def write_docs(table, path):
         out.append(f"## {d or 'ai.onnx'}")
         out.append("")
         if d == "hodu":
-            out.append("hodu's own fused ops, produced by the fusion passes (never read from or written")
-            out.append("to ONNX files except by hodu itself).")
+            out.append("hodu's own ops: fused ops, produced by the fusion passes, and gradient ops (`*Grad`),")
+            out.append("produced by autodiff (never read from or written to ONNX files except by hodu itself).")
             out.append("")
             out.append("| op | inputs | outputs | attributes |")
             out.append("|---|---|---|---|")

@@ -42,3 +42,45 @@ api.op("FusedElementwise", 1, [param("inputs", "T", "v", False, 1)],
        [("T", ["tensor(bool)", "tensor(int8)", "tensor(uint8)", "tensor(int16)", "tensor(uint16)",
                "tensor(int32)", "tensor(uint32)", "tensor(int64)", "tensor(uint64)"] + FLOAT)],
        domain=H)
+
+# Gradient ops: the backward of a forward op, emitted by the autodiff pass (src/passes/autodiff*.cc)
+# where one fused kernel is much faster than its decomposition. Each reads dY (the gradient of
+# the forward op's output) and what the forward read; outputs are optional (only those wanted).
+CONV_ATTRS = [attr("auto_pad", "string", False, "NOTSET"), attr("dilations", "ints"),
+              attr("group", "int", False, 1), attr("kernel_shape", "ints"), attr("pads", "ints"),
+              attr("strides", "ints")]
+api.op("ConvGrad", 1, [param("dY", "T"), param("X", "T"), param("W", "T")],
+       [param("dX", "T", "o"), param("dW", "T", "o"), param("dB", "T", "o")], CONV_ATTRS,
+       [("T", FLOAT)], domain=H)
+api.op("MaxPoolGrad", 1, [param("dY", "T"), param("X", "T")], [param("dX", "T")],
+       [attr("auto_pad", "string", False, "NOTSET"), attr("ceil_mode", "int", False, 0),
+        attr("dilations", "ints"), attr("kernel_shape", "ints", True), attr("pads", "ints"),
+        attr("storage_order", "int", False, 0), attr("strides", "ints")],
+       [("T", FLOAT)], domain=H)
+api.op("AveragePoolGrad", 1, [param("dY", "T"), param("X", "T")], [param("dX", "T")],
+       [attr("auto_pad", "string", False, "NOTSET"), attr("ceil_mode", "int", False, 0),
+        attr("count_include_pad", "int", False, 0), attr("dilations", "ints"),
+        attr("kernel_shape", "ints", True), attr("pads", "ints"), attr("strides", "ints")],
+       [("T", FLOAT)], domain=H)
+api.op("SoftmaxGrad", 1, [param("dY", "T"), param("Y", "T")], [param("dX", "T")],
+       [attr("axis", "int", False, -1), attr("log", "int", False, 0)], [("T", FLOAT)], domain=H)
+api.op("LayerNormGrad", 1, [param("dY", "T"), param("X", "T"), param("scale", "T")],
+       [param("dX", "T", "o"), param("dscale", "T", "o"), param("dbias", "T", "o")],
+       [attr("axis", "int", False, -1), attr("epsilon", "float", False, 1e-05),
+        attr("rms", "int", False, 0)],
+       [("T", FLOAT)], domain=H)
+api.op("BatchNormGrad", 1, [param("dY", "T"), param("X", "T"), param("scale", "T")],
+       [param("dX", "T", "o"), param("dscale", "T", "o"), param("dbias", "T", "o")],
+       [attr("epsilon", "float", False, 1e-05)], [("T", FLOAT)], domain=H)
+api.op("ActivationGrad", 1, [param("dY", "T"), param("X", "T")], [param("dX", "T")],
+       [attr("activation", "string", True), attr("activation_params", "floats", False, [])],
+       [("T", FLOAT)], domain=H)
+LOSS_ATTRS = [attr("ignore_index", "int"), attr("reduction", "string", False, "mean")]
+api.op("SoftmaxCrossEntropyLossGrad", 1,
+       [param("dY", "T"), param("log_prob", "T"), param("labels", "Tind"), param("weights", "T", "o")],
+       [param("dX", "T")], LOSS_ATTRS,
+       [("T", FLOAT), ("Tind", ["tensor(int32)", "tensor(int64)"])], domain=H)
+api.op("NegativeLogLikelihoodLossGrad", 1,
+       [param("dY", "T"), param("input", "T"), param("target", "Tind"), param("weight", "T", "o")],
+       [param("dX", "T")], LOSS_ATTRS,
+       [("T", FLOAT), ("Tind", ["tensor(int32)", "tensor(int64)"])], domain=H)

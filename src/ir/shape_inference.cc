@@ -976,6 +976,24 @@ void layer_norm(InferenceContext& c) {
   for (size_t i = 1; i < 3; ++i) set_tensor(c, i, st, Shape(d));
 }
 
+// SoftmaxCrossEntropyLoss / NegativeLogLikelihoodLoss: the loss is a scalar, or per sample
+// (input without its class dim) with reduction "none"; log_prob is the input's type.
+void nll_loss(InferenceContext& c) {
+  const VT* x = tensor_in(c, 0);
+  if (!x) return;
+  Shape s = Shape::scalar();
+  if (c.node.get_string("reduction", "mean") == "none") {
+    s = Shape::unknown_rank();
+    if (x->shape.rank_known() && x->shape.rank() >= 2) {
+      std::vector<Dim> d = x->shape.dims();
+      d.erase(d.begin() + 1);
+      s = Shape(d);
+    }
+  }
+  set_tensor(c, 0, x->dtype, s);
+  c.set_output(1, *x);
+}
+
 void batch_norm(InferenceContext& c) {
   same_as_input0(c);
   for (size_t i = 1; i < c.output_types.size(); ++i) {
@@ -1387,6 +1405,22 @@ void scan_op(InferenceContext& c) {
   }
 }
 
+// hodu's gradient ops: dX is the forward input's type (input 1); a ConvGrad's dW is W's, its dB
+// [M]; a normalization's dscale/dbias are its scale's.
+void gradient_op(InferenceContext& c) {
+  if (const VT* x = c.input(1)) c.set_output(0, *x);
+  const VT* w = c.input(2);
+  if (!w || !w->is_tensor()) return;
+  if (c.node.op_type == "ConvGrad") {
+    c.set_output(1, *w);
+    Dim m = w->shape.rank_known() && w->shape.rank() > 0 ? w->shape[0] : Dim();
+    c.set_output(2, VT::tensor(w->dtype, Shape({m})));
+  } else if (c.node.op_type == "LayerNormGrad" || c.node.op_type == "BatchNormGrad") {
+    c.set_output(1, *w);
+    c.set_output(2, *w);
+  }
+}
+
 void fused_elementwise(InferenceContext& c) {
   const Graph* body = c.node.get_graph("body");
   Shape s;
@@ -1482,6 +1516,8 @@ const std::unordered_map<std::string, InferenceFn>& onnx_table() {
     t["OneHot"] = one_hot;
     t["NonZero"] = non_zero;
     t["LayerNormalization"] = layer_norm;
+    t["SoftmaxCrossEntropyLoss"] = nll_loss;
+    t["NegativeLogLikelihoodLoss"] = nll_loss;
     t["BatchNormalization"] = batch_norm;
     t["Dropout"] = dropout;
     t["Where"] = where;
@@ -1830,6 +1866,7 @@ InferenceFn inference_for(const std::string& domain, const std::string& op) {
     if (op == "Attention") return attention;
     if (op == "LayerNorm" || op == "Gelu") return same_as_input0;
     if (op == "FusedElementwise") return fused_elementwise;
+    if (op.size() > 4 && op.compare(op.size() - 4, 4, "Grad") == 0) return gradient_op;
   }
   return {};
 }

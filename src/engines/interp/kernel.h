@@ -76,6 +76,7 @@ void register_string_ops(OpTable& t);        // StringNormalizer, StringConcat, 
 void register_ml_ops(OpTable& t);            // ai.onnx.ml
 void register_training_ops(OpTable& t);      // ai.onnx.preview.training: Adagrad, Adam, Momentum
 void register_gradient_ops(OpTable& t);      // ai.onnx.preview.training: Gradient (symbolic differentiation)
+void register_grad_ops(OpTable& t);          // hodu's gradient ops (ConvGrad, SoftmaxGrad, ...), emitted by autodiff
 void register_sequence_model_ops(OpTable& t);  // LinearAttention, CausalConvWithState, FlexAttention (preview)
 void register_text_ops(OpTable& t);          // TfIdfVectorizer
 

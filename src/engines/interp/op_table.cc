@@ -26,6 +26,7 @@ const OpTable& OpTable::instance() {
     register_ml_ops(t);
     register_training_ops(t);
     register_gradient_ops(t);
+    register_grad_ops(t);
     register_sequence_model_ops(t);
     register_text_ops(t);
     register_fused_ops(t);

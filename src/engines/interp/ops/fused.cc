@@ -147,8 +147,11 @@ void fused_gemm(KernelContext& c) {
 }
 
 void layer_norm(KernelContext& c) {
+  // Statistics in f64 for f64 inputs (f32 otherwise, ONNX's default stash type).
+  const bool f64 = c.input(0).dtype() == DType::F64;
   std::vector<Attribute> attrs = {Attribute::make_int("axis", c.node.get_int("axis", -1)),
-                                  Attribute::make_float("epsilon", c.node.get_float("epsilon", 1e-5f))};
+                                  Attribute::make_float("epsilon", c.node.get_float("epsilon", 1e-5f)),
+                                  Attribute::make_int("stash_type", dtype_to_onnx(f64 ? DType::F64 : DType::F32))};
   if (c.node.get_int("rms", 0)) {
     Tensor y = run_onnx(c, "RMSNormalization", {&c.input(0), &c.input(1)}, attrs);
     if (c.has_input(2)) y = run_onnx(c, "Add", {&y, &c.input(2)}, {});
