@@ -29,6 +29,10 @@ struct EngineOptions {
   // itself): an engine that keeps a weight in its own layout may release the original's bytes
   // (Storage::release), so the weight is held once. False for a model the caller also holds.
   bool exclusive_weights = false;
+  // SessionOptions::update_state_in_place: an output "<x>.next" is written into the caller's
+  // tensor fed as input "<x>" (a training step's params and optimizer state). An engine that
+  // does it returns that tensor as the output; the Session copies where an engine did not.
+  bool update_state_in_place = false;
 };
 
 class Executable {

@@ -1,5 +1,6 @@
 #include "runtime/session.h"
 
+#include <cstring>
 #include <fstream>
 #include <set>
 #include <thread>
@@ -76,7 +77,9 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
   engine_name_ = engine->name();
   // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
   dispatch_graph(*dispatcher_, model_->graph, engine_name_);
-  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights};
+  update_state_in_place_ = options.update_state_in_place;
+  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights,
+                   options.update_state_in_place};
   executable_ = engine->prepare(*model_, eo);
 }
 
@@ -135,6 +138,27 @@ void Session::check_inputs(const std::map<std::string, RuntimeValue>& feeds) con
   }
 }
 
+void Session::write_state_back(const std::map<std::string, RuntimeValue>& feeds, std::vector<RuntimeValue>& values) {
+  const std::string suffix = ".next";
+  for (size_t i = 0; i < values.size(); ++i) {
+    const std::string& name = model_->graph.outputs[i].name;
+    if (name.size() <= suffix.size() || name.compare(name.size() - suffix.size(), suffix.size(), suffix) != 0) continue;
+    auto it = feeds.find(name.substr(0, name.size() - suffix.size()));
+    if (it == feeds.end() || !it->second.is_tensor() || !values[i].is_tensor()) continue;
+    Tensor state = it->second.tensor;  // shares the caller's storage, written as asked
+    const Tensor& next = values[i].tensor;
+    if (state.dtype() != next.dtype() || state.shape() != next.shape())
+      fail(ErrorCode::InvalidArgument, "'{}' ({}) cannot be updated in place with '{}' ({})", it->first,
+           state.type_string(), name, next.type_string());
+    if (state.raw_data() != next.raw_data()) {
+      if (!state.is_contiguous() || !next.is_contiguous())
+        fail(ErrorCode::InvalidArgument, "'{}' must be contiguous to be updated in place", it->first);
+      std::memcpy(state.raw_data(), next.raw_data(), next.nbytes());
+    }
+    values[i] = it->second;
+  }
+}
+
 std::vector<NamedValue> Session::run(const std::map<std::string, RuntimeValue>& feeds) {
   check_inputs(feeds);
   Profiler* profiler = Profiler::active();
@@ -145,6 +169,7 @@ std::vector<NamedValue> Session::run(const std::map<std::string, RuntimeValue>& 
     values = executable_->run(feeds);
   }
   if (profiler) profiler->add_run(start, profiler->now_us());
+  if (update_state_in_place_) write_state_back(feeds, values);
   std::vector<NamedValue> out;
   out.reserve(values.size());
   for (size_t i = 0; i < values.size(); ++i) out.push_back({model_->graph.outputs[i].name, std::move(values[i])});

@@ -27,6 +27,11 @@ struct SessionOptions {
   // When set, the policy decides engine, device and threads (the three fields
   // above are ignored) and its kernel policy picks each node's kernel.
   std::optional<Policy> policy;
+  // A graph with outputs "<x>.next" for inputs "<x>" (passes::build_training_step): each run
+  // writes "<x>.next" into the tensor fed as "<x>" (contiguous, same dtype and shape), so the
+  // caller feeds the same tensors step after step, updated in place; the output is that tensor.
+  // The cpu engine writes them there directly (no copy) where the producing kernel allows.
+  bool update_state_in_place = false;
 };
 
 struct NamedValue {
@@ -60,12 +65,15 @@ class Session {
  private:
   // `owns_weights`: the model was loaded here and nothing outside reads its initializers.
   Session(std::unique_ptr<Model> model, const SessionOptions& options, bool owns_weights);
+  // update_state_in_place: outputs "<x>.next" the engine did not write into the fed "<x>" are copied there.
+  void write_state_back(const std::map<std::string, RuntimeValue>& feeds, std::vector<RuntimeValue>& values);
   std::unique_ptr<Model> model_;
   std::vector<Value> inputs_;
   std::shared_ptr<Dispatcher> dispatcher_;
   std::unique_ptr<Executable> executable_;
   std::string engine_name_;
   int threads_ = 1;
+  bool update_state_in_place_ = false;
   // Engines keep per-run state (plans, arenas): runs of one Session take turns.
   std::mutex run_mutex_;
 };

@@ -81,3 +81,35 @@ TEST(Session, UnknownEngineIsAnError) {
 
 }  // namespace
 }  // namespace hodu
+
+namespace hodu {
+namespace {
+
+// x.next = x + b: with update_state_in_place, every engine leaves x.next in the tensor fed as x.
+TEST(Session, UpdatesStateInPlace) {
+  Model m = add_model();
+  m.graph.outputs[0].name = "x.next";
+  m.graph.nodes[0].outputs = {"x.next"};
+  for (const char* engine : {"interp", "cpu"}) {
+    SCOPED_TRACE(engine);
+    SessionOptions o;
+    o.engine = engine;
+    o.threads = 1;
+    o.update_state_in_place = true;
+    auto s = Session::from_model(m, o);
+    Tensor x = f32({2, 3}, 1), b = f32({2, 3}, 10);
+    for (int step = 1; step <= 3; ++step) {
+      auto out = s->run({{"x", x}, {"b", b}});
+      EXPECT_EQ(out[0].value.tensor.raw_data(), x.raw_data()) << "the output is the fed tensor";
+      EXPECT_FLOAT_EQ(x.data<float>()[4], 5 + step * 14.0f) << "step " << step;
+    }
+    // Off: the fed tensor is left alone.
+    o.update_state_in_place = false;
+    auto plain = Session::from_model(m, o);
+    plain->run({{"x", x}, {"b", b}});
+    EXPECT_FLOAT_EQ(x.data<float>()[4], 5 + 3 * 14.0f);
+  }
+}
+
+}  // namespace
+}  // namespace hodu

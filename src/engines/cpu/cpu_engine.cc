@@ -32,6 +32,7 @@ class CpuExecutable : public Executable {
     options_.verbose = env_flag("HODU_CPU_VERBOSE");
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
     options_.release_weights = o.exclusive_weights;
+    options_.state_in_place = o.update_state_in_place;
     for (const auto& in : base_.graph.inputs)
       if (!base_.graph.initializer(in.name)) feed_names_.push_back(in.name);
   }

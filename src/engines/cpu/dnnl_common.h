@@ -44,6 +44,17 @@ struct ConvWindow {
 std::optional<ConvWindow> conv_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
                                       const std::vector<int64_t>& ws);
 
+// A pooling node's window in oneDNN's terms (MaxPool, AveragePool, Global*Pool and their hodu
+// *Grad ops): kernel, strides, dilations (0 = none), the padding auto_pad and ceil_mode resolve
+// to, the algorithm. nullopt when oneDNN cannot express it (storage_order, ceil_mode with
+// count_include_pad) or the attributes do not fit input `xs` and output `ys`.
+struct PoolWindow {
+  std::vector<int64_t> kernel, strides;
+  dnnl::memory::dims dilations, pad_l, pad_r;
+  dnnl::algorithm alg = dnnl::algorithm::pooling_max;
+};
+std::optional<PoolWindow> pool_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys);
+
 // `t` reordered from layout `from` into a new buffer in layout `to` (PlanBuilder::pack also
 // lets the original go where it may).
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,

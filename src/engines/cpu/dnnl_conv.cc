@@ -128,6 +128,15 @@ class ConvStep : public Step {
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
     if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
+    if (w_read_ >= 0) {  // weights fed at run time (a training step's params): reordered every run
+      bind(w_user_, rs, reads[w_read_]);
+      if (w_reorder_) w_reorder_.execute(rs.stream, w_user_, w_);
+      args[DNNL_ARG_WEIGHTS] = w_reorder_ ? w_ : w_user_;
+    }
+    if (b_read_ >= 0) {
+      bind(b_user_, rs, reads[b_read_]);
+      args[DNNL_ARG_BIAS] = b_user_;
+    }
     prim_.execute(rs.stream, args);
     if (silu_) {
       // Over every byte of dst, padding included: silu(0) = 0 keeps a blocked layout's zero channels.
@@ -144,6 +153,10 @@ class ConvStep : public Step {
   dnnl::memory src_, dst_, z_;
   dnnl::reorder z_copy_;
   PackedConstant weights_, bias_;
+  // Weights and bias that are not constants: read from their slots (plain) every run.
+  int w_read_ = -1, b_read_ = -1;
+  dnnl::memory w_user_, w_, b_user_;
+  dnnl::reorder w_reorder_;
   bool has_bias_ = false, has_z_ = false;
   bool silu_ = false;  // SiLU by hodu's loop after the primitive, not oneDNN's post-op
 };
@@ -155,14 +168,21 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   if (!fused && !(n.domain.empty() && n.op_type == "Conv")) return false;
   auto x = b.static_type(n.inputs[0]);
   auto y = b.static_type(n.outputs[0]);
+  // Weights and bias are constants (packed once) or values fed at run time (a training step).
   const Tensor* w = passes::constant_of(b.graph(), n.inputs[1]);
-  if (!x || !y || !w || x->first != DType::F32 || w->dtype() != DType::F32) return false;
+  auto wt = b.static_type(n.inputs[1]);
+  if (!x || !y || !wt || x->first != DType::F32 || wt->first != DType::F32) return false;
   const Tensor* bias = n.has_input(2) ? passes::constant_of(b.graph(), n.inputs[2]) : nullptr;
-  if (n.has_input(2) && !bias) return false;
+  const bool runtime_bias = n.has_input(2) && !bias;
+  if (runtime_bias) {
+    auto bt = b.static_type(n.inputs[2]);
+    if (!bt || bt->first != DType::F32) return false;
+  }
+  const std::vector<int64_t>& ws = wt->second;
   const auto& xs = x->second;
   const auto& ys = y->second;
   int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
-  if (spatial < 1 || spatial > 3 || w->rank() != spatial + 2 || ys.size() != xs.size()) return false;
+  if (spatial < 1 || spatial > 3 || static_cast<int64_t>(ws.size()) != spatial + 2 || ys.size() != xs.size()) return false;
   std::string act = fused ? n.get_string("activation", "") : "";
   auto act_params = fused ? n.get_floats("activation_params") : std::vector<float>{};
   bool has_z = fused && n.has_input(3);
@@ -171,9 +191,9 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     if (!z || z->first != DType::F32 || z->second != ys) return false;
   }
 
-  if (make_gemv_conv(b, n, xs, ys, *w, bias, act, act_params, has_z)) return true;
+  if (w && !runtime_bias && make_gemv_conv(b, n, xs, ys, *w, bias, act, act_params, has_z)) return true;
 
-  auto win = conv_window(n, xs, ys, w->shape());
+  auto win = conv_window(n, xs, ys, ws);
   if (!win) return false;
   const dnnl::memory::desc w_user(win->weight_dims, dt::f32, win->weight_tag);
   bool blocked = b.blocked_layouts();
@@ -195,7 +215,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   attr.set_post_ops(po);
   auto make_pd = [&](const dnnl::memory::desc& src, dnnl::algorithm alg = dnnl::algorithm::convolution_direct)
       -> std::optional<dnnl::convolution_forward::primitive_desc> {
-    auto desc = win->desc(alg, src, w_md, bias ? &b_md : nullptr, dst_md);
+    auto desc = win->desc(alg, src, w_md, n.has_input(2) ? &b_md : nullptr, dst_md);
     try {
       return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
     } catch (const dnnl::error&) {
@@ -214,7 +234,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
   // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
   // Not for small outputs (onednn::kWinogradMinPixels).
-  if (!pd && blocked && spatial == 2 && win->group == 1 && w->dim(2) == 3 && w->dim(3) == 3 &&
+  if (!pd && w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
       win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} && xs[1] >= 16 &&
       ys[2] * ys[3] >= onednn::kWinogradMinPixels && !read_by_concat(b, n.outputs[0])) {
     pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
@@ -225,7 +245,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   auto step = std::make_unique<ConvStep>();
   step->prim_ = dnnl::convolution_forward(*pd);
   step->silu_ = silu;
-  step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
+  if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
     step->has_bias_ = true;
     step->bias_ = b.pack(n.inputs[2], *bias, b_md, pd->bias_desc());
@@ -233,6 +253,24 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   int src = b.as_layout(n.inputs[0], pd->src_desc());
   step->src_ = dnnl::memory(pd->src_desc(), b.engine(), nullptr);
   step->reads = {src};
+  // Runtime weights and bias come after the residual in `reads` (ConvStep::run reads them by index).
+  auto runtime_reads = [&] {
+    if (!w) {
+      step->w_read_ = static_cast<int>(step->reads.size());
+      step->reads.push_back(b.plain(n.inputs[1]));
+      step->w_user_ = dnnl::memory(w_user, b.engine(), nullptr);
+      if (!(w_user == pd->weights_desc())) {
+        step->w_ = dnnl::memory(pd->weights_desc(), b.engine());
+        step->w_reorder_ = dnnl::reorder(step->w_user_, step->w_);
+      }
+    }
+    if (runtime_bias) {
+      step->has_bias_ = true;
+      step->b_read_ = static_cast<int>(step->reads.size());
+      step->reads.push_back(b.plain(n.inputs[2]));
+      step->b_user_ = dnnl::memory(b_md, b.engine(), nullptr);
+    }
+  };
   int dst = -1;
   if (has_z) {
     int z = b.slot(n.inputs[3]);
@@ -246,6 +284,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
       step->has_z_ = true;
     }
   }
+  runtime_reads();
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, pd->dst_desc());
   step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
   if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);

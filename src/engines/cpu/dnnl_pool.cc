@@ -37,6 +37,49 @@ class BlockedMaxPoolStep : public Step {
 
 }  // namespace
 
+std::optional<PoolWindow> pool_window(const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys) {
+  const std::string& op = n.op_type;
+  bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
+  int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
+  if (spatial < 1 || spatial > 3 || ys.size() != xs.size()) return std::nullopt;
+  PoolWindow w;
+  std::vector<int64_t> dil(spatial, 1), pads(2 * spatial, 0);
+  w.strides.assign(spatial, 1);
+  if (global) {
+    w.kernel.assign(xs.begin() + 2, xs.end());
+  } else {
+    w.kernel = n.get_ints("kernel_shape");
+    w.strides = n.get_ints("strides", w.strides);
+    dil = n.get_ints("dilations", dil);
+    pads = n.get_ints("pads", pads);
+    if (static_cast<int64_t>(w.kernel.size()) != spatial || static_cast<int64_t>(w.strides.size()) != spatial ||
+        static_cast<int64_t>(dil.size()) != spatial || static_cast<int64_t>(pads.size()) != 2 * spatial)
+      return std::nullopt;
+    if (n.get_int("storage_order", 0) != 0) return std::nullopt;
+  }
+  std::string auto_pad = global ? "VALID" : n.get_string("auto_pad", "NOTSET");
+  bool max = op == "MaxPool" || op == "GlobalMaxPool" || op == "MaxPoolGrad";
+  bool include_pad = !max && !global && n.get_int("count_include_pad", 0) != 0;
+  w.pad_l.resize(spatial);
+  w.pad_r.resize(spatial);
+  w.dilations.resize(spatial);
+  for (int64_t i = 0; i < spatial; ++i) {
+    int64_t in = xs[2 + i], out = ys[2 + i], ext = (w.kernel[i] - 1) * dil[i] + 1;
+    std::tie(w.pad_l[i], w.pad_r[i]) = spatial_pads(auto_pad, in, out, w.strides[i], ext, pads[i], pads[i + spatial]);
+    // ceil_mode: a last partial window needs more right padding than given.
+    if ((in + w.pad_l[i] + w.pad_r[i] - ext) / w.strides[i] + 1 != out) {
+      if (include_pad) return std::nullopt;  // the extra padding must not count in the average
+      w.pad_r[i] = (out - 1) * w.strides[i] + ext - in - w.pad_l[i];
+      if (w.pad_r[i] < 0 || (in + w.pad_l[i] + w.pad_r[i] - ext) / w.strides[i] + 1 != out) return std::nullopt;
+    }
+    w.dilations[i] = dil[i] - 1;
+  }
+  w.alg = max ? dnnl::algorithm::pooling_max
+              : include_pad ? dnnl::algorithm::pooling_avg_include_padding
+                            : dnnl::algorithm::pooling_avg_exclude_padding;
+  return w;
+}
+
 bool make_pool(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty()) return false;
   const std::string& op = n.op_type;
@@ -49,37 +92,15 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   const auto& ys = y->second;
   int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
   if (spatial < 1 || spatial > 3 || ys.size() != xs.size()) return false;
-  std::vector<int64_t> kernel, strides(spatial, 1), dil(spatial, 1), pads(2 * spatial, 0);
-  if (global) {
-    kernel.assign(xs.begin() + 2, xs.end());
-  } else {
-    kernel = n.get_ints("kernel_shape");
-    strides = n.get_ints("strides", strides);
-    dil = n.get_ints("dilations", dil);
-    pads = n.get_ints("pads", pads);
-    if (static_cast<int64_t>(kernel.size()) != spatial || static_cast<int64_t>(strides.size()) != spatial ||
-        static_cast<int64_t>(dil.size()) != spatial || static_cast<int64_t>(pads.size()) != 2 * spatial)
-      return false;
-    if (n.get_int("storage_order", 0) != 0) return false;
-  }
-  std::string auto_pad = global ? "VALID" : n.get_string("auto_pad", "NOTSET");
-  bool max = op == "MaxPool" || op == "GlobalMaxPool";
-  bool include_pad = !max && !global && n.get_int("count_include_pad", 0) != 0;
-  dnnl::memory::dims pl(spatial), pr(spatial), dd(spatial);
-  for (int64_t i = 0; i < spatial; ++i) {
-    int64_t in = xs[2 + i], out = ys[2 + i], ext = (kernel[i] - 1) * dil[i] + 1;
-    std::tie(pl[i], pr[i]) = spatial_pads(auto_pad, in, out, strides[i], ext, pads[i], pads[i + spatial]);
-    // ceil_mode: a last partial window needs more right padding than given.
-    if ((in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) {
-      if (include_pad) return false;  // the extra padding must not count in the average
-      pr[i] = (out - 1) * strides[i] + ext - in - pl[i];
-      if (pr[i] < 0 || (in + pl[i] + pr[i] - ext) / strides[i] + 1 != out) return false;
-    }
-    dd[i] = dil[i] - 1;
-  }
+  auto win = pool_window(n, xs, ys);
+  if (!win) return false;
+  const std::vector<int64_t>& kernel = win->kernel;
+  const std::vector<int64_t>& strides = win->strides;
+  const dnnl::memory::dims &pl = win->pad_l, &pr = win->pad_r, &dd = win->dilations;
+  const bool max = win->alg == dnnl::algorithm::pooling_max;
   dnnl::memory::desc src_md = layout_md(b.at(b.slot(n.inputs[0])));
   int64_t block = onednn::channel_block(src_md, to_dims(xs));
-  if (max && !global && spatial == 2 && dil[0] == 1 && dil[1] == 1 && block > 0 && pl[0] < kernel[0] &&
+  if (max && !global && spatial == 2 && dd[0] == 0 && dd[1] == 0 && block > 0 && pl[0] < kernel[0] &&
       pl[1] < kernel[1]) {
     auto step = std::make_unique<BlockedMaxPoolStep>();
     step->p_ = {block, xs[2], xs[3], ys[2], ys[3], kernel[0], kernel[1], strides[0], strides[1], pl[0], pl[1]};
@@ -91,12 +112,9 @@ bool make_pool(PlanBuilder& b, const Node& n) {
     return true;
   }
   dnnl::memory::desc dst_md(to_dims(ys), dt::f32, tag::any);
-  auto alg = max ? dnnl::algorithm::pooling_max
-                 : include_pad ? dnnl::algorithm::pooling_avg_include_padding
-                               : dnnl::algorithm::pooling_avg_exclude_padding;
   dnnl::pooling_v2_forward::primitive_desc pd;
   try {
-    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, alg, src_md, dst_md, to_dims(strides),
+    dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, win->alg, src_md, dst_md, to_dims(strides),
                                      to_dims(kernel), dd, pl, pr);
     pd = dnnl::pooling_v2_forward::primitive_desc(d, b.engine());
   } catch (const dnnl::error&) {

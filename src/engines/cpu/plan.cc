@@ -3,6 +3,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdio>
 #include <set>
 
@@ -378,7 +379,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
-                                     make_int8_matmul,   make_quantize};
+                                     make_int8_matmul,   make_quantize,      make_backward};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;
@@ -406,6 +407,8 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     if (slots_[s].kind == Slot::Kind::Arena) slots_[s].kind = Slot::Kind::Output;
     output_slots_.push_back(s);
   }
+
+  if (options_.state_in_place) plan_state_in_place(b);
 
   // Lifetimes in step order; an alias keeps its root alive.
   auto root = [&](int s) { return b.root_of(s); };
@@ -477,6 +480,47 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     for (const auto& st : steps_) std::fprintf(stderr, "cpu: %s\n", st->label.c_str());
 }
 
+void Plan::plan_state_in_place(const PlanBuilder& b) {
+  const std::string suffix = ".next";
+  for (int oi : output_slots_) {
+    Slot& out = slots_[oi];
+    if (out.name.size() <= suffix.size() ||
+        out.name.compare(out.name.size() - suffix.size(), suffix.size(), suffix) != 0)
+      continue;
+    auto in = input_slots_.find(out.name.substr(0, out.name.size() - suffix.size()));
+    if (in == input_slots_.end()) continue;
+    const Slot& x = slots_[in->second];
+    if (!x.is_static || x.dtype != out.dtype || x.shape != out.shape || x.dtype == DType::String) continue;
+    copy_back_.emplace_back(in->second, oi);  // unless it can be written in place (below)
+    if (out.kind != Slot::Kind::Output) continue;  // a view or the interpreter's result: copied
+    // The producer must come after every reader of x, or be the last reader and read it elementwise.
+    int producer = -1, last_read = -1;
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      for (int w : steps_[i]->writes)
+        if (w == oi) producer = static_cast<int>(i);
+      for (int r : steps_[i]->reads)
+        if (b.root_of(r) == in->second) last_read = static_cast<int>(i);
+    }
+    if (producer < 0 || producer < last_read) continue;
+    if (producer == last_read) {
+      const Node* n = steps_[producer]->node;
+      bool elementwise = n && ((n->domain == "hodu" && n->op_type == "FusedElementwise") ||
+                               (n->domain.empty() && (n->op_type == "Add" || n->op_type == "Sub" ||
+                                                      n->op_type == "Mul" || n->op_type == "Div")));
+      if (!elementwise || steps_[producer]->writes.size() != 1) continue;
+    }
+    copy_back_.pop_back();
+    in_place_.emplace_back(in->second, oi);
+    if (options_.verbose) std::fprintf(stderr, "cpu: '%s' is written into input '%s'\n", out.name.c_str(), x.name.c_str());
+  }
+}
+
+std::vector<std::string> Plan::in_place_outputs() const {
+  std::vector<std::string> out;
+  for (const auto& [x, o] : in_place_) out.push_back(slots_[o].name);
+  return out;
+}
+
 std::vector<std::string> Plan::kernel_choices() const {
   std::vector<std::string> out;
   for (const auto& s : steps_)
@@ -499,10 +543,13 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
     if (s.value.is_tensor() && s.dtype != DType::String && !s.value.tensor.is_contiguous())
       s.value = RuntimeValue(s.value.tensor.contiguous());
   }
+  // Updated state goes straight into the tensor fed for it.
+  for (const auto& [x, o] : in_place_) slots_[o].value = slots_[x].value;
   // A graph output buffer the caller still holds from the last run is left to the caller.
   for (int id : output_slots_) {
     Slot& s = slots_[id];
-    if (s.kind == Slot::Kind::Output && s.value.tensor.storage().use_count() > 1)
+    bool fed = std::any_of(in_place_.begin(), in_place_.end(), [&](const auto& p) { return p.second == id; });
+    if (s.kind == Slot::Kind::Output && !fed && s.value.tensor.storage().use_count() > 1)
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
   }
   RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get()};
@@ -541,11 +588,22 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
     }
   }
   stream.wait();
+  // State outputs not written in place: copied into the fed tensors, which are the outputs.
+  std::map<int, int> fed_output;  // output slot → input slot
+  for (const auto& [x, o] : copy_back_) {
+    Tensor in = slots_[x].value.tensor, out = slots_[o].value.tensor;
+    if (!slots_[x].value.is_tensor() || !slots_[o].value.is_tensor() || !in.is_contiguous() || !out.is_contiguous() ||
+        in.nbytes() != out.nbytes())
+      continue;
+    if (in.raw_data() != out.raw_data()) std::memcpy(in.raw_data(), out.raw_data(), out.nbytes());
+    fed_output[o] = x;
+  }
   std::vector<RuntimeValue> outs;
   outs.reserve(output_slots_.size());
   for (int id : output_slots_) {
     Slot& s = slots_[id];
-    if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena || s.kind == Slot::Kind::Part)
+    if (auto f = fed_output.find(id); f != fed_output.end()) outs.push_back(slots_[f->second].value);
+    else if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena || s.kind == Slot::Kind::Part)
       outs.emplace_back(s.value.tensor.clone());
     else outs.push_back(s.value);
   }

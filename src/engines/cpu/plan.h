@@ -79,6 +79,9 @@ struct PlanOptions {
   bool blocked_layouts = true;
   // EngineOptions::exclusive_weights: a weight that every reader packs is released once packed.
   bool release_weights = false;
+  // EngineOptions::update_state_in_place: an output "<x>.next" is written into the tensor fed as
+  // input "<x>" where its producer is the last reader of "<x>" (or reads it elementwise).
+  bool state_in_place = false;
 };
 
 // A constant reordered once, at plan time, into the layout a primitive wants (or the
@@ -87,6 +90,8 @@ struct PackedConstant {
   std::shared_ptr<void> buffer;  // owns the bytes (not zeroed first: the reorder writes every one)
   dnnl::memory mem;
 };
+
+class PlanBuilder;
 
 class Plan {
  public:
@@ -97,6 +102,9 @@ class Plan {
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }
+  // Outputs written straight into their input's tensor (PlanOptions::state_in_place); the other
+  // "<x>.next" outputs are copied into the tensor fed as "<x>" at the end of a run.
+  std::vector<std::string> in_place_outputs() const;
   int fallback_count() const { return fallbacks_; }
 
  private:
@@ -108,6 +116,9 @@ class Plan {
   std::vector<std::unique_ptr<Step>> steps_;
   std::map<std::string, int> input_slots_;
   std::vector<int> output_slots_;
+  std::vector<std::pair<int, int>> in_place_;  // (input slot, output slot): the output takes the fed tensor
+  std::vector<std::pair<int, int>> copy_back_;  // (input slot, output slot): copied into the fed tensor after a run
+  void plan_state_in_place(const PlanBuilder& b);
   std::shared_ptr<Storage> arena_;
   size_t arena_bytes_ = 0;
   int fallbacks_ = 0;
@@ -215,6 +226,7 @@ bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_element
 bool make_int8_conv(PlanBuilder& b, const Node& node);       // dnnl_int8.cc (QLinearConv, ConvInteger)
 bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QLinearMatMul, MatMulInteger)
 bool make_quantize(PlanBuilder& b, const Node& node);        // dnnl_int8.cc (QuantizeLinear, DequantizeLinear)
+bool make_backward(PlanBuilder& b, const Node& node);        // dnnl_backward.cc (hodu's *Grad ops on oneDNN)
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 
 }  // namespace hodu::cpu
