@@ -15,6 +15,7 @@ usage: /usr/bin/python3 bench/train_step/run.py [--bench build/bin/train_step_be
 """
 import argparse
 import json
+import math
 import os
 import statistics
 import subprocess
@@ -58,7 +59,50 @@ class MLP(nn.Module):
         return self.fc3(F.relu(self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))))
 
 
-MODELS = {"cnn": (DigitsCNN, (1, 8, 8), 10), "mlp": (MLP, (1, 8, 8), 10)}
+class Block(nn.Module):
+    """A pre-norm transformer block written out (as a capture of hodu's own modules looks)."""
+
+    def __init__(self, d, heads, ff):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(d)
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.ln2 = nn.LayerNorm(d)
+        self.ff1 = nn.Linear(d, ff)
+        self.ff2 = nn.Linear(ff, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        heads = lambda t: t.reshape(b, s, self.heads, d // self.heads).transpose(1, 2)
+        q, k, v = heads(q), heads(k), heads(v)
+        a = torch.softmax(q @ k.transpose(-1, -2) / math.sqrt(d // self.heads), dim=-1) @ v
+        x = x + self.proj(a.transpose(1, 2).reshape(b, s, d))
+        return x + self.ff2(F.gelu(self.ff1(self.ln2(x))))
+
+
+class Transformer(nn.Module):
+    """A small transformer classifying token sequences (issue 21's synthetic sequence task's size)."""
+
+    def __init__(self, vocab=32, seq=16, d=64, heads=4, ff=128, layers=2, classes=10):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(seq, d) * 0.02)
+        self.blocks = nn.ModuleList([Block(d, heads, ff) for _ in range(layers)])
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, tokens):
+        x = self.embed(tokens) + self.pos
+        for blk in self.blocks:
+            x = blk(x)
+        return self.head(self.ln(x).mean(dim=1))
+
+
+# name: (module, input shape after the batch dim, input kind, classes)
+MODELS = {"cnn": (DigitsCNN, (1, 8, 8), "float", 10), "mlp": (MLP, (1, 8, 8), "float", 10),
+          "transformer": (Transformer, (16,), "tokens", 10)}
 
 
 class WithLoss(nn.Module):
@@ -99,7 +143,7 @@ def torch_steps(model_cls, state, batches, args, steps):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--bench", default=os.path.join(ROOT, "build", "bin", "train_step_bench"))
-    ap.add_argument("--models", nargs="+", default=["cnn", "mlp"], choices=sorted(MODELS))
+    ap.add_argument("--models", nargs="+", default=["cnn", "mlp", "transformer"], choices=sorted(MODELS))
     ap.add_argument("--optimizer", default="sgd", choices=["sgd", "adam", "adamw"])
     ap.add_argument("--lr", type=float, default=0.05)
     ap.add_argument("--momentum", type=float, default=0.9)
@@ -114,14 +158,17 @@ def main():
     print(f"training step, batch {args.batch}, {args.optimizer}, {args.threads} threads, "
           f"{args.rounds} rounds of {args.steps} steps (+{args.warmup} warm-up)")
     for name in args.models:
-        cls, shape, classes = MODELS[name]
+        cls, shape, kind, classes = MODELS[name]
         torch.manual_seed(0)
         model = cls()
         state = {k: v.clone() for k, v in model.state_dict().items()}
         g = torch.Generator().manual_seed(1)
         nb = 8
-        batches = [(torch.randn(args.batch, *shape, generator=g), torch.randint(0, classes, (args.batch,), generator=g))
-                   for _ in range(nb)]
+        def make_x():
+            if kind == "tokens":
+                return torch.randint(0, 32, (args.batch, *shape), generator=g)
+            return torch.randn(args.batch, *shape, generator=g)
+        batches = [(make_x(), torch.randint(0, classes, (args.batch,), generator=g)) for _ in range(nb)]
         with tempfile.TemporaryDirectory() as scratch:
             tmp = args.keep or scratch
             os.makedirs(tmp, exist_ok=True)

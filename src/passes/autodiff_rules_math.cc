@@ -114,6 +114,12 @@ void hard_sigmoid_rule(RuleContext& c) {
 
 void hard_swish_rule(RuleContext& c) { c.give(0, activation_grad_op(c, c.dy(), in(c, 0), "HardSwish")); }
 
+void sin_rule(RuleContext& c) { c.give(0, c.mul(c.dy(), c.emit("Cos", {in(c, 0)}))); }
+void cos_rule(RuleContext& c) { c.give(0, c.neg(c.mul(c.dy(), c.emit("Sin", {in(c, 0)})))); }
+
+// Floor, Ceil, Round, Sign: piecewise constant, a zero gradient (as PyTorch gives).
+void zero_rule(RuleContext&) {}
+
 void erf_rule(RuleContext& c) {
   const std::string& x = in(c, 0);
   std::string e = c.emit("Exp", {c.neg(c.mul(x, x))});
@@ -215,6 +221,9 @@ void add_math_rules(RuleTable& t) {
   t[{"", "Min"}] = minmax_rule;
   t[{"", "Where"}] = where_rule;
   t[{"", "Elu"}] = elu_rule;
+  t[{"", "Sin"}] = sin_rule;
+  t[{"", "Cos"}] = cos_rule;
+  for (const char* op : {"Floor", "Ceil", "Round", "Sign"}) t[{"", op}] = zero_rule;
   t[{"", "HardSigmoid"}] = hard_sigmoid_rule;
   t[{"", "HardSwish"}] = hard_swish_rule;
   t[{"", "Gelu"}] = gelu_rule;

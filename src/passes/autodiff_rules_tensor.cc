@@ -111,6 +111,14 @@ void reduce_extremum_rule(RuleContext& c) {
   c.give(0, c.mul(kept(c, r, c.dy()), c.div(mask, count)));
 }
 
+// ReduceProd: dx = dy · y / x (x without zeros).
+void reduce_prod_rule(RuleContext& c) {
+  Reduction r = reduction_of(c);
+  if (r.noop) return c.give(0, c.dy());
+  const std::string& x = in(c, 0);
+  c.give(0, c.mul(kept(c, r, c.dy()), c.div(kept(c, r, out(c)), x)));
+}
+
 void reduce_sum_square_rule(RuleContext& c) {
   Reduction r = reduction_of(c);
   const std::string& x = in(c, 0);
@@ -176,8 +184,24 @@ void split_rule(RuleContext& c) {
   c.give(0, parts.size() == 1 ? parts[0] : c.emit("Concat", parts, {Attribute::make_int("axis", axis)}));
 }
 
-// Slice with steps of 1: the gradient padded with zeros back to the input's shape. The pads are
-// computed from Shape(x) (clamped as Slice clamps), so symbolic dims work.
+// Slice, the general case (steps other than 1, bounds computed at run time): the flat positions
+// the slice took, found by slicing an iota of x's shape the same way, receive dy.
+void slice_by_positions(RuleContext& c) {
+  const Node& n = c.node();
+  const std::string& x = in(c, 0);
+  std::string count = c.emit("ReduceProd", {c.shape_of(x)}, {Attribute::make_int("keepdims", 0)});
+  std::string iota = c.emit("Range", {c.scalar(0, DType::I64), count, c.scalar(1, DType::I64)});
+  std::vector<std::string> ins = {c.emit("Reshape", {iota, c.shape_of(x)})};
+  for (size_t i = 1; i < n.inputs.size(); ++i) ins.push_back(n.inputs[i]);
+  std::string positions = c.emit("Reshape", {c.emit("Slice", ins), c.ints({-1})});
+  std::string flat = c.emit("Reshape", {c.zeros_like(x), c.ints({-1})});
+  std::string scattered = c.emit("ScatterElements", {flat, positions, c.emit("Reshape", {c.dy(), c.ints({-1})})},
+                                 {Attribute::make_int("axis", 0)});
+  c.give(0, c.emit("Reshape", {scattered, c.shape_of(x)}));
+}
+
+// Slice with constant starts and steps of 1: the gradient padded with zeros back to the input's
+// shape (pads from Shape(x), clamped as Slice clamps, so symbolic dims work); else by positions.
 void slice_rule(RuleContext& c) {
   const Node& n = c.node();
   const std::string& x = in(c, 0);
@@ -185,15 +209,14 @@ void slice_rule(RuleContext& c) {
   const Tensor* starts = c.constant(in(c, 1));
   const Tensor* axes_t = n.has_input(3) ? c.constant(in(c, 3)) : nullptr;
   const Tensor* steps_t = n.has_input(4) ? c.constant(in(c, 4)) : nullptr;
-  if (!starts || (n.has_input(3) && !axes_t) || (n.has_input(4) && !steps_t))
-    c.unsupported("Slice with starts, axes or steps computed at run time");
+  bool unit = starts && (!n.has_input(3) || axes_t) && (!n.has_input(4) || steps_t);
+  if (unit && steps_t)
+    for (int64_t s : steps_t->to_int64s()) unit = unit && s == 1;
+  if (!unit) return slice_by_positions(c);
   std::vector<int64_t> st = starts->to_int64s();
   std::vector<int64_t> axes = axes_t ? axes_t->to_int64s() : std::vector<int64_t>();
   if (!axes_t)
     for (size_t k = 0; k < st.size(); ++k) axes.push_back(static_cast<int64_t>(k));
-  if (steps_t)
-    for (int64_t s : steps_t->to_int64s())
-      if (s != 1) c.unsupported("Slice with a step other than 1");
   std::vector<int64_t> neg(static_cast<size_t>(r), 0), offs(static_cast<size_t>(r), 0);
   for (size_t k = 0; k < axes.size() && k < st.size(); ++k) {
     int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
@@ -209,6 +232,41 @@ void slice_rule(RuleContext& c) {
   std::string end = c.sub(c.sub(shape, begin), c.shape_of(out(c)));
   std::string pads = c.emit("Concat", {begin, end}, {Attribute::make_int("axis", 0)});
   c.give(0, c.emit("Pad", {c.dy(), pads}));
+}
+
+// GatherElements: dy added back at the gathered positions.
+void gather_elements_rule(RuleContext& c) {
+  c.give(0, c.emit("ScatterElements", {c.zeros_like(in(c, 0)), in(c, 1), c.dy()},
+                   {Attribute::make_int("axis", c.node().get_int("axis", 0)), Attribute::make_string("reduction", "add")}));
+}
+
+// ScatterElements: data keeps dy where nothing was written (all of it with reduction "add"); the
+// updates get dy gathered from where they went. ("mul"/"max"/"min" reductions: unsupported.)
+void scatter_elements_rule(RuleContext& c) {
+  const Node& n = c.node();
+  const std::string reduction = n.get_string("reduction", "none");
+  if (reduction != "none" && reduction != "add") c.unsupported("ScatterElements with reduction '" + reduction + "'");
+  const std::vector<Attribute> axis = {Attribute::make_int("axis", n.get_int("axis", 0))};
+  std::string g = c.dy();
+  if (c.wants(0))
+    c.give(0, reduction == "add" ? g : c.emit("ScatterElements", {g, in(c, 1), c.zeros_like(in(c, 2))}, axis));
+  if (c.wants(2)) c.give(2, c.emit("GatherElements", {g, in(c, 1)}, axis));
+}
+
+// Tile: dy seen as [repeats0, d0, repeats1, d1, ...] summed over the repeats.
+void tile_rule(RuleContext& c) {
+  const std::string& x = in(c, 0);
+  const int64_t r = c.rank_or_fail(x);
+  std::vector<std::string> parts;
+  std::vector<int64_t> axes;
+  for (int64_t k = 0; k < r; ++k) {
+    parts.push_back(c.emit("Slice", {in(c, 1), c.ints({k}), c.ints({k + 1})}));
+    parts.push_back(dim_of(c, x, k));
+    axes.push_back(2 * k);
+  }
+  std::string shape = c.emit("Concat", parts, {Attribute::make_int("axis", 0)});
+  std::string s = c.emit("ReduceSum", {c.emit("Reshape", {c.dy(), shape}), c.ints(axes)}, {Attribute::make_int("keepdims", 0)});
+  c.give(0, s);
 }
 
 // Gather: the gradient rows scattered back, adding where an index repeats (an embedding).
@@ -257,6 +315,10 @@ void add_tensor_rules(RuleTable& t) {
   t[{"", "Split"}] = split_rule;
   t[{"", "Slice"}] = slice_rule;
   t[{"", "Gather"}] = gather_rule;
+  t[{"", "GatherElements"}] = gather_elements_rule;
+  t[{"", "ScatterElements"}] = scatter_elements_rule;
+  t[{"", "Tile"}] = tile_rule;
+  t[{"", "ReduceProd"}] = reduce_prod_rule;
 }
 
 }  // namespace hodu::passes::autodiff

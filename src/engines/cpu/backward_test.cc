@@ -183,6 +183,39 @@ TEST(CpuBackward, BatchNormGrad) {
   check_backward(n, "y", {"x", "w", "scale", "bias"}, {"BatchNormGrad", "ConvGrad"});
 }
 
+TEST(CpuBackward, SoftmaxLayerNormAndLossGrads) {
+  {
+    Net n;  // softmax over the last axis and over a middle one; log-softmax
+    n.input("x", rnd({3, 5, 7}, 20, -3, 3));
+    n.node("Softmax", {"x"}, {"s"}).node("Softmax", {"x"}, {"m"}, {ai("axis", 1)}).node("LogSoftmax", {"x"}, {"l"});
+    n.node("Sum", {"s", "m", "l"}, {"y"});
+    check_backward(n, "y", {"x"}, {"SoftmaxGrad"}, ": cpu rows", 2);
+  }
+  for (int64_t axis : {-1, 1}) {
+    Net n;
+    n.input("x", rnd({4, 6, 32}, 21, -2, 2)).input("scale", rnd(axis == -1 ? std::vector<int64_t>{32} : std::vector<int64_t>{6, 32}, 22));
+    n.input("bias", rnd(axis == -1 ? std::vector<int64_t>{32} : std::vector<int64_t>{6, 32}, 23));
+    n.node("LayerNormalization", {"x", "scale", "bias"}, {"y"}, {ai("axis", axis)});
+    check_backward(n, "y", {"x", "scale", "bias"}, {"LayerNormGrad"}, ": cpu rows", 2);
+    Net r;  // RMS norm (hodu.LayerNorm rms=1), only dX wanted
+    r.input("x", rnd({4, 6, 32}, 24, -2, 2)).input("scale", rnd({32}, 25));
+    r.node("LayerNorm", {"x", "scale"}, {"y"}, {ai("rms", 1)}, "hodu");
+    check_backward(r, "y", {"x"}, {"LayerNormGrad"}, ": cpu rows");
+  }
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    Net n;
+    n.input("x", rnd({6, 5}, 26, -2, 2)).input("wt", rnd({5}, 27, 0.5, 2));
+    n.g.inputs.push_back({"t", ValueType::tensor(DType::I64, Shape({Dim(6)})), ""});
+    n.feeds["t"] = Tensor::from_vector(DType::I64, {6}, std::vector<int64_t>{0, 4, 2, 2, 1, 3});
+    std::vector<Attribute> attrs = {Attribute::make_string("reduction", reduction), ai("ignore_index", 2)};
+    n.node("SoftmaxCrossEntropyLoss", {"x", "t", "wt"}, {"a"}, attrs);
+    n.node("LogSoftmax", {"x"}, {"lp"}).node("NegativeLogLikelihoodLoss", {"lp", "t"}, {"b"}, attrs);
+    n.node("Add", {"a", "b"}, {"y"});
+    check_backward(n, "y", {"x"}, {"SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"}, ": cpu loop");
+  }
+}
+
 // A CNN's training step on the cpu engine: params and momentum updated in the fed tensors
 // (written there, no copy), equal to the interpreter's steps.
 TEST(CpuBackward, TrainingStepUpdatesStateInPlace) {

@@ -35,6 +35,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
   add({"ConvGrad", "MaxPoolGrad", "AveragePoolGrad", "BatchNormGrad", "ActivationGrad"}, "hodu", "onednn",
       "oneDNN backward primitives (convolution data/weights, pooling, batch norm, eltwise)");
+  add({"SoftmaxGrad", "LayerNormGrad", "SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"}, "hodu", "cpu",
+      "hand-written loops over rows");
   // Quantized ops, dispatched on their first input's dtype (dnnl_int8.cc).
   auto add_int8 = [&](std::initializer_list<const char*> ops, std::vector<DType> dtypes, const char* name,
                       const char* what) {

@@ -227,6 +227,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& node);       // dnnl_int8.cc (QL
 bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QLinearMatMul, MatMulInteger)
 bool make_quantize(PlanBuilder& b, const Node& node);        // dnnl_int8.cc (QuantizeLinear, DequantizeLinear)
 bool make_backward(PlanBuilder& b, const Node& node);        // dnnl_backward.cc (hodu's *Grad ops on oneDNN)
+bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc (SoftmaxGrad, LayerNormGrad, losses)
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 
 }  // namespace hodu::cpu
