@@ -175,6 +175,9 @@ def main():
             onnx_path = os.path.join(tmp, f"{name}.onnx")
             torch.onnx.export(WithLoss(model), batches[0], onnx_path, input_names=["x", "labels"],
                               output_names=["loss"], opset_version=17, do_constant_folding=False,
+                              # In training mode: in eval mode the exporter merges params of equal
+                              # values (LayerNorm's ones) into one initializer read through Identity nodes.
+                              training=torch.onnx.TrainingMode.TRAINING,
                               dynamic_axes={"x": {0: "batch"}, "labels": {0: "batch"}})
             # The batches in the order both sides read them: warm-up steps first.
             order = [batches[k % nb] for k in range(args.warmup + args.steps)]

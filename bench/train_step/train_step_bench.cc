@@ -21,6 +21,7 @@
 #include "formats/model_io.h"
 #include "formats/tensor_io.h"
 #include "passes/autodiff.h"
+#include "runtime/profiler.h"
 #include "runtime/session.h"
 
 using namespace hodu;
@@ -49,7 +50,8 @@ int run(int argc, char** argv) {
   std::string model_path, loss, data_path, params_arg = "all", optimizer = "sgd", engine = "cpu";
   float lr = 0.01f, momentum = 0, weight_decay = 0;
   int steps = 20, warmup = 3, threads = 2;
-  bool json = false, copy_state = false;
+  bool json = false, copy_state = false, profile = false;
+  std::string gradients_path;
   app.add_option("model", model_path, "forward model (.onnx, .hdss, .hodu) computing the loss")->required();
   app.add_option("--loss", loss, "the loss value")->required();
   app.add_option("--data", data_path, "batches (.npz): 'x' or 'x.0', 'x.1', ... per graph input")->required();
@@ -64,6 +66,9 @@ int run(int argc, char** argv) {
   app.add_option("--engine", engine, "hodu engine");
   app.add_flag("--copy-state", copy_state, "feed each step the previous step's outputs (no in-place update)");
   app.add_flag("--json", json, "print one JSON object");
+  app.add_flag("--profile", profile, "print the time per op over the timed steps (stderr)");
+  app.add_option("--gradients", gradients_path,
+                 "instead: write dloss/dparam of the first batch (build_gradient_graph on the engine) to this .npz");
   CLI11_PARSE(app, argc, argv);
 
   Model forward = load_model(model_path);
@@ -93,11 +98,25 @@ int run(int argc, char** argv) {
   SessionOptions so;
   so.engine = engine;
   so.threads = threads;
+  if (!gradients_path.empty()) {
+    Model grads = forward;
+    grads.graph = passes::build_gradient_graph(forward.graph, {loss, params});
+    auto session = Session::from_model(grads, so);
+    std::map<std::string, RuntimeValue> feeds;
+    for (const auto& [name, v] : batches) feeds[name] = v[0];
+    NamedTensors out;
+    for (auto& o : session->run(feeds))
+      if (o.name.rfind("grad.", 0) == 0) out.emplace_back(o.name.substr(5), o.value.tensor);
+    write_tensor_file(gradients_path, out);
+    return 0;
+  }
   so.update_state_in_place = !copy_state;
   auto session = Session::from_model(step, so);
   const auto names = passes::training_state_names(session->model().graph);
   std::vector<double> losses, times;
+  Profiler profiler;
   for (int k = 0; k < warmup + steps; ++k) {
+    if (profile && k == warmup) profiler.start();
     std::map<std::string, RuntimeValue> feeds;
     for (const auto& [name, v] : batches) feeds[name] = v[static_cast<size_t>(k) % v.size()];
     feeds[passes::kLearningRateInput] = Tensor::scalar<float>(DType::F32, lr);
@@ -112,6 +131,10 @@ int run(int argc, char** argv) {
     for (const auto& o : outs)
       if (o.name == loss) losses.push_back(o.value.tensor.get_double(0));
     if (k >= warmup) times.push_back(std::chrono::duration<double, std::milli>(t1 - t0).count());
+  }
+  if (profile) {
+    profiler.stop();
+    std::fprintf(stderr, "%s", profiler.summary_table().c_str());
   }
   std::vector<double> sorted = times;
   std::sort(sorted.begin(), sorted.end());
