@@ -7,8 +7,9 @@ batches written to an .npz, then `train_step_bench` (hodu: passes::build_trainin
 as one planned graph on the cpu engine, params and optimizer state updated in place) and
 PyTorch's eager step (zero_grad, forward, backward, optimizer.step) run alternately,
 --rounds times each, from the same initial weights on the same batches. Prints the median
-step time of each, their ratio, and the largest relative difference between the losses of
-the two over the steps of the first round (both start from the same weights).
+step time of each (wall, and process CPU time: at 1 thread on a machine others load, what
+the step cost the process), their ratios, and the largest relative difference between the
+losses of the two over the steps of the first round (both start from the same weights).
 
 usage: /usr/bin/python3 bench/train_step/run.py [--bench build/bin/train_step_bench]
            [--models cnn mlp] [--optimizer sgd|adam|adamw] [--threads 2] [--steps 30] [--rounds 3]
@@ -127,17 +128,18 @@ def torch_steps(model_cls, state, batches, args, steps):
     model = model_cls()
     model.load_state_dict(state)
     opt = make_optimizer(args.optimizer, model.parameters(), args.lr, args.momentum)
-    losses, times = [], []
+    losses, times, cpu = [], [], []
     for k in range(steps):
         x, y = batches[k % len(batches)]
-        t0 = time.perf_counter()
+        c0, t0 = time.process_time(), time.perf_counter()
         opt.zero_grad()
         loss = F.cross_entropy(model(x), y)
         loss.backward()
         opt.step()
         times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
         losses.append(loss.item())
-    return losses, times
+    return losses, times, cpu
 
 
 def main():
@@ -190,19 +192,23 @@ def main():
             cmd = [args.bench, onnx_path, "--loss", "loss", "--data", data_path, "--optimizer", args.optimizer,
                    "--lr", str(args.lr), "--momentum", str(args.momentum), "--steps", str(args.steps),
                    "--warmup", str(args.warmup), "--threads", str(args.threads), "--json"]
-            hodu_ms, torch_ms, diff = [], [], None
+            hodu_ms, torch_ms, hodu_cpu, torch_cpu, diff = [], [], [], [], None
             for r in range(args.rounds):
                 out = subprocess.run(cmd, capture_output=True, text=True)
                 if out.returncode != 0:
                     sys.exit(f"{name}: train_step_bench failed: {out.stderr.strip()[-800:]}")
                 h = json.loads(out.stdout.strip().splitlines()[-1])
                 hodu_ms.append(h["median_ms"])
-                losses, times = torch_steps(cls, state, order, args, args.warmup + args.steps)
+                hodu_cpu.append(h["cpu_ms"])
+                losses, times, cpu = torch_steps(cls, state, order, args, args.warmup + args.steps)
                 torch_ms.append(statistics.median(times[args.warmup:]))
+                torch_cpu.append(statistics.median(cpu[args.warmup:]))
                 if diff is None:
                     diff = max(abs(a - b) / max(abs(b), 1e-6) for a, b in zip(h["losses"], losses))
             hm, tm = statistics.median(hodu_ms), statistics.median(torch_ms)
-            print(f"{name:6s} hodu {hm:8.3f} ms  torch {tm:8.3f} ms  ratio {hm / tm:5.2f}  "
+            hc, tc = statistics.median(hodu_cpu), statistics.median(torch_cpu)
+            print(f"{name:11s} wall: hodu {hm:8.3f} ms  torch {tm:8.3f} ms  ratio {hm / tm:5.2f} | "
+                  f"process CPU: hodu {hc:8.3f} ms  torch {tc:8.3f} ms  ratio {hc / tc:5.2f} | "
                   f"loss max rel diff {diff:.2e} over {args.warmup + args.steps} steps")
 
 
