@@ -33,6 +33,9 @@ struct EngineOptions {
   // tensor fed as input "<x>" (a training step's params and optimizer state). An engine that
   // does it returns that tensor as the output; the Session copies where an engine did not.
   bool update_state_in_place = false;
+  // SessionOptions::reseed_each_run: random ops draw new numbers on each run (run k's seed is
+  // `seed` mixed with k; run 0 draws what it would without this), reproducibly from the start.
+  bool reseed_each_run = false;
 };
 
 class Executable {

@@ -79,7 +79,7 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
   dispatch_graph(*dispatcher_, model_->graph, engine_name_);
   update_state_in_place_ = options.update_state_in_place;
   EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights,
-                   options.update_state_in_place};
+                   options.update_state_in_place, options.reseed_each_run};
   executable_ = engine->prepare(*model_, eo);
 }
 

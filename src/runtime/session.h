@@ -32,6 +32,10 @@ struct SessionOptions {
   // caller feeds the same tensors step after step, updated in place; the output is that tensor.
   // The cpu engine writes them there directly (no copy) where the producing kernel allows.
   bool update_state_in_place = false;
+  // Random ops (a training step's Dropout) draw new numbers on each run: run k's seed is `seed`
+  // mixed with k, so a session replays the same sequence from its start. Off, every run draws
+  // the same numbers (the seed is mixed with the node only).
+  bool reseed_each_run = false;
 };
 
 struct NamedValue {

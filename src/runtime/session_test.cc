@@ -113,3 +113,39 @@ TEST(Session, UpdatesStateInPlace) {
 
 }  // namespace
 }  // namespace hodu
+
+namespace hodu {
+namespace {
+
+TEST(Session, ReseedEachRunOnTheInterpreter) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{64}), ""});
+  g.outputs.push_back({"y", ValueType::tensor(DType::F32, Shape{64}), ""});
+  g.set_initializer("ratio", Tensor::scalar<float>(DType::F32, 0.5f));
+  g.set_initializer("train", Tensor::scalar<bool>(DType::Bool, true));
+  Node n;
+  n.name = "drop";
+  n.op_type = "Dropout";
+  n.inputs = {"x", "ratio", "train"};
+  n.outputs = {"y"};
+  g.nodes.push_back(n);
+  auto draws = [&](bool reseed) {
+    SessionOptions o;
+    o.engine = "interp";
+    o.reseed_each_run = reseed;
+    auto s = Session::from_model(m, o);
+    std::vector<std::vector<double>> out;
+    for (int k = 0; k < 3; ++k) out.push_back(s->run({{"x", f32({64}, 1)}})[0].value.tensor.to_doubles());
+    return out;
+  };
+  auto fixed = draws(false), fresh = draws(true), again = draws(true);
+  EXPECT_EQ(fixed[0], fixed[1]);
+  EXPECT_EQ(fresh[0], fixed[0]);
+  EXPECT_NE(fresh[0], fresh[1]);
+  EXPECT_EQ(fresh, again);
+}
+
+}  // namespace
+}  // namespace hodu

@@ -276,3 +276,37 @@ TEST(CpuBackward, TrainingStepUpdatesStateInPlace) {
 
 }  // namespace
 }  // namespace hodu::cpu
+
+namespace hodu::cpu {
+namespace {
+
+// A training step's Dropout: the same mask every run by default; with reseed_each_run a new one
+// per run, the same sequence from a fresh executable.
+TEST(CpuBackward, ReseedEachRunGivesDropoutNewMasks) {
+  Net n;
+  n.input("x", rnd({64, 32}, 30, 0.5, 1.5));
+  n.g.set_initializer("ratio", Tensor::scalar<float>(DType::F32, 0.5f));
+  n.g.set_initializer("train", Tensor::scalar<bool>(DType::Bool, true));
+  n.node("Dropout", {"x", "ratio", "train"}, {"y", "mask"});
+  n.g.outputs = {Value{"y", {}, ""}};
+  infer_types(n.g);
+  auto runs = [&](bool reseed) {
+    EngineOptions o;
+    o.reseed_each_run = reseed;
+    auto exe = make_cpu_engine()->prepare(n.m, o);
+    std::vector<Tensor> out;
+    for (int k = 0; k < 3; ++k) out.push_back(exe->run(n.feeds)[0].tensor.clone());
+    return out;
+  };
+  auto same = [](const Tensor& a, const Tensor& b) { return a.to_doubles() == b.to_doubles(); };
+  auto fixed = runs(false);
+  EXPECT_TRUE(same(fixed[0], fixed[1]) && same(fixed[1], fixed[2]));
+  auto fresh = runs(true), again = runs(true);
+  EXPECT_TRUE(same(fresh[0], fixed[0])) << "run 0 draws what it draws without reseeding";
+  EXPECT_FALSE(same(fresh[0], fresh[1]));
+  EXPECT_FALSE(same(fresh[1], fresh[2]));
+  for (int k = 0; k < 3; ++k) EXPECT_TRUE(same(fresh[k], again[k])) << "run " << k << " is reproducible";
+}
+
+}  // namespace
+}  // namespace hodu::cpu

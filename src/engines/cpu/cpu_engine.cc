@@ -33,6 +33,7 @@ class CpuExecutable : public Executable {
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
     options_.release_weights = o.exclusive_weights;
     options_.state_in_place = o.update_state_in_place;
+    reseed_ = o.reseed_each_run;
     for (const auto& in : base_.graph.inputs)
       if (!base_.graph.initializer(in.name)) feed_names_.push_back(in.name);
   }
@@ -45,9 +46,10 @@ class CpuExecutable : public Executable {
       if (it == inputs.end()) fail(ErrorCode::InvalidArgument, "missing input '{}'", name);
       key.push_back(it->second.is_tensor() ? it->second.tensor.shape() : std::vector<int64_t>{-1});
     }
+    const uint64_t run_index = reseed_ ? runs_++ : 0;
     for (auto& p : plans_)
-      if (p->key == key) return p->plan->run(inputs, stream_);
-    return new_plan(std::move(key), inputs).run(inputs, stream_);
+      if (p->key == key) return p->plan->run(inputs, stream_, run_index);
+    return new_plan(std::move(key), inputs).run(inputs, stream_, run_index);
   }
 
  private:
@@ -84,6 +86,8 @@ class CpuExecutable : public Executable {
     std::unique_ptr<Plan> plan;
   };
   int threads_;
+  bool reseed_ = false;
+  uint64_t runs_ = 0;  // reseed_each_run: the index of the next run
   int level_ = kDefaultOptLevel;
   Model base_;
   std::vector<std::string> feed_names_;

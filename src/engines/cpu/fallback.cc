@@ -24,7 +24,15 @@ class FallbackStep : public Step {
   FallbackStep(const Node& node, interp::KernelFn fn, const Graph& graph, uint64_t seed)
       : node_(node), fn_(fn), graph_(graph), seed_(seed) {}
   void run(RunState& rs) override {
-    interp::KernelContext ctx{node_, {}, {}, rs.threads, seed_, {}};
+    // reseed_each_run: the run's salt mixed in (splitmix64's finalizer), else the plan's seed.
+    uint64_t seed = seed_;
+    if (rs.seed_salt) {
+      seed ^= rs.seed_salt;
+      seed = (seed ^ (seed >> 30)) * 0xBF58476D1CE4E5B9ull;
+      seed = (seed ^ (seed >> 27)) * 0x94D049BB133111EBull;
+      seed ^= seed >> 31;
+    }
+    interp::KernelContext ctx{node_, {}, {}, rs.threads, seed, {}};
     ctx.graph = &graph_;
     ctx.inputs.reserve(node_.inputs.size());
     size_t r = 0;

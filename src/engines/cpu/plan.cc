@@ -529,7 +529,8 @@ std::vector<std::string> Plan::kernel_choices() const {
   return out;
 }
 
-std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream) {
+std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream,
+                                    uint64_t run_index) {
   omp_set_num_threads(options_.threads);
   for (const auto& [name, id] : input_slots_) {
     auto it = inputs.find(name);
@@ -553,7 +554,7 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
     if (s.kind == Slot::Kind::Output && !fed && s.value.tensor.storage().use_count() > 1)
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
   }
-  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get()};
+  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get(), run_index * 0x9E3779B97F4A7C15ull};
   Profiler* profiler = Profiler::active();
   for (auto& step : steps_) {
     double t0 = profiler ? profiler->now_us() : 0;

@@ -58,6 +58,7 @@ struct RunState {
   dnnl::stream& stream;
   const interp::Interpreter& interp;
   const Storage* arena;  // the plan's activation arena, reused across steps
+  uint64_t seed_salt = 0;  // EngineOptions::reseed_each_run: mixed into random ops' seeds (0: none)
 };
 
 // One thing the plan does at run time: a node's kernel or a layout change.
@@ -98,7 +99,9 @@ class Plan {
   // `model` is the optimized model for these input shapes; it must outlive the plan.
   Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
        const PlanOptions& options, dnnl::engine& engine);
-  std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream);
+  // `run_index` > 0 (EngineOptions::reseed_each_run) makes random ops draw that run's numbers.
+  std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream,
+                                uint64_t run_index = 0);
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }

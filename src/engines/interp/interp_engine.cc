@@ -8,13 +8,22 @@ namespace {
 
 class InterpExecutable : public Executable {
  public:
-  InterpExecutable(const Model& model, const EngineOptions& o) : interp_(model, {o.threads, o.seed}) {}
+  InterpExecutable(const Model& model, const EngineOptions& o)
+      : model_(model), options_(o), interp_(model, {o.threads, o.seed}) {}
   std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs) override {
-    return interp_.run(inputs);
+    if (!options_.reseed_each_run || runs_ == 0) {
+      runs_ += options_.reseed_each_run;
+      return interp_.run(inputs);
+    }
+    // Run k draws from the seed mixed with k.
+    return Interpreter(model_, {options_.threads, options_.seed ^ (runs_++ * 0x9E3779B97F4A7C15ull)}).run(inputs);
   }
 
  private:
+  const Model& model_;
+  EngineOptions options_;
   Interpreter interp_;
+  uint64_t runs_ = 0;
 };
 
 class InterpEngine : public Engine {
