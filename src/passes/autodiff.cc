@@ -25,6 +25,7 @@ const RuleTable& rule_table() {
     add_linalg_rules(t);
     add_tensor_rules(t);
     add_nn_rules(t);
+    add_attention_rules(t);
     return t;
   }();
   return table;

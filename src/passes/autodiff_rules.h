@@ -98,5 +98,6 @@ void add_math_rules(RuleTable& t);    // autodiff_rules_math.cc: arithmetic, una
 void add_linalg_rules(RuleTable& t);  // autodiff_rules_linalg.cc: MatMul, Gemm, fused products
 void add_tensor_rules(RuleTable& t);  // autodiff_rules_tensor.cc: shape/layout/indexing, reductions, Cast
 void add_nn_rules(RuleTable& t);      // autodiff_rules_nn.cc: softmax, dropout, normalization, conv, pooling, losses
+void add_attention_rules(RuleTable& t);  // autodiff_rules_attention.cc: hodu.Attention, ONNX Attention
 
 }  // namespace hodu::passes::autodiff

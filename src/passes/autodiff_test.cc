@@ -512,6 +512,34 @@ TEST(Autodiff, Losses) {
   check_gradients(n, "y", {"x"});
 }
 
+TEST(Autodiff, Attention) {
+  {
+    SCOPED_TRACE("hodu.Attention [B, H, S, D], mask, bias, causal");
+    Net n;
+    n.input("q", rnd({2, 2, 3, 4}, 100)).input("k", rnd({2, 2, 5, 4}, 101)).input("v", rnd({2, 2, 5, 3}, 102));
+    n.input("mask", rnd({1, 1, 3, 5}, 103)).input("bias", rnd({2, 1, 1, 5}, 104));
+    n.node("Attention", {"q", "k", "v", "mask", "bias"}, {"a"}, {ai("is_causal", 1)}, "hodu");
+    n.node("Mul", {"a", "a"}, {"y"}).output("y");
+    check_gradients(n, "y", {"q", "k", "v", "mask", "bias"});
+  }
+  {
+    SCOPED_TRACE("hodu.Attention [B, S, H*D] with num_heads and a scale");
+    Net n;
+    n.input("q", rnd({2, 3, 8}, 105)).input("k", rnd({2, 4, 8}, 106)).input("v", rnd({2, 4, 6}, 107));
+    n.node("Attention", {"q", "k", "v"}, {"a"}, {ai("num_heads", 2), ai("kv_num_heads", 2), af("scale", 0.3f)}, "hodu");
+    n.node("Mul", {"a", "a"}, {"y"}).output("y");
+    check_gradients(n, "y", {"q", "k", "v"});
+  }
+  {
+    SCOPED_TRACE("ONNX Attention with a bool mask");
+    Net n;
+    n.input("q", rnd({1, 2, 3, 4}, 108)).input("k", rnd({1, 2, 3, 4}, 109)).input("v", rnd({1, 2, 3, 4}, 110));
+    n.constant("mask", Tensor::from_vector(DType::Bool, {3, 3}, std::vector<uint8_t>{1, 0, 1, 1, 1, 0, 0, 1, 1}));
+    n.node("Attention", {"q", "k", "v", "mask"}, {"a"}).node("Mul", {"a", "a"}, {"y"}).output("y");
+    check_gradients(n, "y", {"q", "k", "v"});
+  }
+}
+
 // ---- seeds, symbolic shapes, graph structure ----------------------------------------
 
 TEST(Autodiff, SeedInputForANonScalarOutput) {
