@@ -276,6 +276,42 @@ bool is_float(DType t) { return dtype_is_float(t) && !dtype_is_complex(t); }
 
 std::string rule_key(const std::string& domain, const std::string& op) { return domain.empty() ? op : domain + "." + op; }
 
+// hodu.FusedElementwise nodes (an optimized graph's fused loops) replaced by their body's ops, so
+// each op gets its own rule: body inputs and outputs become the node's, the rest is renamed
+// "<node>/<name>" (constants become initializers of the graph).
+void inline_fused_elementwise(Graph& g) {
+  if (std::none_of(g.nodes.begin(), g.nodes.end(), [](const Node& n) {
+        return n.domain == "hodu" && n.op_type == "FusedElementwise";
+      }))
+    return;
+  std::vector<Node> nodes;
+  for (auto& n : g.nodes) {
+    const Graph* body = n.domain == "hodu" && n.op_type == "FusedElementwise" ? n.get_graph("body") : nullptr;
+    if (!body || body->inputs.size() != n.inputs.size() || body->outputs.size() != n.outputs.size()) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    std::map<std::string, std::string> rename;
+    for (size_t i = 0; i < n.inputs.size(); ++i) rename[body->inputs[i].name] = n.inputs[i];
+    for (size_t i = 0; i < n.outputs.size(); ++i) rename[body->outputs[i].name] = n.outputs[i];
+    auto name_of = [&](const std::string& v) {
+      if (v.empty()) return v;
+      auto it = rename.find(v);
+      if (it != rename.end()) return it->second;
+      return rename[v] = n.name + "/" + v;
+    };
+    for (const auto& [name, t] : body->initializers) g.set_initializer(name_of(name), t);
+    for (const Node& b : body->nodes) {
+      Node c = b;
+      c.name = n.name + "/" + b.name;
+      for (auto& v : c.inputs) v = name_of(v);
+      for (auto& v : c.outputs) v = name_of(v);
+      nodes.push_back(std::move(c));
+    }
+  }
+  g.nodes = std::move(nodes);
+}
+
 }  // namespace
 
 std::vector<std::string> differentiable_ops() {
@@ -286,6 +322,7 @@ std::vector<std::string> differentiable_ops() {
 
 Graph build_gradient_graph(const Graph& forward, const GradientRequest& request) {
   Graph g = forward;
+  inline_fused_elementwise(g);
   try {
     infer_types(g);
   } catch (const Error& e) {

@@ -59,8 +59,9 @@ inline constexpr const char* kLearningRateInput = "lr";
 // which stop being initializers), then the optimizer state: "<param>.momentum_buffer" (SGD with
 // momentum), "<param>.exp_avg", "<param>.exp_avg_sq" ["<param>.max_exp_avg_sq"] (Adam/AdamW),
 // "optimizer.step" (f32 scalar: steps taken), and the running mean/var of each
-// BatchNormalization in training mode (its initializers). Outputs: forward's outputs, then
-// "<x>.next" for every param and state input x, in the order of the inputs.
+// BatchNormalization in training mode (its initializers). Outputs: forward's outputs (then the
+// loss, where forward does not output it), then "<x>.next" for every param and state input x,
+// in the order of the inputs.
 Graph build_training_step(const Graph& forward, std::string loss, std::vector<std::string> params,
                           const OptimizerSpec& optimizer);
 

@@ -6,12 +6,14 @@
 
 #include <cmath>
 #include <random>
+#include <set>
 
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
+#include "passes/passes.h"
 
 namespace hodu::passes {
 namespace {
@@ -597,6 +599,59 @@ TEST(Autodiff, IntegerPathsCarryNoGradient) {
   n.node("ArgMax", {"x"}, {"am"}, {ai("axis", 1)}).node("Cast", {"am"}, {"amf"}, {ai("to", dtype_to_onnx(DType::F64))});
   n.node("Mul", {"r", "r"}, {"sq"}).node("ReduceSum", {"sq"}, {"s"}).node("Add", {"s", "amf"}, {"y"}).output("y");
   check_gradients(n, "y", {"x"});
+}
+
+TEST(Autodiff, OptimizedGraphsWithFusedOps) {
+  // -O3 leaves FusedElementwise loops, FusedMatMul, FusedGemm (fusions of f32 graphs): the gradients of
+  // the optimized graph equal those of the graph as written.
+  Net n;
+  n.input("x", rnd({3, 4}, 111).cast(DType::F32)).constant("w", rnd({4, 5}, 112).cast(DType::F32));
+  n.constant("b", rnd({5}, 113).cast(DType::F32)).constant("two", Tensor::scalar<float>(DType::F32, 2.f));
+  n.node("MatMul", {"x", "w"}, {"m"}).node("Add", {"m", "b"}, {"mb"}).node("Relu", {"mb"}, {"r"});
+  n.node("Mul", {"r", "two"}, {"r2"}).node("Tanh", {"r2"}, {"t"}).node("Exp", {"t"}, {"e"});
+  n.node("Sub", {"e", "r"}, {"y"}).output("y");
+  infer_types(n.g);
+  for (auto& o : n.g.outputs) o.type = *n.g.type_of(o.name);
+  Model opt = n.m;
+  passes::optimize(opt, {3, {{"x", {3, 4}}}});
+  std::set<std::string> ops;
+  for (const auto& node : opt.graph.nodes) ops.insert(node.op_type);
+  EXPECT_TRUE(ops.count("FusedElementwise") && ops.count("FusedMatMul")) << "the optimized graph has no fused ops";
+  auto grads = [&](const Model& m) {
+    Model g = m;
+    g.graph = build_gradient_graph(m.graph, {"y", {"x", "w", "b"}});
+    return interp::Interpreter(g).run(n.feeds);
+  };
+  auto want = grads(n.m), got = grads(opt);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    auto a = got[i].tensor.to_doubles(), e = want[i].tensor.to_doubles();
+    ASSERT_EQ(a.size(), e.size());
+    for (size_t k = 0; k < a.size(); ++k) EXPECT_NEAR(a[k], e[k], 1e-5 * std::max(1.0, std::fabs(e[k]))) << i << "[" << k << "]";
+  }
+}
+
+TEST(Autodiff, FusedElementwiseBodyIsDifferentiated) {
+  Net n;
+  n.input("a", rnd({2, 3}, 114)).input("b", rnd({2, 3}, 115, 0.5, 1.5));
+  auto body = std::make_shared<Graph>();
+  body->inputs = {{"p", ValueType::tensor(DType::F64, Shape({Dim(2), Dim(3)})), ""},
+                  {"q", ValueType::tensor(DType::F64, Shape({Dim(2), Dim(3)})), ""}};
+  body->set_initializer("half", Tensor::scalar<double>(DType::F64, 0.5));
+  Node m1, m2;
+  m1.name = "mul";
+  m1.op_type = "Mul";
+  m1.inputs = {"p", "half"};
+  m1.outputs = {"t"};
+  m2.name = "div";
+  m2.op_type = "Div";
+  m2.inputs = {"t", "q"};
+  m2.outputs = {"o"};
+  body->nodes = {m1, m2};
+  body->outputs = {{"o", ValueType::tensor(DType::F64, Shape({Dim(2), Dim(3)})), ""}};
+  n.node("FusedElementwise", {"a", "b"}, {"f"}, {Attribute::make_graph("body", body)}, "hodu");
+  n.node("Mul", {"f", "f"}, {"y"}).output("y");
+  check_gradients(n, "y", {"a", "b"});
 }
 
 // ---- errors ---------------------------------------------------------------------

@@ -160,8 +160,13 @@ Graph build_training_step(const Graph& forward, std::string loss, std::vector<st
   for (const auto& v : param_inputs) fw.inputs.push_back(v);
   for (const auto& v : stat_inputs) fw.inputs.push_back(v);
 
+  // The loss is an output (first after forward's) even where forward does not output it.
+  if (!fw.output(loss)) {
+    auto t = fw.type_of(loss);
+    fw.outputs.push_back(Value{loss, t ? *t : ValueType{}, "the loss"});
+  }
+  const size_t n_forward_outputs = fw.outputs.size();
   Graph g = build_gradient_graph(fw, {loss, params, false});
-  const size_t n_forward_outputs = forward.outputs.size();
   g.outputs.resize(n_forward_outputs);  // the gradients are consumed by the update
   // Inputs: forward's, lr, params, optimizer state, statistics.
   g.inputs.erase(std::remove_if(g.inputs.begin(), g.inputs.end(),

@@ -155,6 +155,14 @@ TEST(TrainingStep, InputsOutputsAndInitialState) {
   EXPECT_EQ(init.at("w1").get_double(5), 2.5);
   EXPECT_EQ(init.at("w1.exp_avg").shape(), (std::vector<int64_t>{8, 4}));
   EXPECT_EQ(init.at("optimizer.step").get_double(0), 0.0);
+  // A forward graph that does not output its loss: the step does.
+  Graph quiet = fw;
+  quiet.outputs = {{"y", {}, ""}};
+  Graph qs = build_training_step(quiet, "loss", {"b2"}, OptimizerSpec::sgd());
+  ASSERT_GE(qs.outputs.size(), 3u);
+  EXPECT_EQ(qs.outputs[0].name, "y");
+  EXPECT_EQ(qs.outputs[1].name, "loss");
+  EXPECT_EQ(qs.outputs[2].name, "b2.next");
   // Plain SGD keeps no state and no step count.
   Graph sgd = build_training_step(fw, "loss", {"w1"}, OptimizerSpec::sgd());
   EXPECT_EQ(training_state_names(sgd), (std::vector<std::string>{"w1"}));
