@@ -82,6 +82,10 @@ class RuleContext {
 
 using Rule = void (*)(RuleContext&);
 
+// hodu.FusedMatMul(a, b) with transA/transB and alpha: a product whose operands are read
+// transposed in place.
+std::string product(RuleContext& c, const std::string& a, const std::string& b, bool ta, bool tb, double alpha);
+
 // dL/d(pre) of y = act(pre) for a fused op's activation (attributes activation,
 // activation_params) from dL/dy = `g`: from the output `y` where the derivative is a function
 // of it (Relu, LeakyRelu, Sigmoid, Tanh), else from `pre()`, which emits the pre-activation

@@ -13,14 +13,6 @@
 namespace hodu::passes::autodiff {
 namespace {
 
-std::string product(RuleContext& c, const std::string& a, const std::string& b, bool ta, bool tb, double alpha) {
-  std::vector<Attribute> attrs;
-  if (alpha != 1) attrs.push_back(Attribute::make_float("alpha", static_cast<float>(alpha)));
-  if (ta) attrs.push_back(Attribute::make_int("transA", 1));
-  if (tb) attrs.push_back(Attribute::make_int("transB", 1));
-  return c.emit("FusedMatMul", {a, b}, std::move(attrs), "hodu");
-}
-
 void attention_rule(RuleContext& c) {
   const Node& n = c.node();
   const bool onnx = n.domain.empty();

@@ -9,14 +9,6 @@
 namespace hodu::passes::autodiff {
 namespace {
 
-std::string product(RuleContext& c, const std::string& a, const std::string& b, bool ta, bool tb, double alpha) {
-  std::vector<Attribute> attrs;
-  if (alpha != 1) attrs.push_back(Attribute::make_float("alpha", static_cast<float>(alpha)));
-  if (ta) attrs.push_back(Attribute::make_int("transA", 1));
-  if (tb) attrs.push_back(Attribute::make_int("transB", 1));
-  return c.emit("FusedMatMul", {a, b}, std::move(attrs), "hodu");
-}
-
 // The type of op(a)·op(b)'s result shape with the batch dims of `y`: y's batch dims + [rows, cols].
 ValueType batched_type(const ValueType& y, const Dim& rows, const Dim& cols) {
   std::vector<Dim> dims(y.shape.dims().begin(), y.shape.dims().end() - 2);
@@ -138,6 +130,14 @@ void fused_matmul_rule(RuleContext& c) {
 }
 
 }  // namespace
+
+std::string product(RuleContext& c, const std::string& a, const std::string& b, bool ta, bool tb, double alpha) {
+  std::vector<Attribute> attrs;
+  if (alpha != 1) attrs.push_back(Attribute::make_float("alpha", static_cast<float>(alpha)));
+  if (ta) attrs.push_back(Attribute::make_int("transA", 1));
+  if (tb) attrs.push_back(Attribute::make_int("transB", 1));
+  return c.emit("FusedMatMul", {a, b}, std::move(attrs), "hodu");
+}
 
 void add_linalg_rules(RuleTable& t) {
   t[{"", "MatMul"}] = matmul_rule;

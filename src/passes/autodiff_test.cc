@@ -13,53 +13,16 @@
 #include "ir/schema.h"
 #include "ir/verifier.h"
 #include "passes/autodiff.h"
+#include "passes/autodiff_test_util.h"
 #include "passes/passes.h"
 
 namespace hodu::passes {
 namespace {
 
-Tensor rnd(std::vector<int64_t> shape, uint32_t seed, double lo = -1, double hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<double> d(lo, hi);
-  std::vector<double> v(static_cast<size_t>(shape_numel(shape)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector(DType::F64, shape, v);
-}
+using autodiff_test::Net;
+using autodiff_test::rnd;
 
 Tensor i64s(std::vector<int64_t> v) { return Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v); }
-
-// A forward graph and its feeds. Inputs are declared with their shape, or with symbolic dims.
-struct Net {
-  Model m;
-  Graph& g = m.graph;
-  std::map<std::string, RuntimeValue> feeds;
-  Net() { m.opset_imports[""] = 21; }
-  Net& input(const std::string& name, Tensor t, std::optional<Shape> declared = std::nullopt) {
-    g.inputs.push_back({name, ValueType::tensor(t.dtype(), declared ? *declared : Shape::from(t.shape())), ""});
-    feeds[name] = t;
-    return *this;
-  }
-  Net& constant(const std::string& name, Tensor t) {
-    g.set_initializer(name, std::move(t));
-    return *this;
-  }
-  Net& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
-            std::vector<Attribute> attrs = {}, const std::string& domain = "") {
-    Node n;
-    n.name = outs[0] + "_node";
-    n.op_type = op;
-    n.domain = domain;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    n.attributes = std::move(attrs);
-    g.nodes.push_back(std::move(n));
-    return *this;
-  }
-  Net& output(const std::string& name) {
-    g.outputs.push_back({name, {}, ""});
-    return *this;
-  }
-};
 
 // sum(loss · seed) of the forward graph, `value` replaced by `t`.
 double objective(const Net& net, const std::string& loss, const std::string& value, const Tensor& t,

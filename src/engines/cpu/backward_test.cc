@@ -13,17 +13,14 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "passes/autodiff.h"
+#include "passes/autodiff_test_util.h"
 #include "passes/passes.h"
 
 namespace hodu::cpu {
 namespace {
 
 Tensor rnd(std::vector<int64_t> shape, uint32_t seed, float lo = -1, float hi = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(shape_numel(shape)));
-  for (auto& x : v) x = d(rng);
-  return Tensor::from_vector(DType::F32, shape, v);
+  return autodiff_test::rnd(std::move(shape), seed, lo, hi, DType::F32);
 }
 
 double rel_l2(const Tensor& a, const Tensor& b) {
@@ -40,39 +37,14 @@ double rel_l2(const Tensor& a, const Tensor& b) {
 Attribute ai(const char* n, int64_t v) { return Attribute::make_int(n, v); }
 Attribute ais(const char* n, std::vector<int64_t> v) { return Attribute::make_ints(n, std::move(v)); }
 
-// A forward graph whose inputs (data and params) are all fed.
-struct Net {
-  Model m;
-  Graph& g = m.graph;
-  std::map<std::string, RuntimeValue> feeds;
-  Net() { m.opset_imports[""] = 21; }
-  Net& input(const std::string& name, Tensor t) {
-    g.inputs.push_back({name, ValueType::tensor(t.dtype(), Shape::from(t.shape())), ""});
-    feeds[name] = t;
-    return *this;
-  }
-  Net& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
-            std::vector<Attribute> attrs = {}, const std::string& domain = "") {
-    Node n;
-    n.name = outs[0] + "_node";
-    n.op_type = op;
-    n.domain = domain;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    n.attributes = std::move(attrs);
-    g.nodes.push_back(std::move(n));
-    return *this;
-  }
-};
+using autodiff_test::Net;
 
 // The gradient graph of sum(y · w) (w a fixed random weight) run on the cpu engine and the
 // interpreter: every output matches, and each op in `ops` ran on an engine kernel whose label
 // contains `kernel`.
 void check_backward(const Net& src, const std::string& y, const std::vector<std::string>& wrt,
                     const std::vector<std::string>& ops, const std::string& kernel = ": onednn", int threads = 1) {
-  Net net;  // a copy (Net holds a reference into its own model)
-  net.m = src.m;
-  net.feeds = src.feeds;
+  Net net(src);
   net.g.outputs = {Value{y, {}, ""}};
   {
     auto out = interp::Interpreter(net.m).run(net.feeds);
