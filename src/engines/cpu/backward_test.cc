@@ -155,6 +155,32 @@ TEST(CpuBackward, BatchNormGrad) {
   check_backward(n, "y", {"x", "w", "scale", "bias"}, {"BatchNormGrad", "ConvGrad"});
 }
 
+// The forward of BatchNormalization in training mode: batch statistics, running mean/var updated.
+TEST(CpuBackward, BatchNormTrainingForward) {
+  for (int threads : {1, 2}) {
+    Net n;
+    n.input("x", rnd({4, 16, 5, 5}, 31)).input("w", rnd({16, 16, 3, 3}, 32)).input("scale", rnd({16}, 33, 0.5, 1.5));
+    n.input("bias", rnd({16}, 34)).input("mean", rnd({16}, 35)).input("var", rnd({16}, 36, 0.5, 2));
+    n.node("Conv", {"x", "w"}, {"c"}, {ais("pads", {1, 1, 1, 1})});  // a blocked layout into the BN
+    n.node("BatchNormalization", {"c", "scale", "bias", "mean", "var"}, {"y", "rm", "rv"},
+           {ai("training_mode", 1), Attribute::make_float("momentum", 0.8f)});
+    n.g.outputs = {Value{"y", {}, ""}, Value{"rm", {}, ""}, Value{"rv", {}, ""}};
+    infer_types(n.g);
+    auto want = interp::Interpreter(n.m).run(n.feeds);
+    EngineOptions o;
+    o.threads = threads;
+    auto got = make_cpu_engine()->prepare(n.m, o)->run(n.feeds);
+    for (size_t i = 0; i < 3; ++i) EXPECT_LE(rel_l2(got[i].tensor, want[i].tensor), 1e-5) << n.g.outputs[i].name;
+    Model opt = n.m;
+    passes::optimize(opt, {3, {}});
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(opt, {}, PlanOptions{}, eng);
+    int bn = 0;
+    for (const auto& c : plan.kernel_choices()) bn += c.find("onednn batch normalization training") != std::string::npos;
+    EXPECT_EQ(bn, 1);
+  }
+}
+
 TEST(CpuBackward, SoftmaxLayerNormAndLossGrads) {
   {
     Net n;  // softmax over the last axis and over a middle one; log-softmax

@@ -3,7 +3,9 @@
 // weights with the bias), MaxPoolGrad / AveragePoolGrad (pooling backward; max
 // pooling reruns the forward in training mode for its workspace),
 // BatchNormGrad (batch normalization forward training for the statistics, then
-// backward), ActivationGrad (eltwise backward). Each primitive is created for
+// backward), ActivationGrad (eltwise backward); and the forward half a training
+// graph has beside them: BatchNormalization in training mode (batch statistics,
+// the running mean/var updated). Each primitive is created for
 // layouts of its choice (`any`); the plan reorders inputs to them and later
 // readers of the results.
 #include <cmath>
@@ -263,6 +265,78 @@ bool make_batch_norm_grad(PlanBuilder& b, const Node& n) {
   return true;
 }
 
+// ---- BatchNormalization in training mode ---------------------------------------------
+
+class BatchNormTrainingStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    bind(src_, rs, reads[0]);
+    bind(scale_, rs, reads[1]);
+    bind(shift_, rs, reads[2]);
+    bind(dst_, rs, writes[0]);
+    prim_.execute(rs.stream, Args{{DNNL_ARG_SRC, src_}, {DNNL_ARG_DST, dst_}, {DNNL_ARG_SCALE, scale_},
+                                  {DNNL_ARG_SHIFT, shift_}, {DNNL_ARG_MEAN, mean_}, {DNNL_ARG_VARIANCE, var_}});
+    rs.stream.wait();
+    // running = input · momentum + batch · (1 − momentum), the batch variance biased (ONNX's).
+    for (size_t o = 0; o < 2; ++o) {
+      if (run_out_[o] < 0) continue;
+      const float* in = static_cast<const float*>(rs.slots[reads[3 + o]].data());
+      const float* batch = static_cast<const float*>((o ? var_ : mean_).get_data_handle());
+      float* out = static_cast<float*>(rs.slots[writes[run_out_[o]]].data());
+      for (int64_t c = 0; c < channels_; ++c) out[c] = in[c] * momentum_ + batch[c] * (1 - momentum_);
+    }
+  }
+  dnnl::batch_normalization_forward prim_;
+  dnnl::memory src_, dst_, scale_, shift_, mean_, var_;
+  int run_out_[2] = {-1, -1};  // indices into writes of running_mean, running_var
+  int64_t channels_ = 0;
+  float momentum_ = 0.9f;
+};
+
+bool make_batch_norm_training(PlanBuilder& b, const Node& n) {
+  if (n.inputs.size() != 5 || n.get_int("training_mode", 0) == 0) return false;
+  auto x = b.static_type(n.inputs[0]);
+  if (!x || x->first != DType::F32 || x->second.size() < 2 || x->second.size() > 5) return false;
+  const auto& xs = x->second;
+  for (size_t i = 1; i < 5; ++i) {
+    auto t = b.static_type(n.inputs[i]);
+    if (!t || t->first != DType::F32 || t->second != std::vector<int64_t>{xs[1]}) return false;
+  }
+  const auto flags = dnnl::normalization_flags::use_scale | dnnl::normalization_flags::use_shift;
+  dnnl::memory::desc src_md = layout_md(b.at(b.slot(n.inputs[0])));
+  dnnl::batch_normalization_forward::primitive_desc pd;
+  try {
+    pd = dnnl::batch_normalization_forward::primitive_desc(
+        dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_training, src_md, n.get_float("epsilon", 1e-5f),
+                                                flags),
+        b.engine());
+  } catch (const dnnl::error&) {
+    return false;
+  }
+  auto step = std::make_unique<BatchNormTrainingStep>();
+  step->prim_ = dnnl::batch_normalization_forward(pd);
+  dnnl::memory::desc c_md({xs[1]}, dt::f32, tag::x);
+  step->reads = {b.slot(n.inputs[0]), b.plain(n.inputs[1]), b.plain(n.inputs[2]), b.plain(n.inputs[3]),
+                 b.plain(n.inputs[4])};
+  step->src_ = dnnl::memory(src_md, b.engine(), nullptr);
+  step->scale_ = dnnl::memory(c_md, b.engine(), nullptr);
+  step->shift_ = dnnl::memory(c_md, b.engine(), nullptr);
+  step->mean_ = dnnl::memory(pd.mean_desc(), b.engine());
+  step->var_ = dnnl::memory(pd.variance_desc(), b.engine());
+  step->writes = {b.define(n.outputs[0], DType::F32, xs, pd.dst_desc())};
+  step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
+  for (size_t o = 0; o < 2; ++o)
+    if (n.has_output(o + 1)) {
+      step->run_out_[o] = static_cast<int>(step->writes.size());
+      step->writes.push_back(b.define(n.outputs[o + 1], DType::F32, {xs[1]}));
+    }
+  step->channels_ = xs[1];
+  step->momentum_ = n.get_float("momentum", 0.9f);
+  step->label = n.describe() + ": onednn batch normalization training " + std::string(pd.impl_info_str());
+  b.add(std::move(step));
+  return true;
+}
+
 // ---- ActivationGrad -----------------------------------------------------------------
 
 class EltwiseGradStep : public Step {
@@ -378,6 +452,7 @@ bool make_activation_grad(PlanBuilder& b, const Node& n) {
 }  // namespace
 
 bool make_backward(PlanBuilder& b, const Node& n) {
+  if (n.domain.empty() && n.op_type == "BatchNormalization") return make_batch_norm_training(b, n);
   if (n.domain != "hodu") return false;
   if (n.op_type == "ConvGrad") return make_conv_grad(b, n);
   if (n.op_type == "MaxPoolGrad" || n.op_type == "AveragePoolGrad") return make_pool_grad(b, n);
