@@ -16,5 +16,6 @@ CommandFn add_devices_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
 CommandFn add_plugin_command(CLI::App& app);
 CommandFn add_install_command(CLI::App& app);
+CommandFn add_grad_command(CLI::App& app);
 
 }  // namespace hodu::cli

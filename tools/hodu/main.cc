@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   add("bench", "time a model: load, first run, median/p90/min of steady runs, peak memory", hodu::cli::add_bench_command);
   add("plugin", "list, describe, add and remove compiler and runtime plugins", hodu::cli::add_plugin_command);
   add("install", "copy hodu (binary, headers, plugins, CMake package) under a prefix", hodu::cli::add_install_command);
+  add("grad", "write a model's gradient graph, or a training step with --optimizer", hodu::cli::add_grad_command);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
