@@ -101,9 +101,14 @@ class Transformer(nn.Module):
         return self.head(self.ln(x).mean(dim=1))
 
 
+def resnet18():
+    import torchvision
+    return torchvision.models.resnet18(num_classes=10)
+
+
 # name: (module, input shape after the batch dim, input kind, classes)
 MODELS = {"cnn": (DigitsCNN, (1, 8, 8), "float", 10), "mlp": (MLP, (1, 8, 8), "float", 10),
-          "transformer": (Transformer, (16,), "tokens", 10)}
+          "transformer": (Transformer, (16,), "tokens", 10), "resnet18": (resnet18, (3, 32, 32), "float", 10)}
 
 
 class WithLoss(nn.Module):

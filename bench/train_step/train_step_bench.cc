@@ -39,15 +39,6 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
-// Every float initializer an exporter made of a module's parameters ("onnx::..." are its constants).
-std::vector<std::string> all_params(const Graph& g) {
-  std::vector<std::string> out;
-  for (const auto& [name, t] : g.initializers)
-    if (dtype_is_float(t.dtype()) && t.rank() >= 1 && name.find("::") == std::string::npos && !g.input(name))
-      out.push_back(name);
-  return out;
-}
-
 int run(int argc, char** argv) {
   CLI::App app{"Times a training step (forward + backward + update) of a model on a hodu engine"};
   std::string model_path, loss, data_path, params_arg = "all", optimizer = "sgd", engine = "cpu";
@@ -58,7 +49,7 @@ int run(int argc, char** argv) {
   app.add_option("model", model_path, "forward model (.onnx, .hdss, .hodu) computing the loss")->required();
   app.add_option("--loss", loss, "the loss value")->required();
   app.add_option("--data", data_path, "batches (.npz): 'x' or 'x.0', 'x.1', ... per graph input")->required();
-  app.add_option("--params", params_arg, "params to train: 'all' (float initializers) or a,b,...");
+  app.add_option("--params", params_arg, "params to train: 'all' (passes::trainable_initializers) or a,b,...");
   app.add_option("--optimizer", optimizer, "sgd, adam or adamw")->check(CLI::IsMember({"sgd", "adam", "adamw"}));
   app.add_option("--lr", lr, "learning rate");
   app.add_option("--momentum", momentum, "SGD momentum");
@@ -75,7 +66,7 @@ int run(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   Model forward = load_model(model_path);
-  std::vector<std::string> params = params_arg == "all" ? all_params(forward.graph) : split(params_arg);
+  std::vector<std::string> params = params_arg == "all" ? passes::trainable_initializers(forward.graph) : split(params_arg);
   passes::OptimizerSpec spec = optimizer == "sgd"    ? passes::OptimizerSpec::sgd(momentum, 0, false, weight_decay)
                                : optimizer == "adam" ? passes::OptimizerSpec::adam(0.9f, 0.999f, 1e-8f, weight_decay)
                                                      : passes::OptimizerSpec::adamw(0.9f, 0.999f, 1e-8f, weight_decay);

@@ -65,6 +65,11 @@ inline constexpr const char* kLearningRateInput = "lr";
 Graph build_training_step(const Graph& forward, std::string loss, std::vector<std::string> params,
                           const OptimizerSpec& optimizer);
 
+// The initializers a training step would train by default: float tensors of rank >= 1 that are
+// not overridable inputs, not a BatchNormalization's mean/var (state, not parameters), and not
+// an exporter's constants (names with "::", as torch.onnx names them).
+std::vector<std::string> trainable_initializers(const Graph& forward);
+
 // The names x of a training-step graph whose updated value is the output "<x>.next" (params
 // and optimizer state), in input order.
 std::vector<std::string> training_state_names(const Graph& step);

@@ -133,7 +133,15 @@ Graph build_training_step(const Graph& forward, std::string loss, std::vector<st
       fail(ErrorCode::InvalidArgument, "training step: param '{}' has dtype {}; a float tensor is needed", p,
            dtype_name(t->dtype()));
   }
-  // BatchNormalization in training mode: its running statistics become state too.
+  // BatchNormalization in training mode: its running statistics become state too (not params).
+  for (const auto& n : fw.nodes)
+    if (n.op_type == "BatchNormalization" && canonical_domain(n.domain).empty() && n.get_int("training_mode", 0) != 0)
+      for (size_t i = 3; i <= 4; ++i)
+        if (n.has_input(i) && seen.count(n.inputs[i]))
+          fail(ErrorCode::InvalidArgument,
+               "training step: param '{}' is a running statistic of {}; the step updates it as state, leave it out "
+               "of the params",
+               n.inputs[i], n.describe());
   std::vector<std::pair<std::string, std::string>> stats;  // (statistic input, node output with its update)
   for (auto& n : fw.nodes) {
     if (n.op_type != "BatchNormalization" || !canonical_domain(n.domain).empty() || n.get_int("training_mode", 0) == 0)
@@ -250,6 +258,20 @@ Graph build_training_step(const Graph& forward, std::string loss, std::vector<st
   }
   infer_types(g);
   return g;
+}
+
+std::vector<std::string> trainable_initializers(const Graph& forward) {
+  std::set<std::string> stats;
+  for (const auto& n : forward.nodes)
+    if (n.op_type == "BatchNormalization" && canonical_domain(n.domain).empty())
+      for (size_t i = 3; i <= 4; ++i)
+        if (n.has_input(i)) stats.insert(n.inputs[i]);
+  std::vector<std::string> out;
+  for (const auto& [name, t] : forward.initializers)
+    if (dtype_is_float(t.dtype()) && t.rank() >= 1 && !forward.input(name) && !stats.count(name) &&
+        name.find("::") == std::string::npos)
+      out.push_back(name);
+  return out;
 }
 
 std::vector<std::string> training_state_names(const Graph& step) {

@@ -188,6 +188,23 @@ TEST(TrainingStep, BatchNormStatisticsAreState) {
   }
   EXPECT_EQ(training_state_names(step), (std::vector<std::string>{"scale", "mean", "var"}));
   EXPECT_EQ(step.initializer("mean"), nullptr);
+  EXPECT_EQ(trainable_initializers(g), (std::vector<std::string>{"scale", "bias"}));
+  try {
+    build_training_step(g, "loss", {"scale", "mean"}, OptimizerSpec::sgd());
+    ADD_FAILURE() << "a running statistic as a param";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'mean' is a running statistic"), std::string::npos) << e.what();
+  }
+}
+
+TEST(TrainingStep, TrainableInitializers) {
+  std::map<std::string, Tensor> w = {{"w1", Tensor::zeros(DType::F32, {8, 4})}, {"b1", Tensor::zeros(DType::F32, {8})},
+                                     {"w2", Tensor::zeros(DType::F32, {3, 8})}, {"b2", Tensor::zeros(DType::F32, {3})}};
+  Graph fw = mlp(w);
+  fw.set_initializer("onnx::Mul_7", Tensor::zeros(DType::F32, {4}));
+  fw.set_initializer("count", Tensor::zeros(DType::I64, {4}));
+  fw.set_initializer("scalar", Tensor::scalar<float>(DType::F32, 2.f));
+  EXPECT_EQ(trainable_initializers(fw), (std::vector<std::string>{"w1", "b1", "w2", "b2"}));
 }
 
 TEST(TrainingStep, BadRequests) {

@@ -35,8 +35,7 @@ int run_grad(const GradArgs& a) {
   Model m = load_model(a.in);
   std::vector<std::string> wrt = split_names(a.wrt);
   if (a.all_params) {
-    for (const auto& [name, t] : m.graph.initializers)
-      if (dtype_is_float(t.dtype()) && t.rank() >= 1 && !m.graph.input(name)) wrt.push_back(name);
+    wrt = passes::trainable_initializers(m.graph);
     HODU_CHECK(!wrt.empty(), ErrorCode::InvalidArgument, "{} has no float initializer to train", a.in);
   }
   Model out = m;
@@ -82,7 +81,8 @@ CommandFn add_grad_command(CLI::App& app) {
   app.add_option("model", a->in, "forward model (.onnx .hdss .hodu)")->required();
   app.add_option("--loss", a->loss, "the value to differentiate (a float tensor of the model)")->required();
   app.add_option("--wrt", a->wrt, "inputs or initializers to differentiate with respect to (comma-separated)");
-  app.add_flag("--all-params", a->all_params, "every float initializer of rank >= 1");
+  app.add_flag("--all-params", a->all_params,
+               "every float initializer of rank >= 1 but BatchNormalization statistics and exporter constants ('::')");
   app.add_flag("--seed-input", a->seed_input, "dL/dloss comes from a new input grad.<loss> instead of ones");
   app.add_option("-o,--output", a->out, "output model; its extension picks the format")->required();
   app.add_option("--optimizer", a->optimizer, "build a training step with sgd, adam or adamw")
