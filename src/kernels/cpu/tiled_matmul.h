@@ -21,7 +21,9 @@ namespace hodu::onednn {
 
 // Index of the (first) binary post-op of `pd`'s attributes: a sum post-op may come before it.
 inline int binary_post_op_index(const dnnl::matmul::primitive_desc& pd) {
-  dnnl::post_ops po = pd.get_primitive_attr().get_post_ops();
+  // get_post_ops() returns a view into the attr: the attr must outlive it (a temporary did not).
+  dnnl::primitive_attr attr = pd.get_primitive_attr();
+  dnnl::post_ops po = attr.get_post_ops();
   for (int i = 0; i < po.len(); ++i)
     if (po.kind(i) == dnnl::primitive::kind::binary) return i;
   return 0;
