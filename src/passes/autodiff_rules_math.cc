@@ -36,6 +36,12 @@ void sum_rule(RuleContext& c) {
   for (size_t i = 0; i < c.node().inputs.size(); ++i) c.give_broadcast(i, g, out(c));
 }
 
+// Mean of n inputs: each gets dy / n, summed to its shape.
+void mean_rule(RuleContext& c) {
+  std::string g = c.div(c.dy(), c.scalar_like(static_cast<double>(c.node().inputs.size()), c.dy()));
+  for (size_t i = 0; i < c.node().inputs.size(); ++i) c.give_broadcast(i, g, out(c));
+}
+
 void mul_rule(RuleContext& c) {
   // x * x gets both contributions (by value name): 2·g·x.
   std::string g = c.dy();
@@ -201,6 +207,7 @@ void add_math_rules(RuleTable& t) {
   t[{"", "Add"}] = add_rule;
   t[{"", "Sub"}] = sub_rule;
   t[{"", "Sum"}] = sum_rule;
+  t[{"", "Mean"}] = mean_rule;
   t[{"", "Mul"}] = mul_rule;
   t[{"", "Div"}] = div_rule;
   t[{"", "Neg"}] = neg_rule;

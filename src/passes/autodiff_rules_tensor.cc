@@ -234,6 +234,34 @@ void slice_rule(RuleContext& c) {
   c.give(0, c.emit("Pad", {c.dy(), pads}));
 }
 
+// Pad (constant mode, pads >= 0): the gradient is dy without the padding, a Slice.
+void pad_rule(RuleContext& c) {
+  const Node& n = c.node();
+  const std::string mode = n.get_string("mode", "constant");
+  if (mode != "constant") c.unsupported("Pad in mode '" + mode + "'");
+  if (c.wants(2)) c.unsupported("the gradient of Pad's constant value");
+  const std::string& x = in(c, 0);
+  const int64_t r = c.rank_or_fail(x);
+  const Tensor* pads_t = n.has_input(1) ? c.constant(in(c, 1)) : nullptr;
+  const Tensor* axes_t = n.has_input(3) ? c.constant(in(c, 3)) : nullptr;
+  if (!pads_t || (n.has_input(3) && !axes_t)) c.unsupported("Pad with pads or axes computed at run time");
+  std::vector<int64_t> pads = pads_t->to_int64s(), axes;
+  if (axes_t) {
+    for (int64_t a : axes_t->to_int64s()) axes.push_back(a < 0 ? a + r : a);
+  } else {
+    for (int64_t a = 0; a < r; ++a) axes.push_back(a);
+  }
+  if (pads.size() != 2 * axes.size()) c.unsupported("pads do not match the axes");
+  for (int64_t p : pads)
+    if (p < 0) c.unsupported("Pad with negative pads (a crop)");
+  const int64_t k = static_cast<int64_t>(axes.size());
+  std::vector<int64_t> begin(pads.begin(), pads.begin() + k), end(pads.begin() + k, pads.end());
+  // ends = Shape(dy)[axes] - end pads
+  std::string dims = c.emit("Gather", {c.shape_of(out(c)), c.ints(axes)});
+  std::string ends = c.sub(dims, c.ints(end));
+  c.give(0, c.emit("Slice", {c.dy(), c.ints(begin), ends, c.ints(axes)}));
+}
+
 // GatherElements: dy added back at the gathered positions.
 void gather_elements_rule(RuleContext& c) {
   c.give(0, c.emit("ScatterElements", {c.zeros_like(in(c, 0)), in(c, 1), c.dy()},
@@ -318,6 +346,7 @@ void add_tensor_rules(RuleTable& t) {
   t[{"", "GatherElements"}] = gather_elements_rule;
   t[{"", "ScatterElements"}] = scatter_elements_rule;
   t[{"", "Tile"}] = tile_rule;
+  t[{"", "Pad"}] = pad_rule;
   t[{"", "ReduceProd"}] = reduce_prod_rule;
 }
 

@@ -259,6 +259,21 @@ TEST(Autodiff, SliceWithStepsAndRunTimeBounds) {
   check_gradients(n, "y", {"x"});
 }
 
+TEST(Autodiff, PadAndMean) {
+  Net n;
+  n.input("x", rnd({2, 3, 4}, 120)).input("z", rnd({3, 1}, 121));
+  n.constant("pads", i64s({0, 1, 2, 1, 0, 3})).constant("v", Tensor::scalar<double>(DType::F64, 0.5));
+  n.node("Pad", {"x", "pads", "v"}, {"p"});  // [3, 4, 9]
+  n.constant("pads2", i64s({1, 2})).constant("axes", i64s({-1}));
+  n.node("Pad", {"x", "pads2", "", "axes"}, {"q"});  // [2, 3, 7]
+  n.node("Mean", {"x", "z", "x"}, {"m"});
+  n.node("Mul", {"p", "p"}, {"p2"}).node("ReduceSum", {"p2"}, {"s1"}, {ai("keepdims", 0)});
+  n.node("Mul", {"q", "q"}, {"q2"}).node("ReduceSum", {"q2"}, {"s2"}, {ai("keepdims", 0)});
+  n.node("Mul", {"m", "m"}, {"m2"}).node("ReduceSum", {"m2"}, {"s3"}, {ai("keepdims", 0)});
+  n.node("Sum", {"s1", "s2", "s3"}, {"y"}).output("y");
+  check_gradients(n, "y", {"x", "z"});
+}
+
 TEST(Autodiff, GatherScatterElementsTile) {
   Net n;
   n.input("x", rnd({3, 4}, 91)).input("u", rnd({2, 4}, 92));
