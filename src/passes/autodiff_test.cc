@@ -102,7 +102,8 @@ TEST(Autodiff, BroadcastingArithmetic) {
 TEST(Autodiff, SameValueTwiceAndFanOut) {
   Net n;
   n.input("x", rnd({4}, 4));
-  n.node("Mul", {"x", "x"}, {"sq"}).node("Add", {"x", "x"}, {"tw"}).node("Mul", {"sq", "tw"}, {"y"}).output("y");
+  n.node("Identity", {"x"}, {"i"}).node("Mul", {"i", "x"}, {"sq"}).node("Add", {"x", "x"}, {"tw"});
+  n.node("Mul", {"sq", "tw"}, {"y"}).output("y");
   check_gradients(n, "y", {"x"});
 }
 
