@@ -378,7 +378,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
-                                     make_int8_matmul,   make_quantize};
+                                     make_int8_matmul,   make_quantize,
+                                     // Tensor kernels of any dtype, shapes known at plan or run time.
+                                     make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
+                                     make_reduce_ops, make_index_ops, make_norm_ops};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;
