@@ -381,7 +381,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                      make_int8_matmul,   make_quantize,
                                      // Tensor kernels of any dtype, shapes known at plan or run time.
                                      make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
-                                     make_reduce_ops, make_index_ops, make_norm_ops};
+                                     make_reduce_ops, make_index_ops, make_norm_ops, make_einsum};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;

@@ -223,6 +223,7 @@ bool make_deconv(PlanBuilder& b, const Node& node);          // dnnl_deconv.cc (
 bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (Reduce*, ArgMax/ArgMin, CumSum, TopK)
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
 bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
+bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 
 }  // namespace hodu::cpu

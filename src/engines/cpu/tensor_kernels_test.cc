@@ -7,9 +7,11 @@
 #include <cmath>
 #include <random>
 
+#include "engines/cpu/cpu_engine.h"
 #include "engines/cpu/plan.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
 namespace {
@@ -578,6 +580,36 @@ TEST(CpuTensorKernels, InstanceGroupNormAndLrn) {
   }
 }
 
+TEST(CpuTensorKernels, EinsumPatterns) {
+  uint32_t seed = 160;
+  struct E {
+    std::string eq;
+    std::vector<std::vector<int64_t>> shapes;
+  };
+  const std::vector<E> cases = {{"ij,jk->ik", {{4, 5}, {5, 6}}},
+                                {"bhid,bhjd->bhij", {{2, 3, 4, 8}, {2, 3, 5, 8}}},
+                                {"bij,bjk->bik", {{3, 4, 5}, {3, 5, 2}}},
+                                {"ij,kj->ik", {{4, 5}, {6, 5}}},
+                                {"i,j->ij", {{4}, {6}}},
+                                {"bn,anm->bam", {{2, 3}, {4, 3, 5}}},
+                                {"ij->ji", {{3, 7}}},
+                                {"ijk->ik", {{3, 4, 5}}},
+                                {"ij,jk", {{2, 3}, {3, 4}}},
+                                {"i,i->", {{9}, {9}}}};
+  for (const auto& c : cases) {
+    Case e;
+    e.op = "Einsum";
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      const std::string name = fmt::format("x{}", i);
+      e.inputs.push_back({name, rand_tensor(DType::F32, c.shapes[i], seed++)});
+      e.order.push_back(name);
+    }
+    e.attrs = {Attribute::make_string("equation", c.eq)};
+    e.tol = 1e-5;
+    check(e, "Einsum " + c.eq);
+  }
+}
+
 // Shapes known only at run time: NonZero's output flows through Transpose-free kernels that
 // allocate their outputs (Gather, Shape, Range, ConstantOfShape, Cast, Add) with no fallback.
 TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
@@ -622,6 +654,23 @@ TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
     auto got = plan.run({{"x", RuntimeValue(x)}}, stream);
     expect_close(got[0].tensor, want[0].tensor, 0, "seed " + std::to_string(seed));
   }
+}
+
+// Under HODU_MAX_ISA (ctest cpu_engine_test_avx2 runs this whole program so), hodu's vector loops
+// and oneDNN's kernels stay at or below the cap.
+TEST(CpuTensorKernels, MaxIsaCapsHoduLoopsAndOneDnn) {
+  const char* cap = std::getenv("HODU_MAX_ISA");
+  if (!cap || std::string(cap) != "avx2") GTEST_SKIP() << "run with HODU_MAX_ISA=avx2 (ctest cpu_engine_test_avx2)";
+  apply_isa_cap();
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  EXPECT_NE(vector_math::cpu_isa(), vector_math::Isa::Avx512);
+  EXPECT_LE(static_cast<unsigned>(dnnl::get_effective_cpu_isa()), static_cast<unsigned>(dnnl::cpu_isa::avx2));
+}
+
+TEST(CpuTensorKernels, UnknownMaxIsaIsAnError) {
+  EXPECT_EQ(isa_cap::level_of("avx2"), 1);
+  EXPECT_EQ(isa_cap::level_of(""), 99);
+  EXPECT_EQ(isa_cap::level_of("avx3"), -1);
 }
 
 }  // namespace

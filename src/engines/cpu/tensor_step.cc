@@ -1,5 +1,6 @@
 #include "engines/cpu/tensor_step.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "passes/graph_utils.h"
@@ -43,9 +44,10 @@ Tensor& TensorStep::out(RunState& rs, size_t i, DType dt, const std::vector<int6
 }
 
 void add_tensor_step(PlanBuilder& b, const Node& n, std::unique_ptr<TensorStep> step, const std::vector<DType>& dtypes,
-                     const std::string& what) {
-  for (const auto& in : n.inputs) {
-    if (in.empty()) {
+                     const std::string& what, const std::vector<size_t>& unread) {
+  for (size_t i = 0; i < n.inputs.size(); ++i) {
+    const std::string& in = n.inputs[i];
+    if (in.empty() || std::find(unread.begin(), unread.end(), i) != unread.end()) {
       step->input_reads_.push_back(-1);
       continue;
     }

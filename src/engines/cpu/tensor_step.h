@@ -42,8 +42,9 @@ class TensorStep : public Step {
 // Fills a TensorStep's reads (every present input, plain) and writes (every wanted output: in
 // the arena when `out_types` gives its static shape, else allocated at run time), names it
 // "<node>: cpu <what>" and adds it to the plan. `dtypes` are the outputs' dtypes.
+// Inputs listed in `unread` are not read (CastLike's second input gives only its dtype).
 void add_tensor_step(PlanBuilder& b, const Node& n, std::unique_ptr<TensorStep> step, const std::vector<DType>& dtypes,
-                     const std::string& what);
+                     const std::string& what, const std::vector<size_t>& unread = {});
 
 // A value's dtype (known at plan time even when its shape is not), or Undefined.
 DType dtype_of(PlanBuilder& b, const std::string& value);

@@ -153,7 +153,7 @@ bool make_cast(PlanBuilder& b, const Node& n) {
   if (from == DType::F64 && (to == DType::F16 || to == DType::BF16)) return false;
   if (n.get_int("saturate", 1) == 0) return false;  // only matters for float8, which is not here
   auto step = std::make_unique<CastStep>(from, to);
-  add_tensor_step(b, n, std::move(step), {to}, "cast loop");
+  add_tensor_step(b, n, std::move(step), {to}, "cast loop", {1});  // CastLike: input 1 only gives the dtype
   return true;
 }
 
