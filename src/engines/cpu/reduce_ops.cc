@@ -1,7 +1,7 @@
 // Reductions along axes: every Reduce* op (any axes, keepdims, noop_with_empty_axes; axes as
 // attribute or input), ArgMax/ArgMin, CumSum/CumProd and TopK, in the interpreter's semantics
-// (reduction.cc: double accumulation for floats, wrapping integer sums, NaN wins Max/Min/ArgMax,
-// ties to the lowest index). Trailing reduced axes are reduced in place, row by row; a sum or
+// (its reduce_row.h is shared: double accumulation for floats, wrapping integer sums; NaN wins
+// Max/Min/ArgMax, ties go to the lowest index). Trailing reduced axes are reduced in place, row by row; a sum or
 // mean over leading or middle axes accumulates whole rows (no transpose); other patterns pack
 // the reduced elements once into a buffer the step keeps.
 #include <algorithm>
@@ -11,120 +11,13 @@
 #include <numeric>
 
 #include "engines/cpu/tensor_step.h"
+#include "engines/interp/ops/reduce_row.h"
 
 namespace hodu::cpu {
 namespace {
 
-enum class RKind { Sum, Mean, Max, Min, Prod, L1, L2, LogSum, LogSumExp, SumSquare };
-
-// One output element from n contiguous inputs: reduction.cc's reduce_row.
-template <typename T>
-T reduce_row(RKind kind, const T* v, int64_t n) {
-  if constexpr (std::is_floating_point_v<T>) {
-    using A = double;
-    switch (kind) {
-      case RKind::Max: {
-        T m = -std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < n; ++i) {
-          if (v[i] != v[i]) return v[i];
-          if (v[i] > m) m = v[i];
-        }
-        return m;
-      }
-      case RKind::Min: {
-        T m = std::numeric_limits<T>::infinity();
-        for (int64_t i = 0; i < n; ++i) {
-          if (v[i] != v[i]) return v[i];
-          if (v[i] < m) m = v[i];
-        }
-        return m;
-      }
-      case RKind::Prod: {
-        A acc = 1;
-        for (int64_t i = 0; i < n; ++i) acc *= v[i];
-        return static_cast<T>(acc);
-      }
-      case RKind::LogSumExp: {
-        if (n == 0) return -std::numeric_limits<T>::infinity();
-        A m = -std::numeric_limits<A>::infinity();
-        for (int64_t i = 0; i < n; ++i) m = std::max<A>(m, v[i]);
-        A acc = 0;
-        if (std::isinf(m)) {
-          for (int64_t i = 0; i < n; ++i) acc += std::exp(static_cast<A>(v[i]));
-          return static_cast<T>(std::log(acc));
-        }
-        for (int64_t i = 0; i < n; ++i) acc += std::exp(static_cast<A>(v[i]) - m);
-        return static_cast<T>(std::log(acc) + m);
-      }
-      default: break;
-    }
-    A acc = 0;
-    if (kind == RKind::L1) {
-      for (int64_t i = 0; i < n; ++i) acc += std::fabs(static_cast<A>(v[i]));
-    } else if (kind == RKind::L2 || kind == RKind::SumSquare) {
-      for (int64_t i = 0; i < n; ++i) acc += static_cast<A>(v[i]) * static_cast<A>(v[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) acc += v[i];
-    }
-    switch (kind) {
-      case RKind::Mean: return static_cast<T>(acc / static_cast<A>(n));
-      case RKind::L2: return static_cast<T>(std::sqrt(acc));
-      case RKind::LogSum: return static_cast<T>(std::log(acc));
-      default: return static_cast<T>(acc);
-    }
-  } else {
-    using U = uint64_t;
-    switch (kind) {
-      case RKind::Max: {
-        T m = std::numeric_limits<T>::lowest();
-        for (int64_t i = 0; i < n; ++i) m = std::max(m, v[i]);
-        return m;
-      }
-      case RKind::Min: {
-        T m = std::numeric_limits<T>::max();
-        for (int64_t i = 0; i < n; ++i) m = std::min(m, v[i]);
-        return m;
-      }
-      case RKind::Prod: {
-        U acc = 1;
-        for (int64_t i = 0; i < n; ++i) acc *= static_cast<U>(static_cast<int64_t>(v[i]));
-        return static_cast<T>(acc);
-      }
-      case RKind::L2:
-      case RKind::LogSum:
-      case RKind::LogSumExp: {
-        double acc = 0;
-        for (int64_t i = 0; i < n; ++i) {
-          const double x = static_cast<double>(v[i]);
-          acc += kind == RKind::LogSumExp ? std::exp(x) : kind == RKind::L2 ? x * x : x;
-        }
-        const double res = kind == RKind::L2 ? std::sqrt(acc) : std::log(acc);
-        if (!std::isfinite(res)) return T(0);
-        return static_cast<T>(res);
-      }
-      default: break;
-    }
-    U acc = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      U x = static_cast<U>(static_cast<int64_t>(v[i]));
-      if (kind == RKind::L1) {
-        if constexpr (std::is_signed_v<T>) x = v[i] < 0 ? U(0) - x : x;
-        acc += x;
-      } else if (kind == RKind::SumSquare) {
-        acc += x * x;
-      } else {
-        acc += x;
-      }
-    }
-    if (kind == RKind::Mean) {
-      if (n == 0) return T(0);
-      const T s = static_cast<T>(acc);
-      if constexpr (std::is_signed_v<T>) return static_cast<T>(static_cast<int64_t>(s) / n);
-      else return static_cast<T>(static_cast<uint64_t>(s) / static_cast<uint64_t>(n));
-    }
-    return static_cast<T>(acc);
-  }
-}
+using interp::reduce_row;
+using interp::RKind;
 
 class ReduceStep : public TensorStep {
  public:
