@@ -421,6 +421,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     }
     for (int rd : steps_[i]->reads) last[root(rd)] = std::max(last[root(rd)], static_cast<int>(i));
   }
+  // Graph outputs are copied out after the last step: the bytes under one (a Reshape's root
+  // too) stay untouched to the end, not just to the last step reading them.
+  for (int o : output_slots_)
+    if (first[root(o)] >= 0) last[root(o)] = static_cast<int>(steps_.size());
   // Greedy placement, largest first: each slot takes the lowest offset not overlapping a placed
   // slot whose lifetime intersects its own.
   std::vector<int> order;

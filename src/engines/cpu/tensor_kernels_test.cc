@@ -610,6 +610,41 @@ TEST(CpuTensorKernels, EinsumPatterns) {
   }
 }
 
+// A graph output that is a Reshape of an arena value keeps its bytes to the end of the run: a
+// later step's arena slot must not take them (ONNX's expanded LayerNormalization: Y was a view of
+// bytes the InvStdDev Reciprocal then wrote).
+TEST(CpuTensorKernels, OutputViewsKeepTheirBytesToTheEnd) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape::from({4, 3})), ""});
+  g.set_initializer("flat", i64s({12}));
+  auto node = [&](std::string op, std::vector<std::string> in, std::string out) {
+    Node n;
+    n.name = out;
+    n.op_type = std::move(op);
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  node("Relu", {"x"}, "a");
+  node("Reshape", {"a", "flat"}, "y1");
+  node("Neg", {"x"}, "b");
+  node("Reciprocal", {"b"}, "c");
+  node("Reshape", {"c", "flat"}, "y2");
+  g.outputs.push_back({"y1", {}, ""});
+  g.outputs.push_back({"y2", {}, ""});
+  infer_types(g);
+  for (auto& o : g.outputs) o.type = *g.type_of(o.name);
+  Tensor x = rand_tensor(DType::F32, {4, 3}, 7);
+  auto want = interp::Interpreter(m).run({{"x", RuntimeValue(x)}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"x", {4, 3}}}, PlanOptions{}, eng);
+  auto got = plan.run({{"x", RuntimeValue(x)}}, stream);
+  for (size_t i = 0; i < 2; ++i) expect_close(got[i].tensor, want[i].tensor, 1e-6, "output " + std::to_string(i));
+}
+
 // Shapes known only at run time: NonZero's output flows through Transpose-free kernels that
 // allocate their outputs (Gather, Shape, Range, ConstantOfShape, Cast, Add) with no fallback.
 TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
