@@ -49,7 +49,7 @@ void register_cpu_kernels(KernelRegistry& r) {
           "elementwise loop (casts, unary math)");
   add_any({"Split", "Pad", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu", "Shape", "Size", "ConstantOfShape",
            "Range", "NonZero", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter",
-           "Reshape", "Flatten", "Squeeze", "Unsqueeze"},
+           "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Concat"},
           "hand-written copy or index loop, shapes known at plan or run time");
   add_any({"Resize"}, "index gather (nearest) or separable weighted rows (linear, cubic)");
   add_any({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",

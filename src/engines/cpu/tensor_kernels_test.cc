@@ -12,6 +12,7 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "kernels/cpu/vector_math.h"
+#include "runtime/kernel_registry.h"
 
 namespace hodu::cpu {
 namespace {
@@ -643,6 +644,21 @@ TEST(CpuTensorKernels, OutputViewsKeepTheirBytesToTheEnd) {
   Plan plan(m, {{"x", {4, 3}}}, PlanOptions{}, eng);
   auto got = plan.run({{"x", RuntimeValue(x)}}, stream);
   for (size_t i = 0; i < 2; ++i) expect_close(got[i].tensor, want[i].tensor, 1e-6, "output " + std::to_string(i));
+}
+
+// A Session's dispatcher picks the highest-priority registered kernel; an op and dtype with only
+// the "reference" entry run on the interpreter. The tensor kernels take every dtype.
+TEST(CpuTensorKernels, RegistryOffersACpuKernelForEveryDtype) {
+  KernelRegistry r;
+  register_cpu_kernels(r);
+  for (const char* op : {"Add", "Equal", "Where", "Concat", "Slice", "Transpose", "Gather", "Cast", "CastLike",
+                         "Resize", "ReduceSum", "Split", "Expand", "Range", "NonZero", "Pad", "ConvTranspose"})
+    for (DType dt : {DType::F32, DType::I64, DType::Bool}) {
+      if (std::string(op) == "ConvTranspose" && dt != DType::F32) continue;
+      auto ks = r.find(op, "", Device::Kind::CPU, dt);
+      ASSERT_FALSE(ks.empty()) << op;
+      EXPECT_NE(ks.front().name, "reference") << op << " " << dtype_name(dt);
+    }
 }
 
 // Shapes known only at run time: NonZero's output flows through Transpose-free kernels that
