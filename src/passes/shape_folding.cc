@@ -1,6 +1,7 @@
 // Shape-subgraph folding: once input shapes are known, Shape/Size of tensors
 // with static shapes are constants, and constant folding evaluates what
-// follows (Gather, Concat, Unsqueeze, Reshape's shape input...).
+// follows (Gather, Concat, Unsqueeze, Reshape's shape input...). CastLike of a
+// constant needs only the dtype of its second input: a constant too.
 #include <algorithm>
 
 #include "core/error.h"
@@ -27,6 +28,19 @@ bool fold_shapes(Graph& g, const std::map<std::string, std::vector<int64_t>>& in
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     if (!n.domain.empty() && n.domain != "ai.onnx") continue;
+    // CastLike of a constant reads only its second input's dtype (paddle2onnx writes Clip's
+    // bounds so): the cast constant, and the Clip after it gets constant bounds.
+    if (n.op_type == "CastLike" && n.inputs.size() == 2 && n.has_output(0)) {
+      const Tensor* c = constant_of(g, n.inputs[0]);
+      auto like = g.type_of(n.inputs[1]);
+      if (c && c->dtype() != DType::String && like && like->is_tensor() && like->dtype != DType::Undefined &&
+          like->dtype != DType::String && n.get_int("saturate", 1) != 0) {
+        g.set_initializer(n.outputs[0], c->cast(like->dtype));
+        folded.insert(k);
+        changed = true;
+      }
+      continue;
+    }
     if (n.op_type != "Shape" && n.op_type != "Size") continue;
     if (!n.has_input(0) || !n.has_output(0)) continue;
     auto shape = static_shape(g, n.inputs[0]);

@@ -101,6 +101,13 @@ assert conv and conv[0]["args"]["input_type_shape"] and int(conv[0]["args"]["out
 PY
 echo '{"execution": {"threads": 1}, "kernels": {"Conv": "reference"}}' > "$tmp/policy.json"
 expect_ok "run --policy -v logs decisions" "node 'conv1' \(Conv\) -> kernel reference \(policy\)" "$hodu" run "$model" -i image="$image" --policy "$tmp/policy.json" -v
+echo '{"kernels": {"Softmax": "reference"}}' > "$tmp/softmax_reference.json"
+expect_ok "run -v names the nodes on the interpreter's kernel" "Softmax +softmax +1 +[0-9.]+ +[0-9.]+%" "$hodu" run "$model" -i image="$image" --policy "$tmp/softmax_reference.json" -v
+expect_ok "run -v without fallbacks" "interpreter fallbacks: none" "$hodu" run "$model" -i image="$image" -v
+expect_ok "bench -v lists fallbacks" "interpreter fallbacks: none" "$hodu" bench "$model" --iters 2 --warmup 0 -v
+expect_ok "bench --json has fallback_nodes" '"fallback_nodes":\[\]' "$hodu" bench "$model" --iters 2 --warmup 0 --json
+expect_ok "run --max-isa avx2" "probabilities" "$hodu" run "$model" -i image="$image" --max-isa avx2
+expect_error "run --max-isa unknown" "HODU_MAX_ISA=avx3: expected baseline, avx2" "$hodu" run "$model" -i image="$image" --max-isa avx3
 echo '{"kernels": {"Conv": "nope"}}' > "$tmp/bad_kernel.json"
 expect_error "policy with unregistered kernel" "no kernel 'nope' is registered for op 'Conv' on device cpu" "$hodu" run "$model" -i image="$image" --policy "$tmp/bad_kernel.json"
 echo '{"execution": {"precision": "fp64"}}' > "$tmp/bad_precision.json"

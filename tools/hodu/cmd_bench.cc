@@ -1,10 +1,12 @@
 // hodu bench MODEL [-d DEVICE] [--engine E] [--threads N] [--warmup N] [--iters N]
 //                  [--shape NAME=1x3x224x224] [--dim NAME=V] [-i NAME=PATH] [--seed N] [--json]
-//                  [--profile TRACE.json]
+//                  [--profile TRACE.json] [-v] [--max-isa avx2]
 // Times load, the first run and steady-state runs. Inputs not given with -i
 // are synthesized from the declared types (seeded: normal floats, small ints).
 
 #include <nlohmann/json.hpp>
+
+#include <cstdlib>
 
 #include <algorithm>
 #include <chrono>
@@ -13,6 +15,7 @@
 #include <random>
 
 #include "commands.h"
+#include "fallback_report.h"
 #include "core/error.h"
 #include "core/process_memory.h"
 #include "engines/native/native_engine.h"
@@ -36,6 +39,8 @@ struct BenchArgs {
   uint64_t seed = 0;
   bool json = false;
   std::string profile;  // chrome trace of the timed runs; per-op table to stderr
+  bool verbose = false;  // the nodes that ran on the interpreter's kernel, to stderr
+  std::string max_isa;   // HODU_MAX_ISA for this process
 };
 
 double ms_since(std::chrono::steady_clock::time_point t0) {
@@ -109,6 +114,7 @@ int run_bench(const BenchArgs& a) {
     dims[d.substr(0, eq)] = v;
   }
 
+  if (!a.max_isa.empty()) setenv("HODU_MAX_ISA", a.max_isa.c_str(), 1);  // before the engine's first kernel
   SessionOptions so;
   so.device = Device::parse(a.device);
   so.threads = a.threads;
@@ -158,12 +164,22 @@ int run_bench(const BenchArgs& a) {
     session->run(feeds);
     times.push_back(ms_since(t0));
   }
+  std::vector<FallbackNode> fallbacks;
   if (!a.profile.empty()) {
     profiler.stop();
     profiler.write_chrome_trace(a.profile);
     std::fprintf(stderr, "%sper-op totals over %d timed runs (timings include the profiler's per-node sync)\nwrote profile %s\n",
                  profiler.summary_table().c_str(), a.iters, a.profile.c_str());
+    fallbacks = fallback_nodes(profiler);
+  } else if (a.verbose || a.json) {
+    // One more run, profiled and not timed, says which nodes ran on the interpreter's kernel.
+    Profiler p;
+    p.start();
+    session->run(feeds);
+    p.stop();
+    fallbacks = fallback_nodes(p);
   }
+  if (a.verbose || !a.profile.empty()) std::fprintf(stderr, "%s", fallback_table(fallbacks).c_str());
   double mean = 0;
   for (double t : times) mean += t;
   mean /= times.size();
@@ -177,7 +193,8 @@ int run_bench(const BenchArgs& a) {
                         {"median_ms", median},       {"p90_ms", p90},
                         {"min_ms", mn},              {"mean_ms", mean},
                         {"iters", a.iters},          {"warmup", a.warmup},
-                        {"peak_rss_mb", peak_rss_mb}};
+                        {"peak_rss_mb", peak_rss_mb},
+                        {"fallback_nodes", fallback_json(fallbacks)}};
     std::printf("%s\n", j.dump().c_str());
   } else {
     std::printf("%s on %s (engine %s, %d threads)\n", a.model.c_str(), a.device.c_str(),
@@ -198,6 +215,9 @@ CommandFn add_bench_command(CLI::App& app) {
   app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
   app.add_option("--engine", a->engine, "engine (default: best for the device)");
   app.add_option("--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("--max-isa", a->max_isa,
+                 "highest instruction set the kernels may use: baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx "
+                 "(sets HODU_MAX_ISA; default: the CPU's)");
   app.add_option("--warmup", a->warmup, "untimed runs after the first")->capture_default_str();
   app.add_option("--iters", a->iters, "timed runs")->capture_default_str();
   app.add_option("--shape", a->shapes, "input shape NAME=1x3x224x224; repeatable");
@@ -205,7 +225,11 @@ CommandFn add_bench_command(CLI::App& app) {
   app.add_option("-i,--input", a->inputs, "input NAME=PATH instead of synthesized data; repeatable");
   app.add_option("--seed", a->seed, "seed of the synthesized inputs")->capture_default_str();
   app.add_flag("--json", a->json, "print one JSON object");
-  app.add_option("--profile", a->profile, "write a chrome trace of the timed runs here; per-op summary to stderr");
+  app.add_option("--profile", a->profile,
+                 "write a chrome trace of the timed runs here; per-op summary and interpreter fallbacks to stderr");
+  app.add_flag("-v,--verbose", a->verbose,
+               "say which nodes ran on the interpreter's kernel (op, node, count, share of the run), from one more "
+               "profiled run after the timed ones");
   return [a] { return run_bench(*a); };
 }
 

@@ -1,15 +1,18 @@
 // hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
 //               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
-//               [--policy P.json] [--profile TRACE.json] [-v] [-O0..-O3] [--dump-graph]
+//               [--policy P.json] [--profile TRACE.json] [-v] [--max-isa avx2] [-O0..-O3] [--dump-graph]
 //               [--compiler NAME | --compiler-plugin PATH] [--runtime NAME | --runtime-plugin PATH] [--pack NAME]
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include <cstdlib>
+
 #include <cstdio>
 #include <filesystem>
 
 #include "commands.h"
+#include "fallback_report.h"
 #include "core/error.h"
 #include "engines/cpu/cpu_engine.h"
 #include "engines/native/native_engine.h"
@@ -41,6 +44,7 @@ struct RunArgs {
   std::string policy;   // JSON policy file; -d/--threads/--engine given explicitly override it
   std::string profile;  // chrome-trace output
   bool verbose = false;
+  std::string max_isa;  // HODU_MAX_ISA for this process
   CLI::App* app = nullptr;
   int opt_level = -1;       // -O: passes applied before the engine (-1: the engine's default)
   bool dump_graph = false;  // print the optimized graph as HoduScript instead of running
@@ -133,6 +137,7 @@ int run_check(const RunArgs& a, const SessionOptions& so) {
 }
 
 int run_run(const RunArgs& a) {
+  if (!a.max_isa.empty()) setenv("HODU_MAX_ISA", a.max_isa.c_str(), 1);  // before the engine's first kernel
   SessionOptions so;
   so.device = Device::parse(a.device);
   so.threads = a.threads;
@@ -179,11 +184,18 @@ int run_run(const RunArgs& a) {
   for (const auto& l : a.input_lists)
     for (auto& s : split_comma_list(l)) specs.push_back(s);
   auto feeds = load_inputs(specs, *session);
+  // -v: the run is profiled to say which nodes ran on the interpreter's kernel.
+  if (a.verbose && a.profile.empty()) profiler.start();
   auto outputs = session->run(feeds);
+  if (a.verbose && a.profile.empty()) {
+    profiler.stop();
+    std::fprintf(stderr, "%s", fallback_table(fallback_nodes(profiler)).c_str());
+  }
   if (!a.profile.empty()) {
     profiler.stop();
     profiler.write_chrome_trace(a.profile);
     std::fprintf(stderr, "%swrote profile %s\n", profiler.summary_table().c_str(), a.profile.c_str());
+    std::fprintf(stderr, "%s", fallback_table(fallback_nodes(profiler)).c_str());
     if (profiler.summary().empty())
       std::fprintf(stderr, "note: engine '%s' records no per-node spans (--engine interp does)\n",
                    session->engine_name().c_str());
@@ -237,7 +249,10 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("--seed", a->seed, "seed for random ops")->capture_default_str();
   app.add_option("--policy", a->policy, "policy JSON file: {\"execution\": {...}, \"kernels\": {...}}");
   app.add_option("--profile", a->profile, "write a chrome-trace profile here; per-op summary to stderr");
-  app.add_flag("-v,--verbose", a->verbose, "log engine and kernel decisions to stderr");
+  app.add_flag("-v,--verbose", a->verbose, "log engine and kernel decisions to stderr, and the nodes that ran on the interpreter's kernel");
+  app.add_option("--max-isa", a->max_isa,
+                 "highest instruction set the kernels may use: baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx "
+                 "(sets HODU_MAX_ISA; default: the CPU's)");
   app.add_option("-O,--opt-level", a->opt_level, "graph optimization level 0-3 (docs/passes.md; default: the engine's)")
       ->check(CLI::Range(0, 3));
   app.add_flag("--dump-graph", a->dump_graph, "print the optimized graph as HoduScript and exit");

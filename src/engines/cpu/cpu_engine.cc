@@ -105,6 +105,7 @@ class CpuEngine : public Engine {
   }
   bool supports(const Device& d) const override { return d.kind == Device::Kind::CPU; }
   std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions& o) override {
+    apply_isa_cap();
     return std::make_unique<CpuExecutable>(model, o);
   }
 };

@@ -16,6 +16,10 @@ std::shared_ptr<Engine> make_cpu_engine();
 // Adds the cpu engine's kernels to the runtime's registry (kernel_list.cc).
 void register_cpu_kernels(KernelRegistry& registry);
 
+// Checks HODU_MAX_ISA and caps oneDNN's ISA to it (isa_cap.cc); called before the engine's
+// first primitive. InvalidArgument for a value that names no ISA.
+void apply_isa_cap();
+
 // Optimization level used when the model does not say (passes::optimized_level).
 constexpr int kDefaultOptLevel = 3;
 

@@ -37,6 +37,31 @@ void register_cpu_kernels(KernelRegistry& r) {
       "oneDNN backward primitives (convolution data/weights, pooling, batch norm, eltwise)");
   add({"SoftmaxGrad", "LayerNormGrad", "SoftmaxCrossEntropyLossGrad", "NegativeLogLikelihoodLossGrad"}, "hodu", "cpu",
       "hand-written loops over rows");
+  // Tensor kernels of any dtype (TensorStep), below oneDNN's f32 kernels of the same ops.
+  auto add_any = [&](std::initializer_list<const char*> ops, const char* what) {
+    for (const char* op : ops)
+      r.add({.op = op, .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
+             .priority = 5, .description = what, .supports = {}});
+  };
+  add_any({"Add", "Sub", "Mul", "Div", "Pow", "Mod", "Max", "Min", "Sum", "Mean", "PRelu", "Equal", "Less",
+           "LessOrEqual", "Greater", "GreaterOrEqual", "And", "Or", "Xor", "Where", "Expand", "Clip"},
+          "broadcast loop of any dtype and pattern");
+  add_any({"Cast", "CastLike", "Neg", "Abs", "Sign", "Relu", "Reciprocal", "Floor", "Ceil", "Round", "Log", "Sin", "Cos",
+           "Tan", "Erf", "Softplus", "Softsign", "HardSigmoid", "HardSwish", "Mish", "Selu", "Celu", "Elu", "LeakyRelu",
+           "ThresholdedRelu", "Exp", "Sqrt", "Sigmoid", "Tanh", "Not", "IsNaN", "IsInf", "Swish", "Asin", "Acos",
+           "Atan", "Sinh", "Cosh", "Asinh", "Acosh", "Atanh"},
+          "elementwise loop (casts, unary math)");
+  add_any({"Split", "Pad", "Tile", "DepthToSpace", "SpaceToDepth", "Trilu", "Shape", "Size", "ConstantOfShape",
+           "Range", "NonZero", "Gather", "GatherElements", "GatherND", "ScatterND", "ScatterElements", "Scatter",
+           "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Concat"},
+          "hand-written copy or index loop, shapes known at plan or run time");
+  add_any({"Resize"}, "index gather (nearest) or separable weighted rows (linear, cubic)");
+  add_any({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
+           "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "CumProd", "TopK"},
+          "hand-written reduction along any axes");
+  add_any({"InstanceNormalization", "GroupNormalization", "LRN"}, "hand-written normalization loop");
+  add_any({"Einsum"}, "batched products of the operands gathered once (f32, letters only)");
+  add({"ConvTranspose"}, "", "onednn", "oneDNN deconvolution, weights packed once, blocked layouts");
   // Quantized ops, dispatched on their first input's dtype (dnnl_int8.cc).
   auto add_int8 = [&](std::initializer_list<const char*> ops, std::vector<DType> dtypes, const char* name,
                       const char* what) {

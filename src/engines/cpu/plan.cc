@@ -380,7 +380,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
                                      make_int8_matmul,   make_quantize,      make_backward,
-                                     make_backward_rows};
+                                     make_backward_rows,
+                                     // Tensor kernels of any dtype, shapes known at plan or run time.
+                                     make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
+                                     make_reduce_ops, make_index_ops, make_norm_ops, make_einsum};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
     bool done = false;
@@ -422,6 +425,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     }
     for (int rd : steps_[i]->reads) last[root(rd)] = std::max(last[root(rd)], static_cast<int>(i));
   }
+  // Graph outputs are copied out after the last step: the bytes under one (a Reshape's root
+  // too) stay untouched to the end, not just to the last step reading them.
+  for (int o : output_slots_)
+    if (first[root(o)] >= 0) last[root(o)] = static_cast<int>(steps_.size());
   // Greedy placement, largest first: each slot takes the lowest offset not overlapping a placed
   // slot whose lifetime intersects its own.
   std::vector<int> order;

@@ -231,6 +231,15 @@ bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QL
 bool make_quantize(PlanBuilder& b, const Node& node);        // dnnl_int8.cc (QuantizeLinear, DequantizeLinear)
 bool make_backward(PlanBuilder& b, const Node& node);        // dnnl_backward.cc (hodu's *Grad ops on oneDNN)
 bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc (SoftmaxGrad, LayerNormGrad, losses)
+bool make_broadcast_ops(PlanBuilder& b, const Node& node);   // broadcast_ops.cc (binary ops of any dtype, Where, Expand, Clip)
+bool make_unary_ops(PlanBuilder& b, const Node& node);       // unary_ops.cc (Cast, CastLike, unary math)
+bool make_tensor_ops(PlanBuilder& b, const Node& node);      // tensor_ops.cc (Split, Pad, Tile, Range, NonZero, ...)
+bool make_resize(PlanBuilder& b, const Node& node);          // resize.cc
+bool make_deconv(PlanBuilder& b, const Node& node);          // dnnl_deconv.cc (ConvTranspose)
+bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (Reduce*, ArgMax/ArgMin, CumSum, TopK)
+bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
+bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
+bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 
 }  // namespace hodu::cpu

@@ -1,5 +1,6 @@
 #include "engines/cpu/row_kernels.h"
 
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
@@ -10,8 +11,8 @@ using vector_math::lanes_sum;
 
 }  // namespace
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void softmax_row(const float* x, const float* add, int64_t add_stride, float* y, int64_t n, int64_t masked_from) {
+HODU_ISA_BODY void softmax_row_body(const float* x, const float* add, int64_t add_stride, float* y, int64_t n,
+                                    int64_t masked_from) {
   const int64_t live = masked_from < n ? masked_from : n;
   if (add && add_stride == 1) {
     for (int64_t j = 0; j < live; ++j) y[j] = x[j] + add[j];
@@ -29,15 +30,20 @@ void softmax_row(const float* x, const float* add, int64_t add_stride, float* y,
   }
   for (int64_t j = live; j < n; ++j) y[j] = 0;  // causally masked columns
 }
+HODU_ISA_VARIANTS(void, softmax_row,
+                  (const float* x, const float* add, int64_t add_stride, float* y, int64_t n, int64_t masked_from),
+                  (x, add, add_stride, y, n, masked_from))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps, bool rms) {
+HODU_ISA_BODY void layer_norm_row_body(const float* x, const float* scale, const float* bias, float* y, int64_t n,
+                                       float eps, bool rms) {
   vector_math::layer_norm(x, scale, bias, y, n, eps, rms);
 }
+HODU_ISA_VARIANTS(void, layer_norm_row,
+                  (const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps, bool rms),
+                  (x, scale, bias, y, n, eps, rms))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void gemv_rows(const float* w, const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end,
-               int64_t cols) {
+HODU_ISA_BODY void gemv_rows_body(const float* w, const float* x, const float* bias, float* y, int64_t row_begin,
+                                  int64_t row_end, int64_t cols) {
   const int64_t body = cols / kLanes * kLanes;
   for (int64_t o = row_begin; o < row_end; ++o) {
     const float* row = w + o * cols;
@@ -49,10 +55,13 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
     y[o] = bias ? sum + bias[o] : sum;
   }
 }
+HODU_ISA_VARIANTS(void, gemv_rows,
+                  (const float* w, const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end,
+                   int64_t cols),
+                  (w, x, bias, y, row_begin, row_end, cols))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
-                int64_t begin, int64_t end) {
+HODU_ISA_BODY void scale_rows_body(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v,
+                                   bool scalar_per_row, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {
     const float* xr = x + r * len;
     float* yr = y + r * len;
@@ -65,10 +74,16 @@ void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t r
     }
   }
 }
+HODU_ISA_VARIANTS(void, scale_rows,
+                  (const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
+                   int64_t begin, int64_t end),
+                  (x, v, y, len, rows_per_v, scalar_per_row, begin, end))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end) {
+HODU_ISA_BODY void max_pool_blocked_rows_body(const float* x, float* y, const BlockedPool2d& p, int64_t begin,
+                                              int64_t end) {
   vector_math::max_pool_blocked(x, y, p, begin, end);
 }
+HODU_ISA_VARIANTS(void, max_pool_blocked_rows,
+                  (const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end), (x, y, p, begin, end))
 
 }  // namespace hodu::cpu

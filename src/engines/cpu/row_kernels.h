@@ -1,5 +1,6 @@
 // Hand-written row kernels (softmax, layer norm): compiled for AVX2+FMA and
-// for plain x86-64, the variant picked at run time by the CPU (target_clones).
+// for plain x86-64, the variant picked at run time by the CPU capped by HODU_MAX_ISA
+// (kernels/cpu/isa_dispatch.h).
 #pragma once
 #include <cstdint>
 

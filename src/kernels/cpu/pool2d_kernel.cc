@@ -7,6 +7,7 @@
 
 #include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace hodu::kernels {
@@ -25,11 +26,13 @@ struct Pool2dKernel : hodu_kernel {
   int64_t rows = 0;
 };
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void max_pool_blocked_rows(const float* x, float* y, const vector_math::BlockedPool2d& p, int64_t begin,
-                           int64_t end) {
+HODU_ISA_BODY void max_pool_blocked_rows_body(const float* x, float* y, const vector_math::BlockedPool2d& p,
+                                              int64_t begin, int64_t end) {
   vector_math::max_pool_blocked(x, y, p, begin, end);
 }
+HODU_ISA_VARIANTS(void, max_pool_blocked_rows,
+                  (const float* x, float* y, const vector_math::BlockedPool2d& p, int64_t begin, int64_t end),
+                  (x, y, p, begin, end))
 
 // Padding after the input so that `out` windows fit; -1 when none does.
 int64_t end_padding(int64_t in, int64_t out, int64_t kernel, int64_t stride, int64_t dilation, int64_t begin,

@@ -1,21 +1,22 @@
 // Row-wise kernels of a transformer that oneDNN 2.6 has no cheap primitive for
 // at these sizes: layer normalization and softmax (with the attention's scale
-// and additive mask), vectorized for the host through target_clones and split
-// over the context's threads by rows. No prepare: nothing to reorder.
+// and additive mask), vectorized for the host (isa_dispatch.h: AVX-512, AVX2
+// or plain, capped by HODU_MAX_ISA) and split over the context's threads by
+// rows. No prepare: nothing to reorder.
 #include <omp.h>
 
 #include <algorithm>
 #include <limits>
 
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace hodu::kernels {
 namespace {
 
 // y = softmax(x * scale + add) over n values (add may be NULL; y may be x).
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void softmax_row(const float* x, float scale, const float* add, float* y, int64_t n) {
+HODU_ISA_BODY void softmax_row_body(const float* x, float scale, const float* add, float* y, int64_t n) {
   if (add) {
     for (int64_t j = 0; j < n; ++j) y[j] = x[j] * scale + add[j];
   } else if (scale != 1.0f) {
@@ -27,11 +28,16 @@ void softmax_row(const float* x, float scale, const float* add, float* y, int64_
   if (!vector_math::softmax_in_place_fast(y, n))
     for (int64_t j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
 }
+HODU_ISA_VARIANTS(void, softmax_row, (const float* x, float scale, const float* add, float* y, int64_t n),
+                  (x, scale, add, y, n))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default")))
-void layer_norm_row(const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps) {
+HODU_ISA_BODY void layer_norm_row_body(const float* x, const float* scale, const float* bias, float* y, int64_t n,
+                                       float eps) {
   vector_math::layer_norm(x, scale, bias, y, n, eps, false);
 }
+HODU_ISA_VARIANTS(void, layer_norm_row,
+                  (const float* x, const float* scale, const float* bias, float* y, int64_t n, float eps),
+                  (x, scale, bias, y, n, eps))
 
 // body(r) for every row, split over at most `threads` threads (one when the work is small).
 template <class F>

@@ -9,6 +9,8 @@
 #include <immintrin.h>
 #include <limits>
 
+#include "kernels/cpu/isa_cap.h"
+
 namespace hodu::vector_math {
 
 // Reductions keep one partial result per lane and combine them at the end: without
@@ -174,10 +176,17 @@ HODU_ROW_INLINE void max_pool_blocked(const float* x, float* y, const BlockedPoo
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
 enum class Isa { Plain, Avx2, Avx512 };
+// What this CPU has, lowered to HODU_MAX_ISA (isa_cap.h; an unknown value caps nothing here).
 inline Isa cpu_isa() {
-  static const Isa isa = __builtin_cpu_supports("avx512f")                                  ? Isa::Avx512
-                         : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::Avx2
-                                                                                           : Isa::Plain;
+  static const Isa isa = [] {
+    const Isa host = __builtin_cpu_supports("avx512f")                                  ? Isa::Avx512
+                     : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") ? Isa::Avx2
+                                                                                       : Isa::Plain;
+    const int cap = isa_cap::level();
+    if (cap == 0) return Isa::Plain;
+    if (cap == 1 && host == Isa::Avx512) return Isa::Avx2;
+    return host;
+  }();
   return isa;
 }
 

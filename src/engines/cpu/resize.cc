@@ -1,0 +1,363 @@
+// Resize (opset 19 semantics: every mode, nearest_mode, coordinate_transformation_mode,
+// antialias, exclude_outside, keep_aspect_ratio_policy, axes; scales or sizes), N-D.
+// The per-dim source taps are the interpreter's (nn_resize.cc), built when the input shape or
+// the scales/sizes/roi values change. nearest is an index gather of any dtype, where a row of
+// the output whose source row is the previous one's is a copy of it (integer upsampling, the
+// FPN necks of detection models). linear and cubic (f32) run separably, one pass per resized
+// dim, the last dim first, each pass a weighted sum of whole rows, so the work is the taps times
+// the output size instead of the interpreter's product of the taps of every dim.
+#include <cmath>
+#include <cstring>
+
+#include "engines/cpu/tensor_step.h"
+
+namespace hodu::cpu {
+namespace {
+
+double cubic_w(double x, double A) {
+  x = std::fabs(x);
+  if (x <= 1) return ((A + 2) * x - (A + 3)) * x * x + 1;
+  if (x < 2) return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+  return 0;
+}
+
+struct Attrs {
+  std::string mode, ctm, nearest_mode, policy;
+  double A = -0.75, extrapolation = 0;
+  bool exclude_outside = false, antialias = false;
+  std::vector<int64_t> axes;
+};
+
+// One dim's taps: for output index o, taps [begin[o], begin[o+1]) of (idx, w); extrap[o] when the
+// coordinate falls outside the roi (tf_crop_and_resize).
+struct DimTaps {
+  std::vector<int64_t> begin, idx;
+  std::vector<float> w;
+  std::vector<uint8_t> extrap;
+  bool identity = false;
+};
+
+class ResizeStep : public TensorStep {
+ public:
+  ResizeStep(DType dt, Attrs a) : dt_(dt), a_(std::move(a)) {
+    fill_ = Tensor::scalar<float>(DType::F32, static_cast<float>(a_.extrapolation));
+    if (dt_ != DType::F32 && dtype_is_float(dt_)) fill_ = fill_.cast(dt_);
+  }
+
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    const Tensor& x = *in[0];
+    std::vector<double> roi, scales;
+    std::vector<int64_t> sizes;
+    if (in.size() > 1 && in[1]) roi = in[1]->to_doubles();
+    if (in.size() > 2 && in[2]) scales = in[2]->to_doubles();
+    if (in.size() > 3 && in[3]) sizes = in[3]->to_int64s();
+    if (!ready_ || x.shape() != x_shape_ || roi != roi_ || scales != scales_ || sizes != sizes_) {
+      plan(x.shape(), roi, scales, sizes);
+      x_shape_ = x.shape();
+      roi_ = roi;
+      scales_ = scales;
+      sizes_ = sizes;
+      ready_ = true;
+    }
+    Tensor& y = out(rs, 0, dt_, out_shape_);
+    if (y.numel() == 0) return;
+    if (a_.mode == "nearest") {
+      gather_by_tables(rs.threads, x, y, nearest_, dtype_is_float(dt_) ? fill_.raw_data() : nullptr);
+      return;
+    }
+    run_separable(rs, x.data<float>(), y.data<float>());
+  }
+
+ private:
+  void plan(const std::vector<int64_t>& xs, const std::vector<double>& roi_in, const std::vector<double>& sc,
+            const std::vector<int64_t>& sz) {
+    const int64_t r = static_cast<int64_t>(xs.size());
+    std::vector<int64_t> axes = a_.axes;
+    if (axes.empty())
+      for (int64_t i = 0; i < r; ++i) axes.push_back(i);
+    std::vector<bool> seen(static_cast<size_t>(r), false);
+    for (auto& ax : axes) {
+      auto na = norm_axis(ax, r);
+      if (!na || seen[static_cast<size_t>(*na)])
+        fail(ErrorCode::InvalidArgument, "{}: axis {} is out of range or repeated", label, ax);
+      ax = *na;
+      seen[static_cast<size_t>(ax)] = true;
+    }
+    const size_t na = axes.size();
+    std::vector<double> scale(static_cast<size_t>(r), 1.0);
+    out_shape_ = xs;
+    const bool has_scales = !sc.empty(), has_sizes = !sz.empty();
+    if (has_scales == has_sizes)
+      fail(ErrorCode::InvalidArgument, "{}: exactly one of 'scales' and 'sizes' must be given", label);
+    if (has_scales) {
+      if (sc.size() != na) fail(ErrorCode::InvalidArgument, "{}: scales has {} values, expected {}", label, sc.size(), na);
+      for (size_t i = 0; i < na; ++i) {
+        if (!(sc[i] > 0)) fail(ErrorCode::InvalidArgument, "{}: scales must be positive, got {}", label, sc[i]);
+        const size_t d = static_cast<size_t>(axes[i]);
+        scale[d] = static_cast<double>(static_cast<float>(sc[i]));
+        out_shape_[d] = static_cast<int64_t>(std::floor(scale[d] * static_cast<double>(xs[d])));
+      }
+    } else {
+      if (sz.size() != na) fail(ErrorCode::InvalidArgument, "{}: sizes has {} values, expected {}", label, sz.size(), na);
+      for (size_t i = 0; i < na; ++i) {
+        const size_t d = static_cast<size_t>(axes[i]);
+        if (sz[i] < 0) fail(ErrorCode::InvalidArgument, "{}: sizes must be non-negative", label);
+        if (xs[d] == 0) fail(ErrorCode::InvalidArgument, "{}: cannot resize an empty dimension", label);
+        out_shape_[d] = sz[i];
+        scale[d] = static_cast<double>(sz[i]) / static_cast<double>(xs[d]);
+      }
+      if (a_.policy != "stretch") {
+        double s = scale[static_cast<size_t>(axes[0])];
+        for (auto ax : axes) s = a_.policy == "not_larger" ? std::min(s, scale[ax]) : std::max(s, scale[ax]);
+        for (auto ax : axes) {
+          scale[ax] = s;
+          out_shape_[ax] = static_cast<int64_t>(s * static_cast<double>(xs[ax]) + 0.5);
+        }
+      }
+    }
+    std::vector<double> roi_s(static_cast<size_t>(r), 0.0), roi_e(static_cast<size_t>(r), 1.0);
+    if (a_.ctm == "tf_crop_and_resize") {
+      if (roi_in.size() != 2 * na)
+        fail(ErrorCode::InvalidArgument, "{}: roi has {} values, expected {}", label, roi_in.size(), 2 * na);
+      for (size_t i = 0; i < na; ++i) {
+        roi_s[static_cast<size_t>(axes[i])] = roi_in[i];
+        roi_e[static_cast<size_t>(axes[i])] = roi_in[na + i];
+      }
+    }
+    taps_.assign(static_cast<size_t>(r), {});
+    nearest_.assign(static_cast<size_t>(r), {});
+    for (int64_t d = 0; d < r; ++d) plan_dim(taps_[static_cast<size_t>(d)], nearest_[static_cast<size_t>(d)], xs[d],
+                                              out_shape_[d], scale[d], roi_s[d], roi_e[d]);
+    if (a_.mode != "nearest") plan_passes(xs);
+  }
+
+  // The interpreter's taps for one dim (nn_resize.cc), and the nearest table (-1: extrapolate).
+  void plan_dim(DimTaps& t, std::vector<int64_t>& nearest, int64_t in, int64_t on, double s, double roi_s,
+                double roi_e) {
+    const double ow = s * static_cast<double>(in);
+    const std::string& ctm = a_.ctm;
+    t.begin.assign(1, 0);
+    t.idx.clear();
+    t.w.clear();
+    t.extrap.assign(static_cast<size_t>(on), 0);
+    nearest.assign(static_cast<size_t>(on), 0);
+    std::vector<std::pair<int64_t, double>> tv;
+    bool identity = in == on;
+    for (int64_t x = 0; x < on; ++x) {
+      const double xd = static_cast<double>(x);
+      double xo;
+      bool ex = false;
+      if (ctm == "align_corners") xo = ow == 1 ? 0.0 : xd * static_cast<double>(in - 1) / (ow - 1);
+      else if (ctm == "asymmetric") xo = xd / s;
+      else if (ctm == "tf_crop_and_resize") {
+        xo = ow == 1 ? (roi_e - roi_s) * static_cast<double>(in - 1) / 2
+                     : xd * (roi_e - roi_s) * static_cast<double>(in - 1) / (ow - 1);
+        xo += roi_s * static_cast<double>(in - 1);
+        ex = xo < 0 || xo > static_cast<double>(in - 1);
+      } else if (ctm == "pytorch_half_pixel") xo = ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5;
+      else if (ctm == "half_pixel") xo = (xd + 0.5) / s - 0.5;
+      else {
+        const double adj = static_cast<double>(on) / ow, center = static_cast<double>(in) / 2;
+        xo = center * (1 - adj) + (xd + 0.5) / s - 0.5;
+      }
+      tv.clear();
+      if (ex) {
+        t.extrap[static_cast<size_t>(x)] = 1;
+        nearest[static_cast<size_t>(x)] = -1;
+        identity = false;
+        t.begin.push_back(static_cast<int64_t>(t.idx.size()));
+        continue;
+      }
+      const double fl = std::floor(xo);
+      const bool integral = xo == fl;
+      const int64_t base = integral ? static_cast<int64_t>(fl) - 1 : static_cast<int64_t>(fl);
+      const double ratio = integral ? 1.0 : xo - fl;
+      if (a_.mode == "nearest") {
+        bool up;
+        if (integral) up = true;
+        else if (a_.nearest_mode == "round_prefer_floor") up = ratio > 0.5;
+        else if (a_.nearest_mode == "round_prefer_ceil") up = ratio >= 0.5;
+        else if (a_.nearest_mode == "floor") up = false;
+        else up = true;
+        tv.push_back({up ? base + 1 : base, 1.0});
+      } else if (!a_.antialias) {
+        if (a_.mode == "linear") {
+          tv.push_back({base, 1 - ratio});
+          tv.push_back({base + 1, ratio});
+        } else {
+          for (int k = -1; k <= 2; ++k) tv.push_back({base + k, cubic_w(ratio - k, a_.A)});
+        }
+      } else {
+        const double sc = std::min(s, 1.0);
+        if (a_.mode == "linear") {
+          const int64_t start = static_cast<int64_t>(std::floor(-1 / sc)) + 1, fp = 2 - 2 * start;
+          for (int64_t i = start; i < start + fp; ++i)
+            tv.push_back({base + i, std::clamp(1 - std::fabs((static_cast<double>(i) - ratio) * sc), 0.0, 1.0)});
+        } else {
+          const int64_t start = static_cast<int64_t>(std::floor(-2 / sc)) + 1, end = 2 - start;
+          for (int64_t i = start; i < end; ++i)
+            tv.push_back({base + i, cubic_w(sc * (static_cast<double>(i) - ratio), a_.A)});
+        }
+        double sum = 0;
+        for (auto& p : tv) sum += p.second;
+        for (auto& p : tv) p.second /= sum;
+      }
+      if (a_.exclude_outside && a_.mode != "nearest") {
+        double sum = 0;
+        for (auto& p : tv) {
+          if (p.first < 0 || p.first >= in) p.second = 0;
+          sum += p.second;
+        }
+        for (auto& p : tv) p.second /= sum;
+      }
+      int64_t kept = 0;
+      for (auto& p : tv) {
+        if (p.second == 0) continue;
+        const int64_t i = std::clamp<int64_t>(p.first, 0, in - 1);
+        t.idx.push_back(i);
+        t.w.push_back(static_cast<float>(p.second));
+        if (a_.mode == "nearest") nearest[static_cast<size_t>(x)] = i;
+        identity &= i == x && p.second == 1.0;
+        ++kept;
+      }
+      identity &= kept == 1;
+      t.begin.push_back(static_cast<int64_t>(t.idx.size()));
+    }
+    t.identity = identity;
+  }
+
+  // The dims to resize, last first, and the buffers between passes.
+  void plan_passes(const std::vector<int64_t>& xs) {
+    passes_.clear();
+    std::vector<int64_t> cur = xs;
+    for (size_t d = xs.size(); d-- > 0;) {
+      if (taps_[d].identity) continue;
+      Pass p;
+      p.dim = d;
+      p.in_shape = cur;
+      cur[d] = out_shape_[d];
+      p.out_shape = cur;
+      passes_.push_back(std::move(p));
+    }
+    size_t biggest = 0;
+    for (size_t i = 0; i + 1 < passes_.size(); ++i)
+      biggest = std::max<size_t>(biggest, static_cast<size_t>(shape_numel(passes_[i].out_shape)));
+    buf_[0].resize(biggest);
+    buf_[1].resize(passes_.size() > 2 ? biggest : 0);
+  }
+
+  struct Pass {
+    size_t dim = 0;
+    std::vector<int64_t> in_shape, out_shape;
+  };
+
+  void run_separable(RunState& rs, const float* x, float* y) {
+    if (passes_.empty()) {
+      std::memcpy(y, x, static_cast<size_t>(shape_numel(out_shape_)) * sizeof(float));
+      return;
+    }
+    const float* src = x;
+    for (size_t i = 0; i < passes_.size(); ++i) {
+      float* dst = i + 1 == passes_.size() ? y : buf_[i % 2].data();
+      run_pass(rs, passes_[i], src, dst);
+      src = dst;
+    }
+  }
+
+  // dst[outer, o, inner] = Σ_k w[o][k] · src[outer, idx[o][k], inner].
+  void run_pass(RunState& rs, const Pass& p, const float* src, float* dst) {
+    const DimTaps& t = taps_[p.dim];
+    int64_t outer = 1, inner = 1;
+    for (size_t d = 0; d < p.dim; ++d) outer *= p.in_shape[d];
+    for (size_t d = p.dim + 1; d < p.in_shape.size(); ++d) inner *= p.in_shape[d];
+    const int64_t in_n = p.in_shape[p.dim], out_n = p.out_shape[p.dim];
+    const float ev = static_cast<float>(a_.extrapolation);
+    const int64_t* begin = t.begin.data();
+    const int64_t* idx = t.idx.data();
+    const float* w = t.w.data();
+    const uint8_t* ex = t.extrap.data();
+    const int threads = outer * out_n * inner >= (1 << 15) ? rs.threads : 1;
+    if (inner == 1) {  // along the last dim: taps gathered per element
+      parallel_for(outer, threads, [&](int64_t o) {
+        const float* s = src + o * in_n;
+        float* d = dst + o * out_n;
+        for (int64_t j = 0; j < out_n; ++j) {
+          if (ex[j]) {
+            d[j] = ev;
+            continue;
+          }
+          float acc = 0;
+          for (int64_t k = begin[j]; k < begin[j + 1]; ++k) acc += w[k] * s[idx[k]];
+          d[j] = acc;
+        }
+      });
+      return;
+    }
+    parallel_for(outer * out_n, threads, [&](int64_t q) {
+      const int64_t o = q / out_n, j = q % out_n;
+      float* d = dst + q * inner;
+      if (ex[j]) {
+        for (int64_t i = 0; i < inner; ++i) d[i] = ev;
+        return;
+      }
+      const float* s = src + o * in_n * inner;
+      int64_t k = begin[j];
+      const float w0 = w[k];
+      const float* r0 = s + idx[k] * inner;
+      for (int64_t i = 0; i < inner; ++i) d[i] = w0 * r0[i];
+      for (++k; k < begin[j + 1]; ++k) {
+        const float wk = w[k];
+        const float* rk = s + idx[k] * inner;
+        for (int64_t i = 0; i < inner; ++i) d[i] += wk * rk[i];
+      }
+    });
+  }
+
+  DType dt_;
+  Attrs a_;
+  Tensor fill_;  // extrapolation_value in the input's dtype (floats; tf_crop_and_resize)
+  bool ready_ = false;
+  std::vector<int64_t> x_shape_, sizes_, out_shape_;
+  std::vector<double> roi_, scales_;
+  std::vector<DimTaps> taps_;
+  std::vector<std::vector<int64_t>> nearest_;
+  std::vector<Pass> passes_;
+  std::vector<float> buf_[2];
+};
+
+}  // namespace
+
+bool make_resize(PlanBuilder& b, const Node& n) {
+  if (!n.domain.empty() || n.op_type != "Resize" || n.inputs.empty()) return false;
+  Attrs a;
+  a.mode = n.get_string("mode", "nearest");
+  a.ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
+  a.nearest_mode = n.get_string("nearest_mode", "round_prefer_floor");
+  a.policy = n.get_string("keep_aspect_ratio_policy", "stretch");
+  a.A = n.get_float("cubic_coeff_a", -0.75f);
+  a.exclude_outside = n.get_int("exclude_outside", 0) != 0;
+  a.extrapolation = n.get_float("extrapolation_value", 0.0f);
+  a.antialias = n.get_int("antialias", 0) != 0 && a.mode != "nearest";
+  a.axes = n.get_ints("axes");
+  // Unknown attribute values get the interpreter's error.
+  if (a.mode != "nearest" && a.mode != "linear" && a.mode != "cubic") return false;
+  if (a.ctm != "half_pixel" && a.ctm != "half_pixel_symmetric" && a.ctm != "pytorch_half_pixel" &&
+      a.ctm != "align_corners" && a.ctm != "asymmetric" && a.ctm != "tf_crop_and_resize")
+    return false;
+  if (a.nearest_mode != "round_prefer_floor" && a.nearest_mode != "round_prefer_ceil" && a.nearest_mode != "floor" &&
+      a.nearest_mode != "ceil")
+    return false;
+  if (a.policy != "stretch" && a.policy != "not_larger" && a.policy != "not_smaller") return false;
+  const DType dt = dtype_of(b, n.inputs[0]);
+  auto x = b.static_type(n.inputs[0]);
+  if (x && x->second.empty()) return false;
+  // nearest moves elements of any dtype; linear/cubic compute in f32 (integer images keep the
+  // interpreter's double accumulation and truncation).
+  if (a.mode == "nearest" ? !movable_dtype(dt) || (a.ctm == "tf_crop_and_resize" && !dtype_is_float(dt))
+                          : dt != DType::F32)
+    return false;
+  add_tensor_step(b, n, std::make_unique<ResizeStep>(dt, std::move(a)), {dt}, "resize");
+  return true;
+}
+
+}  // namespace hodu::cpu

@@ -1,0 +1,728 @@
+// The cpu engine's tensor kernels (broadcast_ops, unary_ops, tensor_ops, resize, dnnl_deconv,
+// reduce_ops, index_ops, norm_ops, einsum) against the interpreter: one node per model, many
+// shapes, broadcast patterns, dtypes, modes and attributes; each case also asserts that the plan
+// ran no interpreter kernel, and a second run (plan reused) gives the same result.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "engines/cpu/cpu_engine.h"
+#include "engines/cpu/plan.h"
+#include "engines/interp/interpreter.h"
+#include "ir/schema.h"
+#include "kernels/cpu/vector_math.h"
+#include "runtime/kernel_registry.h"
+
+namespace hodu::cpu {
+namespace {
+
+Tensor rand_tensor(DType dt, std::vector<int64_t> shape, uint32_t seed, int lo = -5, int hi = 5) {
+  std::mt19937 rng(seed);
+  Tensor t = Tensor::empty(dt, shape);
+  const int64_t n = t.numel();
+  if (dt == DType::F32 || dt == DType::F64) {
+    std::normal_distribution<double> d(0.0, 2.0);
+    for (int64_t i = 0; i < n; ++i) t.set_double(i, d(rng));
+  } else if (dt == DType::Bool) {
+    for (int64_t i = 0; i < n; ++i) t.set_double(i, static_cast<double>(rng() & 1));
+  } else {
+    std::uniform_int_distribution<int> d(lo, hi);
+    for (int64_t i = 0; i < n; ++i) t.set_double(i, d(rng));
+  }
+  return t;
+}
+
+Tensor i64s(std::vector<int64_t> v) { return Tensor::from_vector<int64_t>(DType::I64, {static_cast<int64_t>(v.size())}, v); }
+Tensor f32s(std::vector<float> v) { return Tensor::from_vector<float>(DType::F32, {static_cast<int64_t>(v.size())}, v); }
+
+struct Case {
+  std::string op;
+  std::vector<std::pair<std::string, Tensor>> inputs;  // fed at run time
+  std::vector<std::pair<std::string, Tensor>> consts;  // initializers
+  std::vector<std::string> order;                      // the node's inputs ("" for absent)
+  std::vector<Attribute> attrs;
+  int outputs = 1;
+  double tol = 1e-6;  // relative, floats; integers and bools must be equal
+};
+
+Model build(const Case& c) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  for (const auto& [name, t] : c.inputs)
+    g.inputs.push_back({name, ValueType::tensor(t.dtype(), Shape::from(t.shape())), ""});
+  for (const auto& [name, t] : c.consts) g.set_initializer(name, t);
+  Node n;
+  n.name = "node";
+  n.op_type = c.op;
+  n.inputs = c.order;
+  for (int i = 0; i < c.outputs; ++i) n.outputs.push_back("y" + std::to_string(i));
+  n.attributes = c.attrs;
+  g.nodes.push_back(n);
+  for (const auto& o : n.outputs) g.outputs.push_back({o, {}, ""});
+  infer_types(g);
+  for (auto& o : g.outputs)
+    if (auto t = g.type_of(o.name)) o.type = *t;
+  return m;
+}
+
+void expect_close(const Tensor& got, const Tensor& want, double tol, const std::string& what) {
+  ASSERT_EQ(got.dtype(), want.dtype()) << what;
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  const int64_t n = want.numel();
+  if (!dtype_is_float(want.dtype())) {
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got.get_int64(i), want.get_int64(i)) << what << " at " << i;
+    return;
+  }
+  for (int64_t i = 0; i < n; ++i) {
+    const double a = got.get_double(i), b = want.get_double(i);
+    if (std::isnan(b)) {
+      ASSERT_TRUE(std::isnan(a)) << what << " at " << i;
+      continue;
+    }
+    ASSERT_NEAR(a, b, tol * std::max(1.0, std::fabs(b))) << what << " at " << i;
+  }
+}
+
+// Runs the case on a cpu Plan (no graph passes, so the node is planned as written) and on the
+// interpreter; outputs must match and no step may be the interpreter's kernel.
+void check(const Case& c, const std::string& what) {
+  SCOPED_TRACE(what);
+  Model m = build(c);
+  std::map<std::string, RuntimeValue> feeds;
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, t] : c.inputs) {
+    feeds[name] = RuntimeValue(t);
+    shapes[name] = t.shape();
+  }
+  auto want = interp::Interpreter(m).run(feeds);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  for (int threads : {1, 2}) {
+    PlanOptions o;
+    o.threads = threads;
+    Plan plan(m, shapes, o, eng);
+    ASSERT_EQ(plan.fallback_count(), 0) << what << ": " << fmt::format("{}", fmt::join(plan.kernel_choices(), "; "));
+    for (int run = 0; run < 2; ++run) {
+      auto got = plan.run(feeds, stream);
+      ASSERT_EQ(got.size(), want.size());
+      for (size_t i = 0; i < got.size(); ++i)
+        expect_close(got[i].tensor, want[i].tensor, c.tol, what + " output " + std::to_string(i));
+    }
+  }
+}
+
+Case binary(const std::string& op, DType dt, std::vector<int64_t> a, std::vector<int64_t> b, uint32_t seed) {
+  Case c;
+  c.op = op;
+  Tensor ta = rand_tensor(dt, a, seed), tb = rand_tensor(dt, b, seed + 1);
+  if (op == "Div" || op == "Mod") {  // no zero divisors for floats (both engines give inf/nan alike anyway)
+    for (int64_t i = 0; i < tb.numel(); ++i)
+      if (tb.get_double(i) == 0) tb.set_double(i, 3);
+  }
+  if (op == "Pow") {
+    for (int64_t i = 0; i < ta.numel(); ++i) ta.set_double(i, std::fabs(ta.get_double(i)) + 0.5);
+  }
+  c.inputs = {{"a", ta}, {"b", tb}};
+  c.order = {"a", "b"};
+  return c;
+}
+
+TEST(CpuTensorKernels, BinaryOpsEveryBroadcastPatternAndDtype) {
+  const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> shapes = {
+      {{2, 3, 4}, {2, 3, 4}}, {{2, 3, 4}, {4}},       {{2, 3, 4}, {3, 1}},    {{3, 1}, {2, 3, 4}},
+      {{2, 1, 4}, {1, 3, 1}}, {{1}, {5, 6}},          {{5, 6}, {}},          {{}, {7}},
+      {{2, 3, 1, 5}, {3, 4, 1}}, {{64, 65}, {64, 1}}, {{1, 4, 1, 70}, {3, 1, 50, 1}}};
+  uint32_t seed = 1;
+  for (const char* op : {"Add", "Sub", "Mul", "Div", "Max", "Min", "Mod", "Equal", "Less", "Greater",
+                         "LessOrEqual", "GreaterOrEqual"})
+    for (DType dt : {DType::F32, DType::I64, DType::I32, DType::U8})
+      for (const auto& [a, b] : shapes)
+        check(binary(op, dt, a, b, seed++), fmt::format("{} {} {} {}", op, dtype_name(dt), shape_to_string(a),
+                                                         shape_to_string(b)));
+  for (const auto& [a, b] : shapes) check(binary("Pow", DType::F32, a, b, seed++), "Pow " + shape_to_string(a));
+  Case fmod = binary("Mod", DType::F32, {4, 5}, {5}, 9);
+  fmod.attrs = {Attribute::make_int("fmod", 1)};
+  check(fmod, "Mod fmod=1");
+  for (const char* op : {"And", "Or", "Xor", "Equal"})
+    for (const auto& [a, b] : shapes) check(binary(op, DType::Bool, a, b, seed++), std::string(op) + " bool");
+  // Integer division by zero and by -1, as the interpreter defines them.
+  Case div;
+  div.op = "Div";
+  div.inputs = {{"a", Tensor::from_vector<int64_t>(DType::I64, {4}, {7, -7, 5, INT64_MIN})},
+                {"b", Tensor::from_vector<int64_t>(DType::I64, {4}, {0, 2, -1, -1})}};
+  div.order = {"a", "b"};
+  check(div, "int64 Div edge cases");
+}
+
+TEST(CpuTensorKernels, VariadicPreluWhereExpandClip) {
+  Case sum;
+  sum.op = "Sum";
+  sum.inputs = {{"a", rand_tensor(DType::F32, {3, 4}, 1)}, {"b", rand_tensor(DType::F32, {4}, 2)},
+                {"c", rand_tensor(DType::F32, {3, 1}, 3)}};
+  sum.order = {"a", "b", "c"};
+  check(sum, "Sum of three");
+  for (const char* op : {"Max", "Min", "Mean"}) {
+    Case v = sum;
+    v.op = op;
+    check(v, op);
+  }
+  Case one = sum;
+  one.op = "Max";
+  one.inputs.resize(1);
+  one.order = {"a"};
+  check(one, "Max of one");
+  Case prelu = binary("PRelu", DType::F32, {2, 3, 4, 5}, {3, 1, 1}, 4);
+  check(prelu, "PRelu");
+
+  uint32_t seed = 10;
+  const std::vector<std::vector<std::vector<int64_t>>> where_shapes = {
+      {{2, 3}, {2, 3}, {2, 3}}, {{1, 1, 5, 5}, {2, 4, 5, 5}, {}}, {{5, 5}, {}, {3, 5, 5}},
+      {{3, 1}, {1, 4}, {3, 4}}, {{4}, {4}, {1}}, {{1, 1, 6, 6}, {2, 3, 6, 6}, {1}}};
+  for (DType dt : {DType::F32, DType::I64, DType::Bool, DType::F16})
+    for (const auto& s : where_shapes) {
+      Case w;
+      w.op = "Where";
+      w.inputs = {{"c", rand_tensor(DType::Bool, s[0], seed++)},
+                  {"x", rand_tensor(dt, s[1], seed++)},
+                  {"y", rand_tensor(dt, s[2], seed++)}};
+      w.order = {"c", "x", "y"};
+      check(w, "Where " + std::string(dtype_name(dt)) + " " + shape_to_string(s[0]));
+    }
+  for (const auto& [x, shape] : std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>{
+           {{3, 1}, {2, 3, 4}}, {{1}, {5}}, {{2, 1, 3}, {2, 4, 1}}, {{4}, {1}}}) {
+    Case e;
+    e.op = "Expand";
+    e.inputs = {{"x", rand_tensor(DType::I64, x, seed++)}};
+    e.consts = {{"s", i64s(shape)}};
+    e.order = {"x", "s"};
+    check(e, "Expand " + shape_to_string(x) + " to " + shape_to_string(shape));
+  }
+  // Clip with bounds fed at run time (paddle2onnx's CastLike → Clip) and integer Clip.
+  Case clip;
+  clip.op = "Clip";
+  clip.inputs = {{"x", rand_tensor(DType::F32, {4, 50}, 3)}, {"lo", Tensor::scalar<float>(DType::F32, -1.0f)},
+                 {"hi", Tensor::scalar<float>(DType::F32, 2.5f)}};
+  clip.order = {"x", "lo", "hi"};
+  check(clip, "Clip tensor bounds");
+  clip.order = {"x", "", "hi"};
+  check(clip, "Clip upper only");
+  Case iclip;
+  iclip.op = "Clip";
+  iclip.inputs = {{"x", rand_tensor(DType::I64, {30}, 4)}};
+  iclip.consts = {{"lo", Tensor::scalar<int64_t>(DType::I64, -2)}, {"hi", Tensor::scalar<int64_t>(DType::I64, 3)}};
+  iclip.order = {"x", "lo", "hi"};
+  check(iclip, "Clip int64");
+}
+
+TEST(CpuTensorKernels, CastCastLikeAndUnaryOps) {
+  const DType types[] = {DType::F32, DType::F64, DType::F16, DType::I64, DType::I32, DType::I8, DType::U8, DType::Bool};
+  uint32_t seed = 20;
+  for (DType from : types)
+    for (DType to : types) {
+      if (from == DType::F64 && to == DType::F16) continue;  // rounds once from double: the interpreter's
+      Case c;
+      c.op = "Cast";
+      Tensor x = rand_tensor(from, {3, 17}, seed++, -300, 300);
+      if (from == DType::F32) x.set_double(0, std::nan(""));
+      c.inputs = {{"x", x}};
+      c.order = {"x"};
+      c.attrs = {Attribute::make_int("to", dtype_to_onnx(to))};
+      check(c, fmt::format("Cast {} -> {}", dtype_name(from), dtype_name(to)));
+    }
+  Case like;
+  like.op = "CastLike";
+  like.inputs = {{"x", rand_tensor(DType::F32, {10}, 3)}, {"t", rand_tensor(DType::I32, {1}, 4)}};
+  like.order = {"x", "t"};
+  check(like, "CastLike");
+  for (const char* op : {"Softplus", "Erf", "HardSigmoid", "Sign", "Floor", "Ceil", "Round", "Reciprocal", "Sin",
+                         "Cos", "Softsign", "Mish", "Selu", "Celu", "ThresholdedRelu", "HardSwish", "Elu", "Neg",
+                         "Abs", "Atan", "Tanh", "Sigmoid"}) {
+    Case u;
+    u.op = op;
+    Tensor x = rand_tensor(DType::F32, {5, 33}, seed++);
+    x.set_double(1, 2.5);  // Round half to even
+    x.set_double(2, -0.5);
+    u.inputs = {{"x", x}};
+    u.order = {"x"};
+    u.tol = 1e-6;
+    check(u, op);
+  }
+  for (const char* op : {"Neg", "Abs", "Sign", "Relu"})
+    for (DType dt : {DType::I64, DType::I32}) {
+      Case u;
+      u.op = op;
+      u.inputs = {{"x", rand_tensor(dt, {40}, seed++)}};
+      u.order = {"x"};
+      check(u, std::string(op) + " int");
+    }
+  Case nt;
+  nt.op = "Not";
+  nt.inputs = {{"x", rand_tensor(DType::Bool, {3, 9}, 5)}};
+  nt.order = {"x"};
+  check(nt, "Not");
+  Case nan;
+  nan.op = "IsNaN";
+  Tensor v = f32s({1.0f, std::nanf(""), INFINITY, -INFINITY});
+  nan.inputs = {{"x", v}};
+  nan.order = {"x"};
+  check(nan, "IsNaN");
+  nan.op = "IsInf";
+  nan.attrs = {Attribute::make_int("detect_negative", 0)};
+  check(nan, "IsInf positive only");
+}
+
+TEST(CpuTensorKernels, SplitPadTileDepthToSpaceTrilu) {
+  uint32_t seed = 40;
+  for (int64_t axis : {0, 1, 2, -1}) {
+    Case s;
+    s.op = "Split";
+    s.inputs = {{"x", rand_tensor(DType::F32, {6, 7, 8}, seed++)}};
+    s.order = {"x"};
+    s.outputs = 3;
+    s.attrs = {Attribute::make_int("axis", axis), Attribute::make_int("num_outputs", 3)};
+    check(s, "Split num_outputs axis " + std::to_string(axis));
+  }
+  Case sp;
+  sp.op = "Split";
+  sp.inputs = {{"x", rand_tensor(DType::I64, {4, 10}, seed++)}};
+  sp.consts = {{"sizes", i64s({2, 5, 3})}};
+  sp.order = {"x", "sizes"};
+  sp.outputs = 3;
+  sp.attrs = {Attribute::make_int("axis", 1)};
+  check(sp, "Split sizes");
+  for (const char* mode : {"constant", "reflect", "edge", "wrap"})
+    for (const auto& pads : std::vector<std::vector<int64_t>>{{0, 1, 2, 3, 0, 2, 1, 1}, {1, 0, 0, 2, 0, 3, 2, 0},
+                                                              {0, 0, -1, 2, 0, 0, 1, -2}}) {
+      Case p;
+      p.op = "Pad";
+      p.inputs = {{"x", rand_tensor(DType::F32, {2, 3, 5, 6}, seed++)}};
+      p.consts = {{"pads", i64s(pads)}, {"v", Tensor::scalar<float>(DType::F32, 1.5f)}};
+      p.order = {"x", "pads", "v"};
+      p.attrs = {Attribute::make_string("mode", mode)};
+      check(p, std::string("Pad ") + mode + " " + shape_to_string(pads));
+    }
+  Case pa;
+  pa.op = "Pad";
+  pa.inputs = {{"x", rand_tensor(DType::I64, {3, 4, 5}, seed++)}};
+  pa.consts = {{"pads", i64s({2, 1, 1, 3})}, {"axes", i64s({-1, 1})}};
+  pa.order = {"x", "pads", "", "axes"};
+  check(pa, "Pad axes int64");
+  Case t;
+  t.op = "Tile";
+  t.inputs = {{"x", rand_tensor(DType::F32, {2, 3, 4}, seed++)}};
+  t.consts = {{"r", i64s({2, 1, 3})}};
+  t.order = {"x", "r"};
+  check(t, "Tile");
+  for (const char* mode : {"DCR", "CRD"}) {
+    Case d;
+    d.op = "DepthToSpace";
+    d.inputs = {{"x", rand_tensor(DType::F32, {2, 8, 3, 5}, seed++)}};
+    d.order = {"x"};
+    d.attrs = {Attribute::make_int("blocksize", 2), Attribute::make_string("mode", mode)};
+    check(d, std::string("DepthToSpace ") + mode);
+  }
+  Case s2d;
+  s2d.op = "SpaceToDepth";
+  s2d.inputs = {{"x", rand_tensor(DType::F32, {1, 3, 6, 4}, seed++)}};
+  s2d.order = {"x"};
+  s2d.attrs = {Attribute::make_int("blocksize", 2)};
+  check(s2d, "SpaceToDepth");
+  for (int64_t upper : {0, 1})
+    for (int64_t k : {-2, 0, 1, 7}) {
+      Case tr;
+      tr.op = "Trilu";
+      tr.inputs = {{"x", rand_tensor(DType::F32, {2, 5, 6}, seed++)}};
+      tr.consts = {{"k", Tensor::scalar<int64_t>(DType::I64, k)}};
+      tr.order = {"x", "k"};
+      tr.attrs = {Attribute::make_int("upper", upper)};
+      check(tr, fmt::format("Trilu upper {} k {}", upper, k));
+    }
+}
+
+TEST(CpuTensorKernels, ResizeModes) {
+  uint32_t seed = 60;
+  struct R {
+    std::string mode, ctm, nearest;
+    bool antialias, exclude;
+  };
+  const std::vector<R> modes = {
+      {"nearest", "asymmetric", "floor", false, false},     {"nearest", "half_pixel", "round_prefer_floor", false, false},
+      {"nearest", "align_corners", "round_prefer_ceil", false, false}, {"nearest", "half_pixel", "ceil", false, false},
+      {"linear", "half_pixel", "", false, false},           {"linear", "align_corners", "", false, false},
+      {"linear", "pytorch_half_pixel", "", false, false},   {"linear", "asymmetric", "", false, false},
+      {"linear", "half_pixel_symmetric", "", false, false}, {"cubic", "half_pixel", "", false, false},
+      {"cubic", "align_corners", "", false, true},          {"linear", "half_pixel", "", true, false},
+      {"cubic", "half_pixel", "", true, false}};
+  for (const auto& r : modes)
+    for (const auto& scales : std::vector<std::vector<float>>{{1, 1, 2, 2}, {1, 1, 0.5f, 0.75f}, {1, 1, 1.7f, 3}}) {
+      Case c;
+      c.op = "Resize";
+      c.inputs = {{"x", rand_tensor(DType::F32, {2, 3, 7, 9}, seed++)}};
+      c.consts = {{"scales", f32s(scales)}};
+      c.order = {"x", "", "scales"};
+      c.attrs = {Attribute::make_string("mode", r.mode), Attribute::make_string("coordinate_transformation_mode", r.ctm),
+                 Attribute::make_int("antialias", r.antialias), Attribute::make_int("exclude_outside", r.exclude)};
+      if (!r.nearest.empty()) c.attrs.push_back(Attribute::make_string("nearest_mode", r.nearest));
+      c.tol = 1e-5;
+      check(c, fmt::format("Resize {} {} {} aa {} scales {}", r.mode, r.ctm, r.nearest, r.antialias, scales[2]));
+    }
+  // sizes, axes, a 3-D input, an integer image with nearest, tf_crop_and_resize with extrapolation.
+  Case sz;
+  sz.op = "Resize";
+  sz.inputs = {{"x", rand_tensor(DType::F32, {2, 5, 8}, seed++)}};
+  sz.consts = {{"sizes", i64s({11, 3})}};
+  sz.order = {"x", "", "", "sizes"};
+  sz.attrs = {Attribute::make_string("mode", "linear"), Attribute::make_ints("axes", {1, 2})};
+  sz.tol = 1e-5;
+  check(sz, "Resize sizes axes");
+  Case u8 = sz;
+  u8.inputs = {{"x", rand_tensor(DType::U8, {1, 3, 4, 5}, seed++, 0, 255)}};
+  u8.consts = {{"scales", f32s({1, 1, 3, 2})}};
+  u8.order = {"x", "", "scales"};
+  u8.attrs = {Attribute::make_string("mode", "nearest")};
+  check(u8, "Resize nearest u8");
+  Case crop;
+  crop.op = "Resize";
+  crop.inputs = {{"x", rand_tensor(DType::F32, {1, 1, 6, 6}, seed++)}};
+  crop.consts = {{"roi", f32s({0, 0, 0.4f, 0.6f, 1, 1, 1.2f, 1.7f})}, {"sizes", i64s({1, 1, 5, 4})}};
+  crop.order = {"x", "roi", "", "sizes"};
+  crop.attrs = {Attribute::make_string("mode", "linear"),
+                Attribute::make_string("coordinate_transformation_mode", "tf_crop_and_resize"),
+                Attribute::make_float("extrapolation_value", 10.0f)};
+  crop.tol = 1e-5;
+  check(crop, "Resize tf_crop_and_resize");
+}
+
+TEST(CpuTensorKernels, ConvTransposeOnOneDnn) {
+  uint32_t seed = 80;
+  struct D {
+    std::vector<int64_t> x, w, strides, pads, opad, dil;
+    int64_t group;
+    std::string auto_pad;
+    bool bias;
+  };
+  const std::vector<D> cases = {
+      {{1, 8, 5, 5}, {8, 4, 2, 2}, {2, 2}, {0, 0, 0, 0}, {}, {}, 1, "", false},
+      {{2, 6, 4, 7}, {6, 3, 3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, {}, 1, "", true},
+      {{1, 8, 6, 6}, {8, 2, 3, 3}, {1, 1}, {1, 1, 1, 1}, {}, {}, 2, "", true},
+      {{1, 4, 5, 5}, {4, 4, 4, 4}, {2, 2}, {}, {}, {}, 1, "SAME_UPPER", false},
+      {{1, 3, 9}, {3, 5, 3}, {3}, {1, 0}, {2}, {}, 1, "", true},
+      {{1, 4, 5, 5}, {4, 2, 3, 3}, {1, 1}, {0, 0, 0, 0}, {}, {2, 2}, 1, "", false}};
+  for (const auto& d : cases) {
+    Case c;
+    c.op = "ConvTranspose";
+    c.inputs = {{"x", rand_tensor(DType::F32, d.x, seed++)}};
+    c.consts = {{"w", rand_tensor(DType::F32, d.w, seed++)}};
+    c.order = {"x", "w"};
+    if (d.bias) {
+      c.consts.push_back({"b", rand_tensor(DType::F32, {d.w[1] * d.group}, seed++)});
+      c.order.push_back("b");
+    }
+    c.attrs = {Attribute::make_ints("strides", d.strides), Attribute::make_int("group", d.group)};
+    if (!d.pads.empty()) c.attrs.push_back(Attribute::make_ints("pads", d.pads));
+    if (!d.opad.empty()) c.attrs.push_back(Attribute::make_ints("output_padding", d.opad));
+    if (!d.dil.empty()) c.attrs.push_back(Attribute::make_ints("dilations", d.dil));
+    if (!d.auto_pad.empty()) c.attrs.push_back(Attribute::make_string("auto_pad", d.auto_pad));
+    c.tol = 1e-4;
+    check(c, "ConvTranspose " + shape_to_string(d.x) + " w " + shape_to_string(d.w));
+  }
+}
+
+TEST(CpuTensorKernels, ReductionsArgCumsumTopK) {
+  uint32_t seed = 100;
+  const char* ops[] = {"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
+                       "ReduceLogSumExp", "ReduceSumSquare"};
+  const std::vector<std::vector<int64_t>> axes_list = {{}, {0}, {1}, {-1}, {0, 2}, {1, 2}, {0, 1, 2}};
+  for (const char* op : ops)
+    for (const auto& axes : axes_list)
+      for (int64_t keep : {0, 1})
+        for (DType dt : {DType::F32, DType::I64}) {
+          if (dt == DType::I64 && (std::string(op) == "ReduceLogSumExp" || std::string(op) == "ReduceL2")) continue;
+          Case c;
+          c.op = op;
+          c.inputs = {{"x", rand_tensor(dt, {3, 4, 5}, seed++, -3, 3)}};
+          c.order = {"x"};
+          if (!axes.empty()) {
+            c.consts = {{"axes", i64s(axes)}};
+            c.order.push_back("axes");
+          }
+          c.attrs = {Attribute::make_int("keepdims", keep)};
+          c.tol = 1e-5;
+          check(c, fmt::format("{} {} axes {} keep {}", op, dtype_name(dt), shape_to_string(axes), keep));
+        }
+  Case noop;
+  noop.op = "ReduceSum";
+  noop.inputs = {{"x", rand_tensor(DType::F32, {3, 4}, seed++)}};
+  noop.order = {"x"};
+  noop.attrs = {Attribute::make_int("noop_with_empty_axes", 1)};
+  check(noop, "ReduceSum noop_with_empty_axes");
+  for (const char* op : {"ArgMax", "ArgMin"})
+    for (int64_t axis : {0, 1, -1})
+      for (int64_t last : {0, 1}) {
+        Case c;
+        c.op = op;
+        c.inputs = {{"x", rand_tensor(DType::I32, {4, 6, 5}, seed++, -2, 2)}};  // ties
+        c.order = {"x"};
+        c.attrs = {Attribute::make_int("axis", axis), Attribute::make_int("select_last_index", last),
+                   Attribute::make_int("keepdims", axis == 1)};
+        check(c, fmt::format("{} axis {} last {}", op, axis, last));
+      }
+  for (int64_t axis : {0, 1})
+    for (int64_t excl : {0, 1})
+      for (int64_t rev : {0, 1}) {
+        Case c;
+        c.op = "CumSum";
+        c.inputs = {{"x", rand_tensor(DType::F32, {5, 7}, seed++)}};
+        c.consts = {{"axis", Tensor::scalar<int64_t>(DType::I64, axis)}};
+        c.order = {"x", "axis"};
+        c.attrs = {Attribute::make_int("exclusive", excl), Attribute::make_int("reverse", rev)};
+        c.tol = 1e-5;
+        check(c, fmt::format("CumSum axis {} exclusive {} reverse {}", axis, excl, rev));
+      }
+  for (int64_t largest : {0, 1})
+    for (int64_t axis : {0, -1}) {
+      Case c;
+      c.op = "TopK";
+      c.inputs = {{"x", rand_tensor(DType::I64, {6, 9}, seed++, -3, 3)}};
+      c.consts = {{"k", i64s({4})}};
+      c.order = {"x", "k"};
+      c.outputs = 2;
+      c.attrs = {Attribute::make_int("largest", largest), Attribute::make_int("axis", axis)};
+      check(c, fmt::format("TopK largest {} axis {}", largest, axis));
+    }
+}
+
+TEST(CpuTensorKernels, GatherScatter) {
+  uint32_t seed = 120;
+  Case ge;
+  ge.op = "GatherElements";
+  ge.inputs = {{"x", rand_tensor(DType::F32, {3, 4, 5}, seed++)}, {"i", rand_tensor(DType::I64, {3, 2, 5}, seed++, -4, 3)}};
+  ge.order = {"x", "i"};
+  ge.attrs = {Attribute::make_int("axis", 1)};
+  check(ge, "GatherElements");
+  Case gn;
+  gn.op = "GatherND";
+  gn.inputs = {{"x", rand_tensor(DType::F32, {2, 3, 4}, seed++)},
+               {"i", Tensor::from_vector<int64_t>(DType::I64, {2, 2, 1}, {0, 2, 1, -1})}};
+  gn.order = {"x", "i"};
+  gn.attrs = {Attribute::make_int("batch_dims", 1)};
+  check(gn, "GatherND batch_dims 1");
+  Case g;
+  g.op = "Gather";
+  g.inputs = {{"x", rand_tensor(DType::I64, {5, 6}, seed++)}, {"i", Tensor::from_vector<int32_t>(DType::I32, {2, 2}, {0, -1, 3, 2})}};
+  g.order = {"x", "i"};
+  g.attrs = {Attribute::make_int("axis", 1)};
+  check(g, "Gather");
+  for (const char* red : {"none", "add", "mul", "max", "min"}) {
+    Case s;
+    s.op = "ScatterND";
+    s.inputs = {{"x", rand_tensor(DType::F32, {4, 3, 2}, seed++)},
+                {"i", Tensor::from_vector<int64_t>(DType::I64, {3, 1}, {1, -1, 1})},
+                {"u", rand_tensor(DType::F32, {3, 3, 2}, seed++)}};
+    s.order = {"x", "i", "u"};
+    s.attrs = {Attribute::make_string("reduction", red)};
+    check(s, std::string("ScatterND ") + red);
+    Case e;
+    e.op = "ScatterElements";
+    e.inputs = {{"x", rand_tensor(DType::F32, {3, 5}, seed++)},
+                {"i", Tensor::from_vector<int64_t>(DType::I64, {2, 2}, {1, 4, 0, -1})},
+                {"u", rand_tensor(DType::F32, {2, 2}, seed++)}};
+    e.order = {"x", "i", "u"};
+    e.attrs = {Attribute::make_string("reduction", red), Attribute::make_int("axis", 1)};
+    check(e, std::string("ScatterElements ") + red);
+  }
+}
+
+TEST(CpuTensorKernels, IndexOutOfRangeIsAnErrorNamingTheNode) {
+  Case g;
+  g.op = "GatherElements";
+  g.inputs = {{"x", rand_tensor(DType::F32, {3, 4}, 1)}, {"i", Tensor::from_vector<int64_t>(DType::I64, {1, 1}, {9})}};
+  g.order = {"x", "i"};
+  Model m = build(g);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"x", {3, 4}}, {"i", {1, 1}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0);
+  try {
+    plan.run({{"x", RuntimeValue(g.inputs[0].second)}, {"i", RuntimeValue(g.inputs[1].second)}}, stream);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("node"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+TEST(CpuTensorKernels, InstanceGroupNormAndLrn) {
+  uint32_t seed = 140;
+  for (const auto& shape : std::vector<std::vector<int64_t>>{{2, 6, 5, 7}, {1, 6, 33}, {3, 6, 1}}) {
+    Case in;
+    in.op = "InstanceNormalization";
+    in.inputs = {{"x", rand_tensor(DType::F32, shape, seed++)}};
+    in.consts = {{"s", rand_tensor(DType::F32, {6}, seed++)}, {"b", rand_tensor(DType::F32, {6}, seed++)}};
+    in.order = {"x", "s", "b"};
+    in.tol = 1e-5;
+    check(in, "InstanceNormalization " + shape_to_string(shape));
+    Case gn = in;
+    gn.op = "GroupNormalization";
+    gn.attrs = {Attribute::make_int("num_groups", 3), Attribute::make_float("epsilon", 1e-3f)};
+    check(gn, "GroupNormalization " + shape_to_string(shape));
+    for (int64_t size : {1, 3, 4, 9}) {
+      Case l;
+      l.op = "LRN";
+      l.inputs = {{"x", rand_tensor(DType::F32, shape, seed++)}};
+      l.order = {"x"};
+      l.attrs = {Attribute::make_int("size", size), Attribute::make_float("alpha", 0.01f)};
+      l.tol = 1e-5;
+      check(l, "LRN size " + std::to_string(size) + " " + shape_to_string(shape));
+    }
+  }
+}
+
+TEST(CpuTensorKernels, EinsumPatterns) {
+  uint32_t seed = 160;
+  struct E {
+    std::string eq;
+    std::vector<std::vector<int64_t>> shapes;
+  };
+  const std::vector<E> cases = {{"ij,jk->ik", {{4, 5}, {5, 6}}},
+                                {"bhid,bhjd->bhij", {{2, 3, 4, 8}, {2, 3, 5, 8}}},
+                                {"bij,bjk->bik", {{3, 4, 5}, {3, 5, 2}}},
+                                {"ij,kj->ik", {{4, 5}, {6, 5}}},
+                                {"i,j->ij", {{4}, {6}}},
+                                {"bn,anm->bam", {{2, 3}, {4, 3, 5}}},
+                                {"ij->ji", {{3, 7}}},
+                                {"ijk->ik", {{3, 4, 5}}},
+                                {"ij,jk", {{2, 3}, {3, 4}}},
+                                {"i,i->", {{9}, {9}}}};
+  for (const auto& c : cases) {
+    Case e;
+    e.op = "Einsum";
+    for (size_t i = 0; i < c.shapes.size(); ++i) {
+      const std::string name = fmt::format("x{}", i);
+      e.inputs.push_back({name, rand_tensor(DType::F32, c.shapes[i], seed++)});
+      e.order.push_back(name);
+    }
+    e.attrs = {Attribute::make_string("equation", c.eq)};
+    e.tol = 1e-5;
+    check(e, "Einsum " + c.eq);
+  }
+}
+
+// A graph output that is a Reshape of an arena value keeps its bytes to the end of the run: a
+// later step's arena slot must not take them (ONNX's expanded LayerNormalization: Y was a view of
+// bytes the InvStdDev Reciprocal then wrote).
+TEST(CpuTensorKernels, OutputViewsKeepTheirBytesToTheEnd) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape::from({4, 3})), ""});
+  g.set_initializer("flat", i64s({12}));
+  auto node = [&](std::string op, std::vector<std::string> in, std::string out) {
+    Node n;
+    n.name = out;
+    n.op_type = std::move(op);
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    g.nodes.push_back(n);
+  };
+  node("Relu", {"x"}, "a");
+  node("Reshape", {"a", "flat"}, "y1");
+  node("Neg", {"x"}, "b");
+  node("Reciprocal", {"b"}, "c");
+  node("Reshape", {"c", "flat"}, "y2");
+  g.outputs.push_back({"y1", {}, ""});
+  g.outputs.push_back({"y2", {}, ""});
+  infer_types(g);
+  for (auto& o : g.outputs) o.type = *g.type_of(o.name);
+  Tensor x = rand_tensor(DType::F32, {4, 3}, 7);
+  auto want = interp::Interpreter(m).run({{"x", RuntimeValue(x)}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"x", {4, 3}}}, PlanOptions{}, eng);
+  auto got = plan.run({{"x", RuntimeValue(x)}}, stream);
+  for (size_t i = 0; i < 2; ++i) expect_close(got[i].tensor, want[i].tensor, 1e-6, "output " + std::to_string(i));
+}
+
+// A Session's dispatcher picks the highest-priority registered kernel; an op and dtype with only
+// the "reference" entry run on the interpreter. The tensor kernels take every dtype.
+TEST(CpuTensorKernels, RegistryOffersACpuKernelForEveryDtype) {
+  KernelRegistry r;
+  register_cpu_kernels(r);
+  for (const char* op : {"Add", "Equal", "Where", "Concat", "Slice", "Transpose", "Gather", "Cast", "CastLike",
+                         "Resize", "ReduceSum", "Split", "Expand", "Range", "NonZero", "Pad", "ConvTranspose"})
+    for (DType dt : {DType::F32, DType::I64, DType::Bool}) {
+      if (std::string(op) == "ConvTranspose" && dt != DType::F32) continue;
+      auto ks = r.find(op, "", Device::Kind::CPU, dt);
+      ASSERT_FALSE(ks.empty()) << op;
+      EXPECT_NE(ks.front().name, "reference") << op << " " << dtype_name(dt);
+    }
+}
+
+// Shapes known only at run time: NonZero's output flows through Transpose-free kernels that
+// allocate their outputs (Gather, Shape, Range, ConstantOfShape, Cast, Add) with no fallback.
+TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape::from({4, 6})), ""});
+  g.set_initializer("zero", Tensor::scalar<float>(DType::F32, 0.0f));
+  g.set_initializer("one", Tensor::scalar<int64_t>(DType::I64, 1));
+  g.set_initializer("start", Tensor::scalar<int64_t>(DType::I64, 0));
+  g.set_initializer("axes0", i64s({0}));
+  auto node = [&](std::string op, std::vector<std::string> in, std::vector<std::string> out,
+                  std::vector<Attribute> attrs = {}) {
+    Node n;
+    n.name = out[0];
+    n.op_type = std::move(op);
+    n.inputs = std::move(in);
+    n.outputs = std::move(out);
+    n.attributes = std::move(attrs);
+    g.nodes.push_back(n);
+  };
+  node("Greater", {"x", "zero"}, {"pos"});
+  node("NonZero", {"pos"}, {"nz"});                                         // [2, ?]
+  node("Gather", {"nz", "one"}, {"cols"}, {Attribute::make_int("axis", 0)});  // [?]
+  node("Shape", {"cols"}, {"len"});
+  node("Squeeze", {"len", "axes0"}, {"n"});
+  node("Range", {"start", "n", "one"}, {"r"});
+  node("Add", {"r", "cols"}, {"sum"});
+  node("Cast", {"sum"}, {"y"}, {Attribute::make_int("to", dtype_to_onnx(DType::F32))});
+  node("ConstantOfShape", {"len"}, {"fill"}, {Attribute::make_tensor("value", Tensor::scalar<float>(DType::F32, 2.0f))});
+  node("Mul", {"y", "fill"}, {"out"});
+  g.outputs.push_back({"out", {}, ""});
+  infer_types(g);
+  g.outputs[0].type = *g.type_of("out");
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"x", {4, 6}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0) << fmt::format("{}", fmt::join(plan.kernel_choices(), "; "));
+  for (uint32_t seed : {1u, 2u, 3u}) {  // a different count of positives each run
+    Tensor x = rand_tensor(DType::F32, {4, 6}, seed);
+    auto want = interp::Interpreter(m).run({{"x", RuntimeValue(x)}});
+    auto got = plan.run({{"x", RuntimeValue(x)}}, stream);
+    expect_close(got[0].tensor, want[0].tensor, 0, "seed " + std::to_string(seed));
+  }
+}
+
+// Under HODU_MAX_ISA (ctest cpu_engine_test_avx2 runs this whole program so), hodu's vector loops
+// and oneDNN's kernels stay at or below the cap.
+TEST(CpuTensorKernels, MaxIsaCapsHoduLoopsAndOneDnn) {
+  const char* cap = std::getenv("HODU_MAX_ISA");
+  if (!cap || std::string(cap) != "avx2") GTEST_SKIP() << "run with HODU_MAX_ISA=avx2 (ctest cpu_engine_test_avx2)";
+  apply_isa_cap();
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  EXPECT_NE(vector_math::cpu_isa(), vector_math::Isa::Avx512);
+  EXPECT_LE(static_cast<unsigned>(dnnl::get_effective_cpu_isa()), static_cast<unsigned>(dnnl::cpu_isa::avx2));
+}
+
+TEST(CpuTensorKernels, UnknownMaxIsaIsAnError) {
+  EXPECT_EQ(isa_cap::level_of("avx2"), 1);
+  EXPECT_EQ(isa_cap::level_of(""), 99);
+  EXPECT_EQ(isa_cap::level_of("avx3"), -1);
+}
+
+}  // namespace
+}  // namespace hodu::cpu
