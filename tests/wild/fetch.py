@@ -237,6 +237,11 @@ def ensure_refs(cache, model, model_file, version):
         log(f"fetch: ONNX Runtime {version} reference for {model['id']} at {W.size_text(size)}")
         outputs = run_ort(model_file, os.path.join(folder, "ort"), feeds)
         meta = dict(want, outputs=outputs)
+        for out in outputs:
+            y = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
+            if y.size > 1 and np.issubdtype(y.dtype, np.floating) and np.all(y == y.flat[0]):
+                raise W.WildError(f"{model['id']}: ONNX Runtime's output '{out}' at {W.size_text(size)} is constant "
+                                  f"({y.flat[0]}): comparing with it would prove nothing; change the inputs or recipe")
         if want["noise"]:
             # How far ONNX Runtime itself moves when every float input moves by one ulp:
             # quantized models round activations, so a tiny change flips some quanta.

@@ -47,6 +47,8 @@ class _Builder:
     def __init__(self, model):
         self.model = model
         self.inits = {i.name: i for i in model.graph.initializer}
+        # torch writes a weight shared by two layers once, read through Identity nodes.
+        self.alias = {n.output[0]: n.input[0] for n in model.graph.node if n.op_type == "Identity"}
         self.new_inits = []
         self.count = 0
 
@@ -57,6 +59,8 @@ class _Builder:
         return name
 
     def weight(self, name):
+        while name not in self.inits and name in self.alias:
+            name = self.alias[name]
         init = self.inits.get(name)
         return None if init is None else numpy_helper.to_array(init)
 

@@ -140,6 +140,12 @@ def export(recipe, example_inputs, path, seed=0):
         raise KeyError(f"unknown torch recipe '{name}' (known: {', '.join(sorted(BUILDERS))})")
     torch.manual_seed(seed)
     module = BUILDERS[name]().eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            # torchvision zero-initializes some heads (ViT's): zero logits compare equal
+            # to anything, so give every all-zero weight matrix random values.
+            if p.dim() >= 2 and not p.any():
+                p.normal_(0.0, 0.02)
     args = tuple(torch.from_numpy(x) for x in example_inputs)
     dynamic_axes = {k: {int(a): n for a, n in v.items()} for k, v in recipe.get("dynamic_axes", {}).items()}
     # Not under torch.no_grad(): without gradients torch takes its fused attention
