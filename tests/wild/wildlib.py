@@ -131,6 +131,18 @@ def make_input(model_id, name, spec, size, seed=0):
             x += rng.uniform(0.1, 0.3, shape[:-1] + [1]) * np.sin(2 * np.pi * f * t + rng.uniform(0, 6.3))
         x += 0.05 * rng.standard_normal(shape)
         x = 0.9 * x / max(np.abs(x).max(), 1e-9)
+    elif gen == "strokes":      # text-like image [N, C, H, W]: dark stroke runs on a light page, then noise
+        lo, hi = spec.get("range", [-1.0, 1.0])
+        x = np.full(shape, lo + 0.9 * (hi - lo))
+        n, _, h, w = shape
+        for i in range(n):
+            for _ in range(max(1, h * w // 8000)):
+                lh = int(rng.integers(max(2, min(h // 2, 8)), max(3, min(int(0.7 * h), 20)) + 1))
+                y0, x0 = int(rng.integers(0, max(1, h - lh))), int(rng.integers(0, max(1, w // 2)))
+                length = int(rng.integers(min(w - x0, 24), min(w - x0, max(40, w // 3)) + 1))
+                for k in range(x0, x0 + length, 6):
+                    x[i, :, y0:y0 + lh, k:k + 3] = lo + 0.1 * (hi - lo)
+        x += rng.normal(0.0, 0.025 * (hi - lo), shape)
     elif gen == "tokens":       # token ids in [lo, hi)
         lo, hi = spec["range"]
         x = rng.integers(lo, hi, shape)
