@@ -10,11 +10,13 @@ and each output is compared with ONNX Runtime 1.30's (made by fetch.py) and
 with the interpreter's, by relative L2 error against the model's tolerance.
 
 Cells: ok; WRONG (an output beyond tolerance); refused (hodu stopped with a
-clear "error:", e.g. an op its compiler lacks); crash (a signal, an exit
-without "error:", missing outputs, or a timeout); xfail (WRONG or crash listed
-in expected_failures.txt); XPASS (listed there but now right: remove the line).
-Exit code: 1 on any WRONG, crash or XPASS or a corpus error, 77 when ONNX
-Runtime or the npm registry is unreachable and nothing failed, else 0.
+clear "error:" saying what it does not support, e.g. an op its compiler lacks);
+rejected (hodu stopped with an "error:" that names nothing unsupported, on a
+model ONNX Runtime runs); crash (a signal, an exit without "error:", missing
+outputs, or a timeout); xfail (WRONG, rejected or crash listed in
+expected_failures.txt); XPASS (listed there but now right: remove the line).
+Exit code: 1 on any WRONG, rejected, crash or XPASS or a corpus error, 77 when
+ONNX Runtime or the npm registry is unreachable and nothing failed, else 0.
 
 usage: run_wild.py --hodu BIN [--all | ID ...] [--engines interp,O0,O1,O2,O3,so,py]
 """
@@ -35,7 +37,8 @@ import fetch as F  # noqa: E402
 import wildlib as W  # noqa: E402
 
 ENGINES = ["interp", "O0", "O1", "O2", "O3", "so", "py"]
-FAILING = ("WRONG", "crash")
+FAILING = ("WRONG", "crash", "rejected")
+UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented", re.I)
 
 
 class Result:
@@ -80,7 +83,10 @@ def run_cmd(cmd, timeout, env=None):
     errors = [ln for ln in r.stderr.splitlines() if ln.startswith("error:")]
     if r.returncode == 1 and errors:
         msg = errors[-1][len("error:"):].strip()
-        return "refused", re.sub(r"; supported ops: .*", " (its supported ops are listed by the command)", msg), dt
+        msg = re.sub(r"; supported ops: .*", " (its supported ops are listed by the command)", msg)
+        # ONNX Runtime ran this model: an error that does not say what hodu lacks
+        # (an op, a dtype, a format) rejects a valid model, and that is a bug.
+        return ("refused" if UNSUPPORTED.search(msg) else "rejected"), msg, dt
     tail = " | ".join(r.stderr.strip().splitlines()[-3:])
     how = f"signal {-r.returncode}" if r.returncode < 0 else f"exit code {r.returncode}"
     return "crash", f"{how} without an 'error:' line: {tail[-400:]}", dt
@@ -324,10 +330,11 @@ def main():
         print(f"ERROR   {mid}: {msg}")
     for mid, msg in unreachable.items():
         print(f"UNAVAILABLE {mid}: {msg}")
-    summary = ", ".join(f"{counts.get(s, 0)} {s}" for s in ("ok", "WRONG", "crash", "refused", "xfail", "XPASS"))
+    summary = ", ".join(f"{counts.get(s, 0)} {s}"
+                        for s in ("ok", "WRONG", "rejected", "crash", "refused", "xfail", "XPASS"))
     print(f"\nwild: {len(results)} runs: {summary}; {len(errors)} corpus errors, {len(unreachable)} unavailable "
           f"({time.time() - t0:.0f} s)")
-    failed = sum(counts.get(s, 0) for s in ("WRONG", "crash", "XPASS")) + len(errors)
+    failed = sum(counts.get(s, 0) for s in FAILING + ("XPASS",)) + len(errors)
     if failed:
         return 1
     if unreachable:

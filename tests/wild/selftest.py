@@ -46,6 +46,8 @@ def test_classify():
     check(R.run_cmd(sh + ["exit 0"], 10)[0] == "ok", "run_cmd: exit 0 is ok")
     s, msg, _ = R.run_cmd(sh + ["echo 'error: node n (Foo): op not supported' >&2; exit 1"], 10)
     check(s == "refused" and "Foo" in msg, "run_cmd: exit 1 with an error: line is a refusal naming the op")
+    s, msg, _ = R.run_cmd(sh + ["echo 'error: input is used before node n produces it' >&2; exit 1"], 10)
+    check(s == "rejected", "run_cmd: an error: that names nothing unsupported rejects a valid model")
     check(R.run_cmd(sh + ["echo oops >&2; exit 1"], 10)[0] == "crash", "run_cmd: exit 1 without error: is a crash")
     check(R.run_cmd(sh + ["kill -SEGV $$"], 10)[0] == "crash", "run_cmd: a signal is a crash")
     check(R.run_cmd(sh + ["sleep 5"], 1)[0] == "crash", "run_cmd: a timeout is a crash")

@@ -97,6 +97,28 @@ class RnnTagger(nn.Module):
         return F.log_softmax(self.head(y), dim=-1)
 
 
+class LoopScorer(nn.Module):
+    """A gated recurrent scorer written as a Python loop over time steps; scripted
+    (torch.jit.script), it exports as an ONNX Loop whose trip count is the sequence length."""
+
+    def __init__(self, d=32, hidden=48):
+        super().__init__()
+        self.hidden = hidden
+        self.wx = nn.Linear(d, 2 * hidden)
+        self.wh = nn.Linear(hidden, 2 * hidden)
+        self.out = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], self.hidden, dtype=x.dtype)
+        acc = torch.zeros(x.shape[0], self.hidden, dtype=x.dtype)
+        for t in range(x.shape[1]):
+            z, c = (self.wx(x[:, t]) + self.wh(h)).chunk(2, dim=1)
+            g = torch.sigmoid(z)
+            h = g * h + (1 - g) * torch.tanh(c)
+            acc = acc + torch.tanh(h)
+        return self.out(acc / x.shape[1]), h
+
+
 def _torchvision(name, **kwargs):
     import torchvision
     return getattr(torchvision.models, name)(weights=None, **kwargs)
@@ -129,7 +151,9 @@ BUILDERS = {
     "gpt_decoder_arange": lambda: GptDecoder(triu=False),
     "lstm_tagger": lambda: RnnTagger("lstm"),
     "gru_tagger": lambda: RnnTagger("gru"),
+    "loop_scorer": LoopScorer,
 }
+SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
 
 def export(recipe, example_inputs, path, seed=0):
@@ -146,6 +170,8 @@ def export(recipe, example_inputs, path, seed=0):
             # to anything, so give every all-zero weight matrix random values.
             if p.dim() >= 2 and not p.any():
                 p.normal_(0.0, 0.02)
+    if name in SCRIPTED:
+        module = torch.jit.script(module)
     args = tuple(torch.from_numpy(x) for x in example_inputs)
     dynamic_axes = {k: {int(a): n for a, n in v.items()} for k, v in recipe.get("dynamic_axes", {}).items()}
     # Not under torch.no_grad(): without gradients torch takes its fused attention
