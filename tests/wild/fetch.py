@@ -242,6 +242,9 @@ def ensure_refs(cache, model, model_file, version):
             if y.size > 1 and np.issubdtype(y.dtype, np.floating) and np.all(y == y.flat[0]):
                 raise W.WildError(f"{model['id']}: ONNX Runtime's output '{out}' at {W.size_text(size)} is constant "
                                   f"({y.flat[0]}): comparing with it would prove nothing; change the inputs or recipe")
+            if "npm" not in model and np.issubdtype(y.dtype, np.floating) and np.abs(y).max() < 1e-4:
+                raise W.WildError(f"{model['id']}: ONNX Runtime's output '{out}' at {W.size_text(size)} is at most "
+                                  f"{np.abs(y).max():.1e}: the recipe's activations vanish; fix its weights")
         if want["noise"]:
             # How far ONNX Runtime itself moves when every float input moves by one ulp:
             # quantized models round activations, so a tiny change flips some quanta.

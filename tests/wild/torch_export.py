@@ -156,6 +156,25 @@ BUILDERS = {
 SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
 
+def calibrate_batchnorm(module, example, seed):
+    """Sets every BatchNorm's running statistics to those of a random batch shaped
+    like EXAMPLE. With torchvision's initial statistics (mean 0, var 1) a random
+    MobileNetV3 or EfficientNet shrinks its activations layer after layer to
+    logits of 1e-9..1e-14: comparisons on them would test noise."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns or not torch.is_floating_point(torch.from_numpy(example)):
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None   # a cumulative average: one batch gives its exact statistics
+    g = torch.Generator().manual_seed(seed + 1)
+    batch = torch.randn((8,) + tuple(example.shape[1:]), generator=g)
+    module.train()
+    with torch.no_grad():
+        module(batch)
+    module.eval()
+
+
 def export(recipe, example_inputs, path, seed=0):
     """Exports recipe {"model", "opset", "input_names", "output_names", "dynamic_axes"}
     with EXAMPLE_INPUTS (numpy arrays, in input order) to PATH."""
@@ -170,6 +189,7 @@ def export(recipe, example_inputs, path, seed=0):
             # to anything, so give every all-zero weight matrix random values.
             if p.dim() >= 2 and not p.any():
                 p.normal_(0.0, 0.02)
+    calibrate_batchnorm(module, example_inputs[0], seed)
     if name in SCRIPTED:
         module = torch.jit.script(module)
     args = tuple(torch.from_numpy(x) for x in example_inputs)
