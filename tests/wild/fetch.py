@@ -140,8 +140,9 @@ def export_torch(model, dest):
     os.replace(tmp, dest)
 
 
-def run_ort(model_file, out_dir, feeds):
-    """ONNX Runtime's outputs for FEEDS {name: array} into OUT_DIR; returns the output names in order."""
+def run_ort(model_file, out_dir, feeds, level="all"):
+    """ONNX Runtime's outputs for FEEDS {name: array} into OUT_DIR, at graph optimization
+    LEVEL; returns the output names in order."""
     os.makedirs(out_dir, exist_ok=True)
     with tempfile.TemporaryDirectory() as tmp:
         args = []
@@ -149,7 +150,8 @@ def run_ort(model_file, out_dir, feeds):
             p = os.path.join(tmp, W.sanitize(name) + ".npy")
             np.save(p, x)
             args.append(f"{name}={p}")
-        r = subprocess.run(["node", os.path.join(W.ORT_DIR, "ort_run.js"), model_file, out_dir, "--threads", "1"] + args,
+        r = subprocess.run(["node", os.path.join(W.ORT_DIR, "ort_run.js"), model_file, out_dir, "--threads", "1",
+                        "--level", level] + args,
                            capture_output=True, text=True, timeout=1800)
     if r.returncode != 0:
         raise W.WildError(f"ONNX Runtime failed on {model_file}: {r.stderr.strip()[-600:]}")
@@ -220,7 +222,7 @@ def ensure_refs(cache, model, model_file, version):
         folder = os.path.join(cache, "data", model["id"], W.size_tag(size))
         meta_path = os.path.join(folder, "meta.json")
         want = {"model_sha256": model_sha, "ort": version, "inputs": model["inputs"], "size": size,
-                "inputs_version": W.INPUTS_VERSION,
+                "inputs_version": W.INPUTS_VERSION, "ort_level": model.get("ort_level", {}).get("level", "all"),
                 "noise": bool(model["tolerance"].get("ort_noise"))}
         if os.path.isfile(meta_path):
             with open(meta_path) as f:
@@ -235,7 +237,7 @@ def ensure_refs(cache, model, model_file, version):
             feeds[name] = W.make_input(model["id"], name, spec, size)
             np.save(os.path.join(folder, "inputs", W.sanitize(name) + ".npy"), feeds[name])
         log(f"fetch: ONNX Runtime {version} reference for {model['id']} at {W.size_text(size)}")
-        outputs = run_ort(model_file, os.path.join(folder, "ort"), feeds)
+        outputs = run_ort(model_file, os.path.join(folder, "ort"), feeds, want["ort_level"])
         meta = dict(want, outputs=outputs)
         for out in outputs:
             y = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
@@ -249,7 +251,7 @@ def ensure_refs(cache, model, model_file, version):
             # How far ONNX Runtime itself moves when every float input moves by one ulp:
             # quantized models round activations, so a tiny change flips some quanta.
             noisy = {n: W.one_ulp_noise(x, 1 + i) for i, (n, x) in enumerate(feeds.items())}
-            run_ort(model_file, os.path.join(folder, "ort_noise"), noisy)
+            run_ort(model_file, os.path.join(folder, "ort_noise"), noisy, want["ort_level"])
             meta["ort_noise"] = {}
             for out in outputs:
                 a = np.load(os.path.join(folder, "ort_noise", W.sanitize(out) + ".npy"))

@@ -102,19 +102,30 @@ def dynamic_matmul(model, calib=None):
     return b.finish(nodes, "hand-built dynamic quantization (MatMulInteger)")
 
 
-def qdq_conv(model, calib):
-    b = _Builder(model)
-    nodes = []
-    for n in model.graph.node:
+def _convs(b, nodes):
+    """(node, weight) for each Conv with a constant weight; every other node goes to NODES as it is."""
+    for n in b.model.graph.node:
         w = b.weight(n.input[1]) if n.op_type == "Conv" else None
         if w is None:
             nodes.append(n)
-            continue
+        else:
+            yield n, w
+
+
+def _weight_params(b, n, w):
+    """Names of the per-channel int8 weight, its scales and zero points, and the scales."""
+    wq, ws = _int8_per_channel(w)
+    return (b.const(n.input[1], wq), b.const(n.input[1], ws), b.const(n.input[1], np.zeros(w.shape[0], np.int8)),
+            ws)
+
+
+def qdq_conv(model, calib):
+    b = _Builder(model)
+    nodes = []
+    for n, w in _convs(b, nodes):
         s, zp = _uint8_params(*calib[n.input[0]])
         xs, xzp = b.const(n.input[0], s), b.const(n.input[0], zp)
-        wq, ws = _int8_per_channel(w)
-        wqn, wsn = b.const(n.input[1], wq), b.const(n.input[1], ws)
-        wzp = b.const(n.input[1], np.zeros(w.shape[0], np.int8))
+        wqn, wsn, wzp, _ = _weight_params(b, n, w)
         t = f"{n.output[0]}_qdq"
         nodes += [
             helper.make_node("QuantizeLinear", [n.input[0], xs, xzp], [t + "_xq"]),
@@ -131,26 +142,21 @@ def qdq_conv(model, calib):
 def qlinear_conv(model, calib):
     b = _Builder(model)
     nodes = []
-    for n in model.graph.node:
-        w = b.weight(n.input[1]) if n.op_type == "Conv" else None
-        if w is None:
-            nodes.append(n)
-            continue
+    for n, w in _convs(b, nodes):
         xs, xzp = _uint8_params(*calib[n.input[0]])
         ys, yzp = _uint8_params(*calib[n.output[0]])
-        wq, ws = _int8_per_channel(w)
-        names = [b.const(n.input[0], xs), b.const(n.input[0], xzp)]
-        ins = [n.output[0] + "_xq", names[0], names[1], b.const(n.input[1], wq), b.const(n.input[1], ws),
-               b.const(n.input[1], np.zeros(w.shape[0], np.int8)), b.const(n.output[0], ys),
-               b.const(n.output[0], yzp)]
+        wqn, wsn, wzp, ws = _weight_params(b, n, w)
+        xsn, xzpn = b.const(n.input[0], xs), b.const(n.input[0], xzp)
+        ysn, yzpn = b.const(n.output[0], ys), b.const(n.output[0], yzp)
+        ins = [n.output[0] + "_xq", xsn, xzpn, wqn, wsn, wzp, ysn, yzpn]
         if len(n.input) > 2 and n.input[2]:
             bias = b.weight(n.input[2])
             ins.append(b.const(n.input[2], np.round(bias / (xs * ws)).astype(np.int32)))
-        nodes.append(helper.make_node("QuantizeLinear", [n.input[0], names[0], names[1]], [n.output[0] + "_xq"]))
+        nodes.append(helper.make_node("QuantizeLinear", [n.input[0], xsn, xzpn], [n.output[0] + "_xq"]))
         q = helper.make_node("QLinearConv", ins, [n.output[0] + "_yq"])
         q.attribute.extend(n.attribute)
         nodes.append(q)
-        nodes.append(helper.make_node("DequantizeLinear", [n.output[0] + "_yq", ins[6], ins[7]], [n.output[0]]))
+        nodes.append(helper.make_node("DequantizeLinear", [n.output[0] + "_yq", ysn, yzpn], [n.output[0]]))
     return b.finish(nodes, "hand-built static quantization (QLinearConv)")
 
 
