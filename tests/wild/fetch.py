@@ -61,13 +61,14 @@ def npm_tarball(cache, spec):
     log(f"fetch: npm pack {spec}")
     with tempfile.TemporaryDirectory(dir=os.path.dirname(tgz)) as tmp:
         try:
-            r = subprocess.run(["npm", "pack", spec, "--silent", "--pack-destination", tmp, "--fetch-timeout=60000",
+            r = subprocess.run(["npm", "pack", spec, "--loglevel=error", "--pack-destination", tmp, "--fetch-timeout=60000",
                                 "--fetch-retries=1"], capture_output=True, text=True, timeout=900)
         except subprocess.TimeoutExpired:
             raise W.Unreachable(f"npm pack {spec} timed out after 900 s: is the npm registry reachable?")
         if r.returncode != 0:
-            msg = (r.stderr.strip() or r.stdout.strip()).splitlines()
-            text = "\n  ".join(msg[-4:])
+            msg = [ln for ln in (r.stderr.strip() or r.stdout.strip()).splitlines()
+                   if re.search(r"error (code|[A-Z]?[a-z]*Error|404)|reason:|not found|No matching", ln)]
+            text = "\n  ".join(msg[:3]) or f"exit code {r.returncode}"
             if NETWORK_ERRORS.search(r.stderr):
                 raise W.Unreachable(f"the npm registry is unreachable (npm pack {spec}):\n  {text}")
             raise W.WildError(f"npm pack {spec} failed:\n  {text}")
