@@ -1,0 +1,202 @@
+"""torch.onnx.export recipes of the corpus: real architectures (torchvision, or
+torch.nn building blocks the way a user writes them) with random weights from a
+fixed seed, exported with dynamic axes.
+
+A recipe is named in models.json ("torch": {"model": NAME, "opset": N, ...});
+build(NAME) returns the module and its example inputs. Debian's torch 1.13 and
+torchvision 0.14.
+"""
+import math
+import warnings
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class BertEncoder(nn.Module):
+    """A BERT-style encoder: token + position embeddings, nn.TransformerEncoder
+    with a key-padding mask from attention_mask, a tanh pooler."""
+
+    def __init__(self, vocab=1000, d=64, heads=4, layers=2, max_len=128):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.norm = nn.LayerNorm(d)
+        # A non-builtin activation keeps torch off its fused fast path, which
+        # has no ONNX export.
+        layer = nn.TransformerEncoderLayer(d, heads, 2 * d, dropout=0.0, batch_first=True,
+                                           activation=lambda x: F.gelu(x))
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.pool = nn.Linear(d, d)
+
+    def forward(self, input_ids, attention_mask):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = self.norm(self.tok(input_ids) + self.pos(positions))
+        x = self.encoder(x, src_key_padding_mask=attention_mask == 0)
+        return x, torch.tanh(self.pool(x[:, 0]))
+
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, d, heads, triu):
+        super().__init__()
+        self.heads, self.triu = heads, triu
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+
+    def forward(self, x):
+        b, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = (z.view(b, t, self.heads, d // self.heads).transpose(1, 2) for z in (q, k, v))
+        scores = q @ k.transpose(-2, -1) / math.sqrt(d // self.heads)
+        if self.triu:   # torch.triu (ONNX Trilu, opset 14+)
+            future = torch.triu(torch.ones(t, t, dtype=torch.bool, device=x.device), diagonal=1)
+        else:           # the same mask from two aranges (any opset)
+            idx = torch.arange(t, device=x.device)
+            future = idx.unsqueeze(0) > idx.unsqueeze(1)
+        scores = torch.where(future, torch.full_like(scores, float("-inf")), scores)
+        y = F.softmax(scores, dim=-1) @ v
+        return self.proj(y.transpose(1, 2).reshape(b, t, d))
+
+
+class GptDecoder(nn.Module):
+    """A GPT-style decoder: pre-norm blocks, causal mask, GELU MLP, tied head."""
+
+    def __init__(self, vocab=512, d=64, heads=4, layers=2, max_len=128, triu=True):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, d)
+        self.pos = nn.Embedding(max_len, d)
+        self.blocks = nn.ModuleList()
+        for _ in range(layers):
+            self.blocks.append(nn.ModuleDict({
+                "ln1": nn.LayerNorm(d), "attn": CausalSelfAttention(d, heads, triu),
+                "ln2": nn.LayerNorm(d), "fc": nn.Linear(d, 4 * d), "out": nn.Linear(4 * d, d)}))
+        self.ln = nn.LayerNorm(d)
+
+    def forward(self, input_ids):
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device).unsqueeze(0)
+        x = self.tok(input_ids) + self.pos(positions)
+        for blk in self.blocks:
+            x = x + blk["attn"](blk["ln1"](x))
+            x = x + blk["out"](F.gelu(blk["fc"](blk["ln2"](x)), approximate="tanh"))
+        return self.ln(x) @ self.tok.weight.t()
+
+
+class RnnTagger(nn.Module):
+    """A sequence tagger: embeddings, a 2-layer bidirectional LSTM or GRU, a linear head."""
+
+    def __init__(self, cell, vocab=800, d=48, hidden=64, tags=9):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        rnn = nn.LSTM if cell == "lstm" else nn.GRU
+        self.rnn = rnn(d, hidden, num_layers=2, bidirectional=True, batch_first=True)
+        self.head = nn.Linear(2 * hidden, tags)
+
+    def forward(self, input_ids):
+        y, _ = self.rnn(self.emb(input_ids))
+        return F.log_softmax(self.head(y), dim=-1)
+
+
+class LoopScorer(nn.Module):
+    """A gated recurrent scorer written as a Python loop over time steps; scripted
+    (torch.jit.script), it exports as an ONNX Loop whose trip count is the sequence length."""
+
+    def __init__(self, d=32, hidden=48):
+        super().__init__()
+        self.hidden = hidden
+        self.wx = nn.Linear(d, 2 * hidden)
+        self.wh = nn.Linear(hidden, 2 * hidden)
+        self.out = nn.Linear(hidden, 4)
+
+    def forward(self, x):
+        h = torch.zeros(x.shape[0], self.hidden, dtype=x.dtype)
+        acc = torch.zeros(x.shape[0], self.hidden, dtype=x.dtype)
+        for t in range(x.shape[1]):
+            z, c = (self.wx(x[:, t]) + self.wh(h)).chunk(2, dim=1)
+            g = torch.sigmoid(z)
+            h = g * h + (1 - g) * torch.tanh(c)
+            acc = acc + torch.tanh(h)
+        return self.out(acc / x.shape[1]), h
+
+
+def _torchvision(name, **kwargs):
+    import torchvision
+    return getattr(torchvision.models, name)(weights=None, **kwargs)
+
+
+def _vit_small():
+    from torchvision.models.vision_transformer import VisionTransformer
+    return VisionTransformer(image_size=64, patch_size=16, num_layers=2, num_heads=4, hidden_dim=64, mlp_dim=128,
+                             num_classes=10)
+
+
+def _swin_small():
+    from torchvision.models.swin_transformer import SwinTransformer
+    return SwinTransformer(patch_size=[4, 4], embed_dim=32, depths=[2, 2], num_heads=[2, 4], window_size=[4, 4],
+                           num_classes=10)
+
+
+BUILDERS = {
+    "resnet18": lambda: _torchvision("resnet18"),
+    "mobilenet_v3_small": lambda: _torchvision("mobilenet_v3_small"),
+    "efficientnet_b0": lambda: _torchvision("efficientnet_b0"),
+    "regnet_y_400mf": lambda: _torchvision("regnet_y_400mf"),
+    "squeezenet1_1": lambda: _torchvision("squeezenet1_1"),
+    "vit_b_16": lambda: _torchvision("vit_b_16"),
+    "swin_t": lambda: _torchvision("swin_t"),
+    "vit_small": _vit_small,
+    "swin_small": _swin_small,
+    "bert_encoder": BertEncoder,
+    "gpt_decoder_triu": lambda: GptDecoder(triu=True),
+    "gpt_decoder_arange": lambda: GptDecoder(triu=False),
+    "lstm_tagger": lambda: RnnTagger("lstm"),
+    "gru_tagger": lambda: RnnTagger("gru"),
+    "loop_scorer": LoopScorer,
+}
+SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
+
+
+def calibrate_batchnorm(module, example, seed):
+    """Sets every BatchNorm's running statistics to those of a random batch shaped
+    like EXAMPLE. With torchvision's initial statistics (mean 0, var 1) a random
+    MobileNetV3 or EfficientNet shrinks its activations layer after layer to
+    logits of 1e-9..1e-14: comparisons on them would test noise."""
+    bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    if not bns or not torch.is_floating_point(torch.from_numpy(example)):
+        return
+    for m in bns:
+        m.reset_running_stats()
+        m.momentum = None   # a cumulative average: one batch gives its exact statistics
+    g = torch.Generator().manual_seed(seed + 1)
+    batch = torch.randn((8,) + tuple(example.shape[1:]), generator=g)
+    module.train()
+    with torch.no_grad():
+        module(batch)
+    module.eval()
+
+
+def export(recipe, example_inputs, path, seed=0):
+    """Exports recipe {"model", "opset", "input_names", "output_names", "dynamic_axes"}
+    with EXAMPLE_INPUTS (numpy arrays, in input order) to PATH."""
+    name = recipe["model"]
+    if name not in BUILDERS:
+        raise KeyError(f"unknown torch recipe '{name}' (known: {', '.join(sorted(BUILDERS))})")
+    torch.manual_seed(seed)
+    module = BUILDERS[name]().eval()
+    with torch.no_grad():
+        for p in module.parameters():
+            # torchvision zero-initializes some heads (ViT's): zero logits compare equal
+            # to anything, so give every all-zero weight matrix random values.
+            if p.dim() >= 2 and not p.any():
+                p.normal_(0.0, 0.02)
+    calibrate_batchnorm(module, example_inputs[0], seed)
+    if name in SCRIPTED:
+        module = torch.jit.script(module)
+    args = tuple(torch.from_numpy(x) for x in example_inputs)
+    dynamic_axes = {k: {int(a): n for a, n in v.items()} for k, v in recipe.get("dynamic_axes", {}).items()}
+    # Not under torch.no_grad(): without gradients torch takes its fused attention
+    # fast path (aten::_native_multi_head_attention), which has no ONNX export.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, path, opset_version=recipe["opset"], input_names=recipe["input_names"],
+                          output_names=recipe["output_names"], dynamic_axes=dynamic_axes, do_constant_folding=True)
