@@ -33,7 +33,7 @@ struct ModelOptions {
 // A model file as a Session, the way `hodu run` opens it: a library built by
 // `hodu build` (.so) runs on the native engine, everything else goes through
 // Session::load (formats::load_model picks the format).
-std::unique_ptr<Session> open_session(const std::string& path, const SessionOptions& options);
+std::unique_ptr<Session> open_session(const std::string& path, const SessionOptions& options = {});
 
 class ServedModel {
  public:

@@ -93,9 +93,9 @@ struct InferenceServer::Impl {
   std::string read_body(const httplib::Request& req, const httplib::ContentReader& reader) {
     std::string body;
     size_t declared = req.get_header_value<uint64_t>("Content-Length");
-    body.reserve(std::min(declared, options.max_body_bytes));
-    bool too_large = false;
-    bool ok = reader([&](const char* data, size_t n) {
+    bool too_large = declared > options.max_body_bytes;
+    if (!too_large) body.reserve(declared);
+    bool ok = !too_large && reader([&](const char* data, size_t n) {
       if (body.size() + n > options.max_body_bytes) {
         too_large = true;
         return false;
