@@ -102,5 +102,34 @@ if start_server "$tmp/s1.log" "$model" "hdss=$tmp/cnn.hdss" "lib=$tmp/cnn2.so"; 
       bad "drained server exits 0 (was $src_rc)" "$(cat "$tmp/s2.log")"
     expect_error "nothing listens after the drain" "cannot reach" "$gaki" infer "$url" tiny_cnn -i "$image" --timeout-ms 2000
   fi
+
+  # --drain-grace-s: after SIGTERM the server reports not ready but still serves, then drains.
+  if start_server "$tmp/s3.log" "$model" --drain-grace-s 3; then
+    ready() { /usr/bin/python3 -c "import urllib.request as u, sys
+try: u.urlopen(sys.argv[1] + '/v2/health/ready', timeout=5); print(200)
+except Exception as e: print(getattr(e, 'code', 'down'))" "$url"; }
+    [ "$(ready)" = 200 ] && ok || bad "ready before SIGTERM"
+    kill -TERM "$server_pid"
+    sleep 0.5
+    [ "$(ready)" = 400 ] && ok || bad "not ready during the grace period" "$(cat "$tmp/s3.log")"
+    expect_ok "still serving during the grace period" "probabilities" "$gaki" infer "$url" tiny_cnn -i "$image"
+    wait "$server_pid"; rc=$?
+    [ $rc -eq 0 ] && grep -q "not ready; serving 3.0 s more" "$tmp/s3.log" && ok ||
+      bad "grace then drain, exit 0 (was $rc)" "$(cat "$tmp/s3.log")"
+  fi
+fi
+# Edge-cloud offloading: the server serves the part after 'pool'; hodu run computes 'pool' here.
+expect_error "serve a library's tail" "a compiled library has none" "$gaki" serve "$tmp/cnn2.so" --tail-from pool --port 0
+expect_error "serve the tail after a graph input" "cannot cut the model at 'image'" "$gaki" serve "$model" --tail-from image --port 0
+if start_server "$tmp/s4.log" "$model" --tail-from pool; then
+  grep -q "the part after 'pool'" "$tmp/s4.log" && ok || bad "startup names the tail" "$(cat "$tmp/s4.log")"
+  rm -rf "$tmp/split"
+  expect_ok "run --remote-from" "ran 3 of 6 nodes here; sending 1 tensors" "$hodu" run "$model" -i image="$image" \
+    --remote "$url" --remote-from pool -f npy -o "$tmp/split" -v
+  cmp -s "$tmp/split/probabilities.npy" "$tmp/ref/probabilities.npy" && ok || bad "run --remote-from differs from hodu run"
+  out=$("$hodu" run "$model" -i image="$image" --remote "$url" --remote-from relu -f json 2>&1)
+  grep -q "warning: remote run failed, running locally" <<<"$out" && grep -q '"probabilities"' <<<"$out" && ok ||
+    bad "a cut the server does not serve falls back with a warning" "$out"
+  kill -TERM "$server_pid"; wait "$server_pid"
 fi
 summary

@@ -1,5 +1,5 @@
 // hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
-//               [--remote URL [--remote-model NAME] [--remote-timeout-ms N]]
+//               [--remote URL [--remote-model NAME] [--remote-from VALUE] [--remote-timeout-ms N]]
 //               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
 //               [--policy P.json] [--profile TRACE.json] [-v] [-O0..-O3] [--dump-graph]
 //               [--compiler NAME | --compiler-plugin PATH] [--runtime NAME | --runtime-plugin PATH] [--pack NAME]
@@ -51,6 +51,7 @@ struct RunArgs {
   std::string compiler, runtime, compiler_plugin, runtime_plugin, pack;
   std::string remote;            // run on this KServe v2 server, the local model as the fallback
   std::string remote_model;      // its name there (default: the file name without extension)
+  std::string remote_from;       // run up to this value here, the rest there
   int64_t remote_timeout_ms = 10000;
 };
 
@@ -59,7 +60,7 @@ struct RunArgs {
 bool run_remote(const RunArgs& a, const Session& session, const std::map<std::string, RuntimeValue>& feeds,
                 std::vector<NamedValue>& outputs) {
   RemoteRun r{a.remote, a.remote_model.empty() ? std::filesystem::path(a.model).stem().string() : a.remote_model,
-              a.remote_timeout_ms};
+              a.remote_timeout_ms, a.remote_from, a.verbose};
   return remote_run(r, session, feeds, outputs);
 }
 
@@ -234,6 +235,9 @@ CommandFn add_run_command(CLI::App& app) {
                  "when it cannot be reached or fails");
   app.add_option("--remote-model", a->remote_model, "the model's name on the server (default: MODEL's file name "
                  "without extension)");
+  app.add_option("--remote-from", a->remote_from,
+                 "with --remote: run the model up to this value here and send it to the server, which serves the "
+                 "rest (hodugaki serve --tail-from VALUE)");
   app.add_option("--remote-timeout-ms", a->remote_timeout_ms, "give up on the server after this long (connect, send, "
                  "answer) and run locally")->capture_default_str();
   app.footer("Without --engine or a plugin flag, config.toml's default_engine or the best engine for the device runs "

@@ -1,6 +1,7 @@
 // hodugaki serve MODEL... [--host ADDR] [--port N] [--workers N] [--threads N]
 //                         [--max-batch N] [--batch-timeout-us T] [--max-queue N]
-//                         [--http-threads N] [--max-body-mb N] [--engine NAME] [-d DEVICE]
+//                         [--http-threads N] [--max-body-mb N] [--drain-grace-s S] [--tail-from VALUE]
+//                         [--engine NAME] [-d DEVICE]
 // Serves the models over KServe v2 REST until SIGINT or SIGTERM, then stops
 // accepting connections, answers the requests in flight and exits 0. A second
 // signal exits at once (status 130).
@@ -35,6 +36,8 @@ struct ServeArgs {
   double max_body_mb = 64;
   std::string engine;
   std::string device = "cpu";
+  double drain_grace_s = 0;
+  std::string tail_from;
   bool verbose = false;
 };
 
@@ -42,8 +45,9 @@ std::string describe(serving::ServedModel& m) {
   const auto& b = m.batcher();
   std::string how = b.batching() ? fmt::format("batches of up to {} rows", b.options().max_batch)
                                  : "one request per run (" + b.batching_note() + ")";
-  return fmt::format("model '{}' version {} ({}, {}): engine {}, {} worker{} x {} thread{}, {}", m.name(), m.version(),
-                     m.path(), m.platform(), m.session().engine_name(), b.workers(), b.workers() == 1 ? "" : "s",
+  std::string part = m.tail_from().empty() ? "" : ", the part after '" + m.tail_from() + "'";
+  return fmt::format("model '{}' version {} ({}, {}{}): engine {}, {} worker{} x {} thread{}, {}", m.name(), m.version(),
+                     m.path(), m.platform(), part, m.session().engine_name(), b.workers(), b.workers() == 1 ? "" : "s",
                      m.session().threads(), m.session().threads() == 1 ? "" : "s", how);
 }
 
@@ -68,7 +72,9 @@ int run_serve(const ServeArgs& a) {
   mo.device = a.device;
   mo.batching = {a.max_batch, a.batch_timeout_us, a.max_queue};
   for (const auto& arg : a.models) {
-    serving::ServedModel& m = repository.add(serving::parse_model_spec(arg), mo, &metrics);
+    serving::ModelSpec spec = serving::parse_model_spec(arg);
+    spec.tail_from = a.tail_from;
+    serving::ServedModel& m = repository.add(spec, mo, &metrics);
     std::fprintf(stderr, "hodugaki: %s\n", describe(m).c_str());
   }
   serving::ServerOptions so;
@@ -87,14 +93,26 @@ int run_serve(const ServeArgs& a) {
       if (sigwait(&signals, &sig) != 0) continue;
       if (done) return;
       if (sig == SIGUSR1) continue;
-      if (++seen == 1) {
-        std::fprintf(stderr, "hodugaki: %s: finishing the requests in flight (again to stop at once)\n",
-                     sig == SIGINT ? "SIGINT" : "SIGTERM");
-        server.shutdown();  // closes the listening socket; serve() returns once the requests in flight are answered
-      } else {
+      if (++seen > 1) {
         std::fprintf(stderr, "hodugaki: stopped before the requests in flight were done\n");
         std::_Exit(130);
       }
+      const char* name = sig == SIGINT ? "SIGINT" : "SIGTERM";
+      if (a.drain_grace_s > 0) {
+        // Not ready, still serving: a load balancer has time to take this host out.
+        server.mark_unready();
+        std::fprintf(stderr, "hodugaki: %s: not ready; serving %.1f s more, then draining (again to stop at once)\n",
+                     name, a.drain_grace_s);
+        timespec grace{static_cast<time_t>(a.drain_grace_s),
+                       static_cast<long>((a.drain_grace_s - static_cast<double>(static_cast<time_t>(a.drain_grace_s))) * 1e9)};
+        int again = sigtimedwait(&signals, nullptr, &grace);
+        if (again == SIGINT || again == SIGTERM) {
+          std::fprintf(stderr, "hodugaki: stopped before the requests in flight were done\n");
+          std::_Exit(130);
+        }
+      }
+      std::fprintf(stderr, "hodugaki: %s: finishing the requests in flight (again to stop at once)\n", name);
+      server.shutdown();  // closes the listening socket; serve() returns once the requests in flight are answered
     }
   });
   std::string shown_host = a.host == "0.0.0.0" || a.host == "::" ? "localhost" : a.host;
@@ -146,12 +164,21 @@ CommandFn add_serve_command(CLI::App& app) {
       ->capture_default_str();
   app.add_option("--engine", a->engine, "engine: cpu, interp, native (default: the best for the device)");
   app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
+  app.add_option("--drain-grace-s", a->drain_grace_s,
+                 "on SIGINT/SIGTERM, report not ready but keep serving this long before draining (for a load "
+                 "balancer's health checks)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 3600.0));
+  app.add_option("--tail-from", a->tail_from,
+                 "serve only the part of each model after this value: the tail that `hodu run --remote URL "
+                 "--remote-from VALUE` sends VALUE to (edge-cloud offloading)");
   app.add_flag("-v,--verbose", a->verbose, "log engine and kernel decisions");
   app.footer(
       "Endpoints (KServe v2 / Open Inference Protocol, REST): GET /v2, /v2/health/live, /v2/health/ready, "
       "/v2/models/NAME[/versions/V], /v2/models/NAME[/versions/V]/ready; POST /v2/models/NAME[/versions/V]/infer "
       "(JSON tensors or the binary tensor data extension); GET /metrics (Prometheus). SIGINT/SIGTERM: readiness "
-      "turns false, requests in flight are answered, then exit 0. See docs/hodugaki.md.");
+      "turns false (--drain-grace-s: while still serving), the socket closes, requests in flight are answered, then "
+      "exit 0. See docs/hodugaki.md.");
   return [a] { return run_serve(*a); };
 }
 

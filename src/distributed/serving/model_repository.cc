@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "distributed/edge/model_split.h"
 #include "distributed/serving/datatype.h"
 #include "distributed/serving/metrics.h"
 #include "engines/native/native_engine.h"
@@ -90,7 +91,13 @@ ServedModel::ServedModel(ModelSpec spec, const ModelOptions& options, Metrics* m
   std::vector<std::unique_ptr<Session>> instances;
   for (int i = 0; i < options.workers; ++i) {
     try {
-      instances.push_back(open_session(spec_.path, so));
+      if (spec_.tail_from.empty()) {
+        instances.push_back(open_session(spec_.path, so));
+      } else {
+        HODU_CHECK(!native::is_native_library(spec_.path), ErrorCode::Unsupported,
+                   "--tail-from cuts a model graph; a compiled library has none");
+        instances.push_back(Session::from_model(edge::split_model(load_model(spec_.path), spec_.tail_from).tail, so));
+      }
     } catch (const Error& e) {
       throw e.with_context(fmt::format("model '{}' ({}): ", spec_.name, spec_.path));
     }

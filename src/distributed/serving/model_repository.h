@@ -16,6 +16,7 @@ struct ModelSpec {
   std::string name;     // default: the file name without its extension
   std::string version;  // default: "1"
   std::string path;
+  std::string tail_from;  // serve only the part of the model after this value (edge/model_split.h)
 };
 
 // "PATH", "NAME=PATH" or "NAME:VERSION=PATH" (an argument that is an existing
@@ -41,6 +42,7 @@ class ServedModel {
   const std::string& name() const { return spec_.name; }
   const std::string& version() const { return spec_.version; }
   const std::string& path() const { return spec_.path; }
+  const std::string& tail_from() const { return spec_.tail_from; }
   // "<project>_<format>" as the v2 protocol names platforms: hodu_onnx, hodu_hdss, hodu_library, ...
   std::string platform() const;
   const Session& session() const { return batcher_->session(); }

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <nlohmann/json.hpp>
+
 #include <chrono>
 #include <new>
 #include <thread>
@@ -116,11 +118,13 @@ struct InferenceServer::Impl {
     std::string model_name, version;
     int status = 200;
     try {
+      // The body is read first, whatever the answer: bytes left unread would be taken
+      // for the next request on this keep-alive connection.
+      std::string body = read_body(req, reader);
       ServedModel& model = find_model(req);
       model_name = model.name();
       version = model.version();
       if (owner->draining()) throw HttpError{503, "the server is shutting down"};
-      std::string body = read_body(req, reader);
       std::optional<size_t> json_length;
       if (req.has_header(kHeaderLengthHeader))
         json_length = parse_header_length(req.get_header_value(kHeaderLengthHeader), body.size());
@@ -210,9 +214,14 @@ struct InferenceServer::Impl {
         }
       };
     };
-    http.Get("/v2/health/live", guarded([](const httplib::Request&, httplib::Response& res) { res.status = 200; }));
+    // Health: the status says it (200 true, 4xx false), as the protocol wants; the body
+    // repeats it as JSON because KServe's own client reads {"live"} / {"ready"}.
+    http.Get("/v2/health/live", guarded([](const httplib::Request&, httplib::Response& res) {
+               reply_json(res, 200, "{\"live\":true}");
+             }));
     http.Get("/v2/health/ready", guarded([this](const httplib::Request&, httplib::Response& res) {
-               res.status = owner->draining() ? 400 : 200;
+               bool ready = owner->ready();
+               reply_json(res, ready ? 200 : 400, ready ? "{\"ready\":true}" : "{\"ready\":false}");
              }));
     http.Get("/v2", guarded([](const httplib::Request&, httplib::Response& res) {
                reply_json(res, 200,
@@ -221,8 +230,10 @@ struct InferenceServer::Impl {
              }));
     const std::string model = R"(/v2/models/([^/]+)(?:/versions/([^/]+))?)";
     http.Get(model + "/ready", guarded([this](const httplib::Request& req, httplib::Response& res) {
-               find_model(req);
-               res.status = owner->draining() ? 400 : 200;
+               ServedModel& m = find_model(req);
+               bool ready = owner->ready();
+               reply_json(res, ready ? 200 : 400,
+                          fmt::format("{{\"name\":{},\"ready\":{}}}", nlohmann::json(m.name()).dump(), ready));
              }));
     http.Get(model, guarded([this](const httplib::Request& req, httplib::Response& res) {
                reply_json(res, 200, models.metadata_json(find_model(req)));

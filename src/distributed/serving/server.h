@@ -35,12 +35,17 @@ class InferenceServer {
   // From any thread: readiness turns false, the listening socket closes, and
   // serve() returns when the requests being handled are done. Idempotent.
   void shutdown();
+  // Readiness turns false while everything is still served: a load balancer
+  // stops sending new requests before shutdown() closes the socket.
+  void mark_unready() { unready_ = true; }
+  bool ready() const { return !unready_ && !draining_; }
   bool draining() const { return draining_; }
 
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
   std::atomic<bool> draining_{false};
+  std::atomic<bool> unready_{false};
   std::atomic<bool> serving_{false};
 };
 

@@ -272,7 +272,13 @@ TEST(Server, HealthAndMetadata) {
   auto r = raw.Get("/v2/health/live");
   ASSERT_TRUE(r);
   EXPECT_EQ(r->status, 200);
-  EXPECT_TRUE(r->body.empty());
+  EXPECT_EQ(r->body, R"({"live":true})");  // KServe's client reads the body
+  r = raw.Get("/v2/health/ready");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"ready":true})");
+  r = raw.Get("/v2/models/mm/versions/1/ready");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body, R"({"name":"mm","ready":true})");
 }
 
 TEST(Server, InferJsonAndBinaryFromConcurrentClients) {
