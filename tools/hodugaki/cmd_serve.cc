@@ -5,12 +5,14 @@
 // Serves the models over KServe v2 REST until SIGINT or SIGTERM, then stops
 // accepting connections, answers the requests in flight and exits 0. A second
 // signal exits at once (status 130).
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <thread>
 
 #include "commands.h"
@@ -53,6 +55,12 @@ std::string describe(serving::ServedModel& m) {
 
 int run_serve(const ServeArgs& a) {
   if (a.verbose) set_log_verbosity(1);
+  // Request bodies and tensors of a few hundred KiB come and go on many threads. glibc
+  // raises its mmap threshold to the largest block freed, after which such blocks stay
+  // in per-thread arenas: ResNet-18's server grew 124 -> 305 MB over 70 s of requests.
+  // A fixed threshold maps them and gives them back (flat at 181 MB). MALLOC_MMAP_THRESHOLD_
+  // in the environment takes precedence.
+  if (!std::getenv("MALLOC_MMAP_THRESHOLD_")) mallopt(M_MMAP_THRESHOLD, 256 * 1024);
   HODU_CHECK(a.max_body_mb > 0, ErrorCode::InvalidArgument, "--max-body-mb must be positive, not {}", a.max_body_mb);
   // Signals are taken by one thread with sigwait: blocked here, before any thread
   // starts, so every thread (HTTP, workers, OpenMP) inherits the mask.
