@@ -158,3 +158,44 @@ def test_session_runs_remotely_and_falls_back(add_server, add_model):
     with pytest.warns(RuntimeWarning, match="running locally"):
         z = offline.run(["z"], {"x": x, "y": x})[0]
     np.testing.assert_array_equal(z, 2 * x)
+
+
+def _post(url, body, headers):
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    with urllib.request.urlopen(request, timeout=30) as r:
+        return dict(r.headers), r.read()
+
+
+def test_triton_and_kserve_client_wire_formats(add_server):
+    """The bytes tritonclient.http and KServe's InferRequest.to_rest() put on the wire
+    (json.dumps with default separators, binary inputs packed after the JSON, the header
+    length as a header, no outputs → binary_data_output), and their way of reading the
+    answer (Inference-Header-Content-Length, outputs' binary_data_size in order)."""
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    y = np.ones((2, 3), np.float32)
+    request = {"id": "t1", "inputs": [
+        {"name": "x", "shape": [2, 3], "datatype": "FP32", "parameters": {"binary_data_size": 24}},
+        {"name": "y", "shape": [2, 3], "datatype": "FP32", "data": y.reshape(-1).tolist()}],
+        "parameters": {"binary_data_output": True}}
+    head = json.dumps(request).encode()
+    headers, body = _post(add_server.url + "/v2/models/add/infer", head + x.tobytes(),
+                          {"Inference-Header-Content-Length": str(len(head))})
+    n = int(headers["Inference-Header-Content-Length"])
+    response = json.loads(body[:n])
+    assert response["id"] == "t1" and response["model_name"] == "add" and response["model_version"] == "1"
+    (out,) = response["outputs"]
+    assert out["name"] == "z" and out["datatype"] == "FP32" and out["shape"] == [2, 3]
+    size = out["parameters"]["binary_data_size"]
+    np.testing.assert_array_equal(np.frombuffer(body[n:n + size], np.float32).reshape(2, 3), x + y)
+    # JSON all the way, the way a JSON-only client (curl, KServe's REST client) does it.
+    request = {"inputs": [{"name": "x", "shape": [2, 3], "datatype": "FP32", "data": x.tolist()},
+                          {"name": "y", "shape": [2, 3], "datatype": "FP32", "data": y.tolist()}],
+               "outputs": [{"name": "z"}]}
+    headers, body = _post(add_server.url + "/v2/models/add/versions/1/infer", json.dumps(request).encode(),
+                          {"Content-Type": "application/json"})
+    assert "Inference-Header-Content-Length" not in headers
+    out = json.loads(body)["outputs"][0]
+    np.testing.assert_array_equal(np.array(out["data"], np.float32).reshape(out["shape"]), x + y)
+    for path in ("/v2/health/live", "/v2/health/ready"):
+        with urllib.request.urlopen(add_server.url + path, timeout=10) as r:
+            assert r.status == 200 and json.loads(r.read()) in ({"live": True}, {"ready": True})

@@ -50,6 +50,9 @@ expect_error "serve a bad port" "70000" "$gaki" serve "$model" --port 70000
 expect_error "infer a bad URL" "must start with http" "$gaki" infer localhost:1 m -i "$image"
 expect_error "infer an unreachable server" "cannot reach" "$gaki" infer http://127.0.0.1:1 m -i "$image" --timeout-ms 2000
 
+"$hodu" install --prefix "$tmp/prefix" -q >/dev/null 2>&1 && [ -x "$tmp/prefix/bin/hodugaki" ] && ok ||
+  bad "hodu install puts hodugaki next to hodu"
+
 "$hodu" run "$model" -i image="$image" -f npy -o "$tmp/ref" >/dev/null 2>&1 || bad "hodu run (reference)"
 "$hodu" convert "$model" -o "$tmp/cnn.hdss" >/dev/null 2>&1 || bad "hodu convert to .hdss"
 "$hodu" build "$model" --dim batch=2 -o "$tmp/cnn2.so" >/dev/null 2>&1 || bad "hodu build .so"
