@@ -190,6 +190,11 @@ struct InferenceServer::Impl {
       if (in->type.is_tensor() && in->type.dtype != DType::Undefined && in->type.dtype != tensor.dtype())
         throw HttpError{400, fmt::format("input '{}': datatype {} does not match the model's {}", name,
                                          metadata_datatype(tensor.dtype()), metadata_datatype(in->type.dtype))};
+      // oneDNN's primitive creation divides by zero on an empty dim (SIGFPE in the cpu engine's
+      // MatMul): refused here, whatever the model, rather than taking the server down.
+      if (tensor.numel() == 0)
+        throw HttpError{400, fmt::format("input '{}' has no elements (shape {}): empty tensors are not served", name,
+                                         tensor.shape_string())};
       feeds[name] = RuntimeValue(tensor);
     }
     for (const auto& ro : request.outputs)

@@ -346,6 +346,8 @@ TEST(Server, MalformedRequestsGet4xxAndTheServerKeepsServing) {
       {"/v2/models/mm/infer", R"({"inputs":[{"name":"x","shape":[4],"datatype":"FP32","data":[1,2,3,4]}]})", {}, 400,
        "rank 1"},
       {"/v2/models/mm/infer", R"({"inputs":[]})", {}, 400, "missing input 'x'"},
+      {"/v2/models/mm/infer", R"({"inputs":[{"name":"x","shape":[0,4],"datatype":"FP32","data":[]}]})", {}, 400,
+       "has no elements"},
       {"/v2/models/mm/infer", "{\"inputs\":[" + ok_input + "],\"outputs\":[{\"name\":\"q\"}]}", {}, 400,
        "has no output 'q'"},
       {"/v2/models/mm/infer", "{\"inputs\":[" + ok_input + "]}", {{"Inference-Header-Content-Length", "abc"}}, 400,
