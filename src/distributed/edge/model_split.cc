@@ -7,36 +7,15 @@
 
 #include "core/error.h"
 #include "ir/schema.h"
+#include "ir/topological_order.h"
 
 namespace hodu::edge {
 namespace {
 
-void free_values(const Graph& g, std::set<std::string>& out);
-
-// Every value a node reads: its inputs, and the outer values its subgraphs use.
+// Every value a node reads, its subgraphs' reads of outer values included.
 std::set<std::string> reads(const Node& n) {
-  std::set<std::string> r;
-  for (const auto& i : n.inputs)
-    if (!i.empty()) r.insert(i);
-  for (const auto& a : n.attributes) {
-    if (a.g) free_values(*a.g, r);
-    for (const auto& sg : a.graphs) free_values(*sg, r);
-  }
-  return r;
-}
-
-// Values a subgraph reads from the graphs around it.
-void free_values(const Graph& g, std::set<std::string>& out) {
-  std::set<std::string> defined;
-  for (const auto& v : g.inputs) defined.insert(v.name);
-  for (const auto& [name, t] : g.initializers) defined.insert(name);
-  for (const auto& n : g.nodes)
-    for (const auto& o : n.outputs) defined.insert(o);
-  for (const auto& n : g.nodes)
-    for (const auto& r : reads(n))
-      if (!defined.count(r)) out.insert(r);
-  for (const auto& o : g.outputs)
-    if (!defined.count(o.name)) out.insert(o.name);
+  std::vector<std::string> r = node_reads(n);
+  return {r.begin(), r.end()};
 }
 
 Value typed(const Graph& g, const std::string& name) {

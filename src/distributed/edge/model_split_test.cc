@@ -47,6 +47,35 @@ TEST(ModelSplit, HeadThenTailIsTheWholeModel) {
   EXPECT_TRUE(tensors_bitwise_equal(head[0].value.tensor, whole[1].value.tensor));  // a
 }
 
+// The tail's If reads the head's value only inside its branches.
+constexpr const char* kIfModel = R"(hodu 1
+model ir 8 opset 17
+graph main(%x: f32[2], %c: bool[]) -> (%y: f32[2]) {
+  %a = Relu(%x)
+  %y = If(%c) {then_branch: graph then() -> (%t: f32[2]) {
+    %t = Neg(%a)
+  }, else_branch: graph else() -> (%e: f32[2]) {
+    %e = Abs(%a)
+  }}
+}
+)";
+
+TEST(ModelSplit, ValuesReadInsideSubgraphsCross) {
+  Model m = parse_hoduscript(kIfModel, "if.hodu");
+  ModelSplit s = split_model(m, "a");
+  EXPECT_EQ(s.sent, (std::vector<std::string>{"a"}));
+  ASSERT_EQ(s.tail.graph.inputs.size(), 2u);
+  EXPECT_EQ(s.tail.graph.inputs[1].name, "c");
+  Tensor x = Tensor::from_vector<float>(DType::F32, {2}, {-1, 2});
+  for (bool c : {true, false}) {
+    RuntimeValue cv(Tensor::scalar<uint8_t>(DType::Bool, c ? 1 : 0));
+    auto whole = Session::from_model(m)->run({{"x", RuntimeValue(x)}, {"c", cv}});
+    auto head = Session::from_model(s.head)->run({{"x", RuntimeValue(x)}});
+    auto tail = Session::from_model(s.tail)->run({{"a", head[0].value}, {"c", cv}});
+    EXPECT_TRUE(tensors_bitwise_equal(tail[0].value.tensor, whole[0].value.tensor)) << c;
+  }
+}
+
 TEST(ModelSplit, BadCutPointsAreRefused) {
   Model m = parse_hoduscript(kModel, "split.hodu");
   auto message = [&](const std::string& v) {
