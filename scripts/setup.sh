@@ -11,6 +11,7 @@ packages=(
   python3-torch python3-pip python3-venv python3-setuptools python3-wheel  # Python SDK: DLPack tests, pip install .
   python3-torchvision  # real architectures for aot_vs_ort and bench/export_zoo.py
   graphviz valgrind
+  libcpp-httplib-dev  # hodugaki's HTTP server and client (src/distributed)
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev python3-pil
   clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # hodu build: .ll/.bc, aarch64 cross builds
 )

@@ -12,13 +12,13 @@ from .errors import (CudaError, DeviceError, HoduError, InternalError, InvalidAr
                      IoError, OutOfMemoryError, UnsupportedOperationError)
 from .models import compile, convert, info, load, load_tensors, parse, save, save_tensors
 from .session import InferenceSession, IOBinding, NodeArg, SessionOptions
-from . import policies, runtime
+from . import client, policies, runtime
 from .tensors import from_dlpack
 
 __all__ = [
     "InferenceSession", "SessionOptions", "IOBinding", "NodeArg", "Model", "Tensor", "from_dlpack",
     "load", "save", "convert", "info", "compile", "parse", "load_tensors", "save_tensors",
-    "policies", "runtime", "errors",
+    "policies", "runtime", "errors", "client",
     "HoduError", "InvalidModelError", "InvalidArgumentError", "UnsupportedOperationError", "OutOfMemoryError",
     "DeviceError", "CudaError", "IoError", "InternalError", "__version__",
 ]

@@ -102,10 +102,16 @@ class InferenceSession:
             the path of a policy JSON file.
     sess_options, providers, provider_options: onnxruntime's arguments, so that
             code written for onnxruntime works unchanged.
+    remote: URL of a KServe v2 server (hodugaki serve) that runs the model: run()
+            sends the feeds there and, when the server cannot be reached, times
+            out or fails, warns (RuntimeWarning) and runs the local model instead.
+    remote_model: the model's name on the server (default: the file name
+            without extension). remote_timeout: seconds (default 10).
     """
 
     def __init__(self, path_or_bytes, device=None, threads=None, engine=None, policy=None, *, sess_options=None,
-                 providers=None, provider_options=None, **unused_ort_kwargs):
+                 providers=None, provider_options=None, remote=None, remote_model=None, remote_timeout=10.0,
+                 **unused_ort_kwargs):
         if isinstance(device, SessionOptions) or (device is not None and not isinstance(device, str)
                                                   and hasattr(device, "intra_op_num_threads")):
             # onnxruntime's positional form: InferenceSession(path, sess_options)
@@ -129,6 +135,15 @@ class InferenceSession:
         self._profile = None
         if getattr(self._sess_options, "enable_profiling", False):
             self._start_profiling()
+        self._remote = None
+        if remote is not None:
+            from .client import InferenceClient
+            if remote_model is None:
+                if self._model_path is None:
+                    raise InvalidArgumentError("remote= needs remote_model= when the model is not a file path")
+                remote_model = os.path.splitext(os.path.basename(self._model_path))[0]
+            self._remote = InferenceClient(remote, timeout=remote_timeout)
+            self._remote_model = remote_model
 
     # ---- onnxruntime's API ----
     def get_inputs(self):
@@ -151,8 +166,14 @@ class InferenceSession:
 
     def run(self, output_names, input_feed, run_options=None):
         """Runs the model; returns the outputs named in `output_names` (all
-        when None) as numpy arrays, sequences as lists, maps as dicts."""
-        return self._sess.run(output_names, self._check_feed(input_feed), False)
+        when None) as numpy arrays, sequences as lists, maps as dicts. With
+        remote=URL the server runs it, and the local model when that fails."""
+        feed = self._check_feed(input_feed)
+        if self._remote is not None:
+            outputs = self._run_remote(output_names, feed)
+            if outputs is not None:
+                return outputs
+        return self._sess.run(output_names, feed, False)
 
     def run_dlpack(self, output_names, input_feed):
         """Like run(), but outputs are hodu.Tensor objects: DLPack providers
@@ -196,6 +217,21 @@ class InferenceSession:
     def __repr__(self):
         where = self._model_path or "<bytes>"
         return f"hodu.InferenceSession({where!r}, device={self.device!r}, engine={self.engine!r})"
+
+    def _run_remote(self, output_names, feed):
+        """The outputs from the server, or None (after a RuntimeWarning) to run locally."""
+        import warnings
+        import numpy as np
+        from .errors import HoduError
+        try:
+            arrays = {name: np.asarray(value) for name, value in feed.items()}
+            names = list(output_names) if output_names else [o.name for o in self._outputs]
+            result = self._remote.infer(self._remote_model, arrays, outputs=names)
+            return [result[n] for n in names]
+        except (HoduError, OSError, KeyError, ValueError, TypeError) as e:
+            warnings.warn(f"remote run on {self._remote.url} failed, running locally: {e}", RuntimeWarning,
+                          stacklevel=3)
+            return None
 
     def _check_feed(self, feed):
         if not isinstance(feed, dict):

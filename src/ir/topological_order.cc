@@ -46,6 +46,12 @@ bool sort_subgraphs(Node& n) {
 
 }  // namespace
 
+std::vector<std::string> node_reads(const Node& n) {
+  std::vector<std::string> reads;
+  collect_reads(n, reads);
+  return reads;
+}
+
 bool sort_topologically(Graph& graph) {
   bool ok = true;
   for (auto& n : graph.nodes) ok &= sort_subgraphs(n);

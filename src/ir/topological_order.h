@@ -3,6 +3,9 @@
 // append the Casts they insert at the end); ONNX Runtime sorts such graphs and
 // runs them, so the importer sorts too.
 #pragma once
+#include <string>
+#include <vector>
+
 #include "ir/graph.h"
 
 namespace hodu {
@@ -12,5 +15,9 @@ namespace hodu {
 // Nodes already in order keep their order. Returns false and leaves the graph
 // as it is when the nodes form a cycle (the verifier then names it).
 bool sort_topologically(Graph& graph);
+
+// Every value a node reads: its inputs and, for If/Loop/Scan, the outer values
+// its bodies read (a value may appear more than once).
+std::vector<std::string> node_reads(const Node& n);
 
 }  // namespace hodu

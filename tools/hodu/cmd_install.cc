@@ -65,6 +65,9 @@ int run_install(const std::string& prefix_text, bool quiet) {
     for (const auto& e : fs::directory_iterator(from.plugins))
       if (e.path().extension() == ".so")
         copy_file(e.path(), prefix / "lib" / "hodu" / "plugins" / e.path().filename(), quiet), ++plugins;
+  // hodugaki (docs/hodugaki.md), built next to hodu, goes next to it.
+  if (fs::path gaki = from.binary.parent_path() / "hodugaki"; fs::exists(gaki, ec))
+    copy_file(gaki, prefix / "bin" / "hodugaki", quiet);
   bool kernels = fs::exists(from.kernel_library, ec);
   if (kernels) copy_file(from.kernel_library, prefix / "lib" / from.kernel_library.filename(), quiet);
   else

@@ -1,13 +1,11 @@
 // hodu run MODEL [-i NAME=PATH]... [-I list] [-f pretty|json|npy|hdt] [-o DIR]
+//               [--remote URL [--remote-model NAME] [--remote-from VALUE] [--remote-timeout-ms N]]
 //               [-d DEVICE] [--threads N] [--engine NAME] [--seed N]
 //               [--policy P.json] [--profile TRACE.json] [-v] [--max-isa avx2] [-O0..-O3] [--dump-graph]
 //               [--compiler NAME | --compiler-plugin PATH] [--runtime NAME | --runtime-plugin PATH] [--pack NAME]
 #include <unistd.h>
 
-#include <nlohmann/json.hpp>
-
 #include <cstdlib>
-
 #include <cstdio>
 #include <filesystem>
 
@@ -26,7 +24,8 @@
 #include "runtime/log.h"
 #include "runtime/profiler.h"
 #include "runtime/session.h"
-#include "tensor_printer.h"
+#include "output_writer.h"
+#include "remote_run.h"
 
 namespace hodu::cli {
 namespace {
@@ -53,7 +52,20 @@ struct RunArgs {
   std::string check_save;   // --check: write the smallest differing prefix model here
   // Plugins (docs/plugins.md): names, library paths, or a pack (compiler + runtime).
   std::string compiler, runtime, compiler_plugin, runtime_plugin, pack;
+  std::string remote;            // run on this KServe v2 server, the local model as the fallback
+  std::string remote_model;      // its name there (default: the file name without extension)
+  std::string remote_from;       // run up to this value here, the rest there
+  int64_t remote_timeout_ms = 10000;
 };
+
+// Runs on the server of --remote; false (after a warning) when that fails and the
+// local session should run instead.
+bool run_remote(const RunArgs& a, const Session& session, const std::map<std::string, RuntimeValue>& feeds,
+                std::vector<NamedValue>& outputs) {
+  RemoteRun r{a.remote, a.remote_model.empty() ? std::filesystem::path(a.model).stem().string() : a.remote_model,
+              a.remote_timeout_ms, a.remote_from, a.verbose};
+  return remote_run(r, session, feeds, outputs);
+}
 
 // The engine for this run: from the flags, config.toml, or the best for the
 // device. Says which on stderr when a person is watching (a terminal) or at -v,
@@ -83,16 +95,6 @@ void choose_engine(const RunArgs& a, SessionOptions& so) {
   so.engine = choice.engine;
   if (a.verbose || isatty(STDERR_FILENO))
     std::fprintf(stderr, "Using: %s%s\n", choice.summary.c_str(), choice.auto_selected ? " (auto-selected)" : "");
-}
-
-
-// Every character outside [A-Za-z0-9._-] becomes '_'.
-std::string sanitize(const std::string& name) {
-  std::string s = name.empty() ? "output" : name;
-  for (auto& c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '.' || c == '_' || c == '-')) c = '_';
-  if (s == "." || s == "..") s = "_";
-  return s;
 }
 
 // --check: the engine against the reference interpreter on the same feeds. Prints each
@@ -154,10 +156,7 @@ int run_run(const RunArgs& a) {
   }
   Profiler profiler;
   if (!a.profile.empty()) profiler.start();  // before loading: dispatch decisions go into the trace
-  HODU_CHECK(a.format == "pretty" || a.format == "json" || a.format == "npy" || a.format == "hdt",
-             ErrorCode::InvalidArgument, "-f {}: expected pretty, json, npy or hdt", a.format);
-  HODU_CHECK(!((a.format == "npy" || a.format == "hdt") && a.out_dir.empty()), ErrorCode::InvalidArgument,
-             "-f {} writes files: give an output folder with -o DIR", a.format);
+  check_output_format(a.format, a.out_dir);
   // A library built by `hodu build` runs on the native engine.
   if (native::is_native_library(a.model) && so.engine.empty()) so.engine = "native";
   if (!a.app->count("--device") && a.policy.empty()) {
@@ -184,9 +183,14 @@ int run_run(const RunArgs& a) {
   for (const auto& l : a.input_lists)
     for (auto& s : split_comma_list(l)) specs.push_back(s);
   auto feeds = load_inputs(specs, *session);
+  std::vector<NamedValue> outputs;
+  if (!a.remote.empty() && run_remote(a, *session, feeds, outputs)) {
+    emit_outputs(outputs, a.format, a.out_dir);
+    return 0;
+  }
   // -v: the run is profiled to say which nodes ran on the interpreter's kernel.
   if (a.verbose && a.profile.empty()) profiler.start();
-  auto outputs = session->run(feeds);
+  outputs = session->run(feeds);
   if (a.verbose && a.profile.empty()) {
     profiler.stop();
     std::fprintf(stderr, "%s", fallback_table(fallback_nodes(profiler)).c_str());
@@ -201,36 +205,7 @@ int run_run(const RunArgs& a) {
                    session->engine_name().c_str());
   }
 
-  if (!a.out_dir.empty()) {
-    std::filesystem::create_directories(a.out_dir);
-    std::string ext = a.format == "pretty" ? "npy" : a.format;
-    for (const auto& o : outputs) {
-      HODU_CHECK(o.value.is_tensor(), ErrorCode::Unsupported,
-                 "output '{}' is not a tensor; only tensors can be written to files (use -f pretty or json)", o.name);
-      std::string path = (std::filesystem::path(a.out_dir) / (sanitize(o.name) + "." + ext)).string();
-      if (ext == "json") {
-        FILE* f = std::fopen(path.c_str(), "wb");
-        HODU_CHECK(f, ErrorCode::Io, "cannot write {}", path);
-        std::string text = tensor_to_json(o.value.tensor);
-        std::fwrite(text.data(), 1, text.size(), f);
-        std::fclose(f);
-      } else {
-        write_tensor_file(path, {{o.name, o.value.tensor}});
-      }
-      std::fprintf(stderr, "wrote %s\n", path.c_str());
-    }
-    return 0;
-  }
-  if (a.format == "json") {
-    std::string out = "{";
-    for (size_t i = 0; i < outputs.size(); ++i) {
-      HODU_CHECK(outputs[i].value.is_tensor(), ErrorCode::Unsupported, "output '{}' is not a tensor", outputs[i].name);
-      out += (i ? ", " : "") + nlohmann::json(outputs[i].name).dump() + ": " + tensor_to_json(outputs[i].value.tensor);
-    }
-    std::printf("%s}\n", out.c_str());
-    return 0;
-  }
-  for (const auto& o : outputs) std::printf("%s\n", pretty_value(o.name, o.value).c_str());
+  emit_outputs(outputs, a.format, a.out_dir);
   return 0;
 }
 
@@ -269,6 +244,16 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("--compiler-plugin", a->compiler_plugin, "compiler plugin library to load and use (.so)");
   app.add_option("--runtime-plugin", a->runtime_plugin, "runtime plugin library to load and use (.so)");
   app.add_option("--pack", a->pack, "compiler + runtime of one pack, e.g. c (= hodu-compiler-c + hodu-runtime-native)");
+  app.add_option("--remote", a->remote,
+                 "run on this KServe v2 server (hodugaki serve) and fall back to the local model with a warning "
+                 "when it cannot be reached or fails");
+  app.add_option("--remote-model", a->remote_model, "the model's name on the server (default: MODEL's file name "
+                 "without extension)");
+  app.add_option("--remote-from", a->remote_from,
+                 "with --remote: run the model up to this value here and send it to the server, which serves the "
+                 "rest (hodugaki serve --tail-from VALUE)");
+  app.add_option("--remote-timeout-ms", a->remote_timeout_ms, "give up on the server after this long (connect, send, "
+                 "answer) and run locally")->capture_default_str();
   app.footer("Without --engine or a plugin flag, config.toml's default_engine or the best engine for the device runs "
              "the model. Compiled artifacts are cached in $HODU_HOME/cache (docs/plugins.md).");
   a->app = &app;

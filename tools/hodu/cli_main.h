@@ -1,0 +1,18 @@
+// What each of hodu's command-line binaries (hodu, hodugaki) does around its
+// subcommands: the OpenMP restart, parsing, and every error turned into
+// "error: ..." on stderr and exit status 1.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <functional>
+#include <map>
+
+namespace hodu::cli {
+
+// Restarts the process once with a short OpenMP spin unless the user set
+// OMP_WAIT_POLICY or GOMP_SPINCOUNT (cli_main.cc says why); returns otherwise.
+void restart_with_short_omp_spin(char** argv);
+
+// Parses the command line and runs the chosen subcommand's function.
+int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv);
+
+}  // namespace hodu::cli
