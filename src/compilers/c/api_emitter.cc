@@ -100,6 +100,13 @@ int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, c
  * memory must stay valid until @P@_destroy, which must be called). */
 size_t @P@_instance_size(void);
 int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size);
+/* Creates an instance over a weights blob already in memory, used in place (not copied): the
+ * whole blob (its 64-byte "HODUWGT1" header, then the data) as `hodu build --weights file`
+ * writes it and a .hodupkg's weights section holds it, 64-byte aligned, valid and unchanged
+ * until @P@_destroy. Another build's blob fails with @U@_ERR_IO; a library that embeds its
+ * weights (@U@_EMBEDDED_WEIGHTS 1) answers @U@_ERR_INVALID_ARGUMENT. */
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, @P@_t** out, char* errbuf,
+                            size_t errbuf_size);
 void @P@_destroy(@P@_t* m);
 
 /* Inputs and outputs: name, DLPack dtype, rank and shape. */
@@ -220,14 +227,32 @@ static void hm_errbuf(char* errbuf, size_t size, const char* msg) {
 }
 
 @KPREPARE@
+/* The instance and its arena, without a weights copy. */
+#define HM_INSTANCE_BASE_BYTES (sizeof(struct @P@_instance) + 64 + HM_ARENA_BYTES)
 size_t @P@_instance_size(void) {
-  return sizeof(struct @P@_instance) + 64 + HM_ARENA_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
+  return HM_INSTANCE_BASE_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
 }
 
 #if !@U@_EMBEDDED_WEIGHTS
+/* 0 when a blob's header is this build's (magic, data size, fingerprint). */
+static int hm_check_blob(const unsigned char* header, char* errbuf, size_t size) {
+  uint64_t bytes = 0, fp = 0;
+  if (memcmp(header, "HODUWGT1", 8) != 0) {
+    hm_errbuf(errbuf, size, "the weights file is not a hodu weights blob (bad magic)");
+    return 3;
+  }
+  memcpy(&bytes, header + 8, 8);
+  memcpy(&fp, header + 16, 8);
+  if (bytes != HM_WEIGHTS_BYTES || fp != HM_FINGERPRINT) {
+    hm_errbuf(errbuf, size, "the weights file belongs to another build of the model (size or fingerprint differ)");
+    return 3;
+  }
+  return 0;
+}
+
 static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, size_t size) {
   unsigned char header[64];
-  uint64_t bytes = 0, fp = 0;
+  int st;
   FILE* f = fopen(path, "rb");
   if (!f) {
     char msg[600];
@@ -235,17 +260,10 @@ static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, s
     hm_errbuf(errbuf, size, msg);
     return 3;
   }
-  if (fread(header, 1, 64, f) != 64 || memcmp(header, "HODUWGT1", 8) != 0) {
+  if (fread(header, 1, 64, f) != 64) memset(header, 0, 8);
+  if ((st = hm_check_blob(header, errbuf, size))) {
     fclose(f);
-    hm_errbuf(errbuf, size, "the weights file is not a hodu weights blob (bad magic)");
-    return 3;
-  }
-  memcpy(&bytes, header + 8, 8);
-  memcpy(&fp, header + 16, 8);
-  if (bytes != HM_WEIGHTS_BYTES || fp != HM_FINGERPRINT) {
-    fclose(f);
-    hm_errbuf(errbuf, size, "the weights file belongs to another build of the model (size or fingerprint differ)");
-    return 3;
+    return st;
   }
   if (HM_WEIGHTS_BYTES && fread(dst, 1, HM_WEIGHTS_BYTES, f) != HM_WEIGHTS_BYTES) {
     fclose(f);
@@ -257,8 +275,9 @@ static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, s
 }
 #endif
 
-static int hm_create_in(void* memory, size_t size, const char* weights_path, int num_threads, @P@_t** out, char* errbuf,
-                        size_t errbuf_size) {
+/* weights: a blob in memory to use in place (@P@_create_with_weights), else NULL. */
+static int hm_create_in(void* memory, size_t size, const char* weights_path, const unsigned char* weights,
+                        int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
   @P@_t* m;
   uintptr_t p;
   int i;
@@ -268,7 +287,7 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
     return 1;
   }
   *out = NULL;
-  if (!memory || size < @P@_instance_size()) {
+  if (!memory || size < (weights ? HM_INSTANCE_BASE_BYTES : @P@_instance_size())) {
     hm_errbuf(errbuf, errbuf_size, "memory is NULL or smaller than @P@_instance_size()");
     return 1;
   }
@@ -278,13 +297,18 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
   m->arena = (unsigned char*)p;
 #if @U@_EMBEDDED_WEIGHTS
   (void)weights_path;
+  (void)weights;
   if (memcmp(hm_blob, "HODUWGT1", 8) != 0) {
     hm_errbuf(errbuf, errbuf_size, "embedded weights are corrupt");
     return 3;
   }
   m->weights = hm_blob + 64;
 #else
-  {
+  if (weights) {
+    int st = hm_check_blob(weights, errbuf, errbuf_size);
+    if (st) return st;
+    m->weights = weights + 64;
+  } else {
     unsigned char* w = (unsigned char*)((p + HM_ARENA_BYTES + 63) & ~(uintptr_t)63);
     int st = hm_load_weights(weights_path ? weights_path : "@WFILE@", w, errbuf, errbuf_size);
     if (st) return st;
@@ -307,11 +331,13 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
 }
 
 int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  return hm_create_in(memory, size, weights_path, 0, out, errbuf, errbuf_size);
+  return hm_create_in(memory, size, weights_path, NULL, 0, out, errbuf, errbuf_size);
 }
 
-int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  size_t size = @P@_instance_size(), slack = 0;
+/* An instance in memory of its own (freed by destroy); weights as in hm_create_in. */
+static int hm_create_owned(size_t size, const char* weights_path, const unsigned char* weights, int num_threads,
+                           @P@_t** out, char* errbuf, size_t errbuf_size) {
+  size_t slack = 0;
   unsigned char *raw, *mem;
   int st;
   if (out) *out = NULL;
@@ -329,13 +355,32 @@ int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, c
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (slack) (void)madvise(mem, size, MADV_HUGEPAGE);
 #endif
-  st = hm_create_in(mem, size, weights_path, num_threads, out, errbuf, errbuf_size);
+  st = hm_create_in(mem, size, weights_path, weights, num_threads, out, errbuf, errbuf_size);
   if (st) {
     free(raw);
     return st;
   }
   (*out)->owned = raw;
   return 0;
+}
+
+int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
+  return hm_create_owned(@P@_instance_size(), weights_path, NULL, num_threads, out, errbuf, errbuf_size);
+}
+
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, @P@_t** out, char* errbuf,
+                            size_t errbuf_size) {
+  if (out) *out = NULL;
+  if (@U@_EMBEDDED_WEIGHTS) {
+    hm_errbuf(errbuf, errbuf_size, "this library embeds its weights: create it with @P@_create_ex");
+    return 1;
+  }
+  if (!weights || ((uintptr_t)weights & 63) || weights_size < 64 || weights_size - 64 < HM_WEIGHTS_BYTES) {
+    hm_errbuf(errbuf, errbuf_size, "weights is NULL, not 64-byte aligned, or smaller than the blob this build reads");
+    return 1;
+  }
+  return hm_create_owned(HM_INSTANCE_BASE_BYTES, NULL, (const unsigned char*)weights, num_threads, out, errbuf,
+                         errbuf_size);
 }
 
 int @P@_create_ex(const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
