@@ -71,7 +71,7 @@ static void api_prefix(const unsigned char* lib, uint64_t size, char* out, size_
 }
 
 typedef struct {
-  int (*create_with_weights)(const void*, size_t, int, void**, char*, size_t);
+  int (*create_with_weights)(const void*, size_t, int, int, void**, char*, size_t);
   void (*destroy)(void*);
   int (*num_inputs)(void), (*num_outputs)(void);
   const char* (*input_name)(int);
@@ -212,7 +212,8 @@ int main(int argc, char** argv) {
   *(void**)&api.output = symbol(handle, prefix, "output");
   *(void**)&api.last_error = symbol(handle, prefix, "last_error");
 
-  st = api.create_with_weights(weights, weights_bytes, 0, &model, err, sizeof err);
+  /* 1: <PREFIX>_WEIGHTS_MAPPED, the package is mapped and never written. */
+  st = api.create_with_weights(weights, weights_bytes, 0, 1, &model, err, sizeof err);
   if (st) die("cannot create the model: %s%s", err, "");
   if (api.num_inputs() > 64) die("more than 64 inputs%s%s", "", "");
   for (i = 0; i < api.num_inputs(); ++i) {

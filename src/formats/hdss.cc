@@ -17,6 +17,7 @@
 #include <functional>
 #include <limits>
 
+#include "formats/little_endian.h"
 #include "formats/model_io.h"
 
 namespace hodu {
@@ -250,9 +251,6 @@ class Writer {
     graph(m.graph);
   }
 };
-
-void put_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at, &v, 4); }
-void put_u64(std::string& s, size_t at, uint64_t v) { std::memcpy(s.data() + at, &v, 8); }
 
 // ---- reader -----------------------------------------------------------------
 
@@ -529,16 +527,6 @@ class Reader {
   }
 };
 
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 
 // Tensor data kept outside the .hdss image (kExternalData); `keep` owns it.
 struct ExternalData {

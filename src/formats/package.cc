@@ -22,7 +22,9 @@
 #include <mutex>
 
 #include "core/error.h"
+#include "formats/little_endian.h"
 #include "formats/model_io.h"
+#include "ir/value_json.h"
 
 namespace fs = std::filesystem;
 
@@ -33,19 +35,6 @@ constexpr uint32_t kRequiredFlagsMask = 0xFFFFu;  // low 16 bits: features a rea
 constexpr uint32_t kKnownRequiredFlags = 0;
 constexpr uint64_t kAlign = 64, kPageAlign = 4096;
 constexpr size_t kChecksumAt = 48;  // the file checksum's 32 bytes in the header
-
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
-void put_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at, &v, 4); }
-void put_u64(std::string& s, size_t at, uint64_t v) { std::memcpy(s.data() + at, &v, 8); }
 
 std::string short_hex(const Sha256Digest& d) { return sha256_hex(d).substr(0, 16); }
 
@@ -60,23 +49,7 @@ Sha256Digest file_checksum_of(const uint8_t* header, size_t header_size, const u
 bool valid_kind(uint32_t k) { return k >= 1 && k <= 5; }
 
 nlohmann::ordered_json value_json(const ValueDoc& v) {
-  nlohmann::ordered_json o;
-  o["name"] = v.name;
-  o["type"] = v.type.to_string();
-  if (v.type.is_tensor()) {
-    o["dtype"] = std::string(dtype_name(v.type.dtype));
-    if (v.type.shape.rank_known()) {
-      nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-      for (const auto& d : v.type.shape.dims()) {
-        if (d.is_known()) dims.push_back(d.value);
-        else if (d.is_symbolic()) dims.push_back(d.symbol);
-        else dims.push_back(nullptr);
-      }
-      o["shape"] = dims;
-    } else {
-      o["shape"] = nullptr;
-    }
-  }
+  nlohmann::ordered_json o = value_to_json(Value{v.name, v.type, {}});
   o["doc"] = v.doc;
   return o;
 }
@@ -177,20 +150,10 @@ Meta meta_from_json(std::string_view text, const std::string& what) {
         ValueDoc v;
         v.name = o.at("name").get<std::string>();
         v.doc = o.value("doc", "");
-        if (o.contains("dtype")) {
-          auto dt = parse_dtype(o.at("dtype").get<std::string>());
-          if (!dt) bad("value '" + v.name + "' has unknown dtype " + o.at("dtype").dump());
-          Shape shape;
-          if (o.contains("shape") && o.at("shape").is_array()) {
-            std::vector<Dim> dims;
-            for (const auto& d : o.at("shape")) {
-              if (d.is_number_integer()) dims.emplace_back(d.get<int64_t>());
-              else if (d.is_string()) dims.push_back(Dim::sym(d.get<std::string>()));
-              else dims.push_back(Dim::unknown());
-            }
-            shape = Shape(std::move(dims));
-          }
-          v.type = ValueType::tensor(*dt, std::move(shape));
+        try {
+          v.type = value_type_from_json(o);
+        } catch (const Error& e) {
+          bad("value '" + v.name + "': " + e.what());
         }
         (std::string(side) == "inputs" ? m.inputs : m.outputs).push_back(std::move(v));
       }
@@ -516,6 +479,8 @@ std::shared_ptr<const Package> Package::open(const std::string& path) {
     pkg->base_ = &none;
   }
   pkg->parse(path);
+  // Hashing read every page; the engines fault in what they use.
+  if (pkg->mapped_) (void)::madvise(pkg->base_, pkg->size_, MADV_DONTNEED);
   pkg->self_ = pkg;
   open[key] = {id, pkg};
   return pkg;
@@ -540,6 +505,27 @@ Model Package::model() const {
   const SectionInfo& w = *find("weights");
   std::string_view data = bytes(w).substr(64);
   return read_hdss_external(bytes(*find("graph")), data, self_.lock(), path_ + " (graph section)");
+}
+
+std::string Package::describe_json() const {
+  nlohmann::ordered_json j = nlohmann::ordered_json::parse(meta_.json);
+  nlohmann::ordered_json f;
+  f["file"] = path_;
+  f["bytes"] = size_;
+  f["format_version"] = version_;
+  f["checksum"] = sha256_hex(file_sum_);
+  f["checksums_ok"] = true;  // a Package exists only once every check passed
+  f["sections"] = nlohmann::ordered_json::array();
+  for (const auto& s : sections_)
+    f["sections"].push_back({{"name", s.name},
+                             {"kind", section_kind_name(s.kind)},
+                             {"offset", s.offset},
+                             {"bytes", s.size},
+                             {"sha256", sha256_hex(s.sha256)}});
+  const std::string host = host_triple();
+  f["host"] = {{"triple", host}, {"runs", meta_.target(host) ? "library" : "graph"}};
+  j["package"] = f;
+  return j.dump(2);
 }
 
 Model Package::runnable_model() const {

@@ -121,6 +121,9 @@ class Package {
   const SectionInfo* find(const std::string& name) const;
   std::string_view bytes(const SectionInfo& s) const;
   const Meta& meta() const { return meta_; }
+  // The file is mapped (open), not copied (from_bytes): unwritten pages may be given back
+  // to the kernel and are read from the file again.
+  bool mapped() const { return mapped_; }
 
   // The graph, its tensors wrapping the weights section in place (they keep the package
   // alive). Metadata as packed, none of the keys above.
@@ -128,6 +131,9 @@ class Package {
   // model() plus the keys above: Session::load runs it on the native engine with the
   // library for this host when the package has one, else on the default engine.
   Model runnable_model() const;
+  // `hodu info --json` of the package: the metadata's fields and "package" (file, bytes,
+  // format version, checksum, checksums_ok, sections with their SHA-256, what runs here).
+  std::string describe_json() const;
 
  private:
   Package() = default;

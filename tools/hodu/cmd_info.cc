@@ -12,6 +12,7 @@
 #include "ir/model_check.h"
 #include "formats/package.h"
 #include "human_bytes.h"
+#include "ir/value_json.h"
 
 namespace hodu::cli {
 namespace {
@@ -143,23 +144,7 @@ int run_package_info(const InfoArgs& a) {
     }
   }
   if (a.json) {
-    nlohmann::ordered_json j = nlohmann::ordered_json::parse(m.json);
-    nlohmann::ordered_json f;
-    f["file"] = a.model;
-    f["bytes"] = p->file_size();
-    f["format_version"] = p->version();
-    f["checksum"] = sha256_hex(p->file_checksum());
-    f["checksums_ok"] = true;  // open() refuses a package that fails one
-    f["sections"] = nlohmann::ordered_json::array();
-    for (const auto& s : p->sections())
-      f["sections"].push_back({{"name", s.name},
-                               {"kind", pkg::section_kind_name(s.kind)},
-                               {"offset", s.offset},
-                               {"bytes", s.size},
-                               {"sha256", sha256_hex(s.sha256)}});
-    f["host"] = {{"triple", host}, {"runs", here ? "library" : "graph"}};
-    j["package"] = f;
-    std::printf("%s\n", j.dump(2).c_str());
+    std::printf("%s\n", p->describe_json().c_str());
     return 0;
   }
   auto line = [](const char* key, const std::string& v) {
@@ -245,30 +230,10 @@ int run_info(const InfoArgs& a) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::object();
     for (auto& [d, v] : m.opset_imports) ops[d.empty() ? "ai.onnx" : d] = v;
     j["opsets"] = ops;
-    auto value_json = [](const Value& v) {
-      nlohmann::ordered_json o;
-      o["name"] = v.name;
-      o["type"] = v.type.to_string();
-      if (v.type.kind == ValueType::Kind::Tensor) {
-        o["dtype"] = std::string(dtype_name(v.type.dtype));
-        if (v.type.shape.rank_known()) {
-          nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-          for (const auto& d : v.type.shape.dims()) {
-            if (d.is_known()) dims.push_back(d.value);
-            else if (d.is_symbolic()) dims.push_back(d.symbol);
-            else dims.push_back(nullptr);
-          }
-          o["shape"] = dims;
-        } else {
-          o["shape"] = nullptr;
-        }
-      }
-      return o;
-    };
     j["inputs"] = nlohmann::ordered_json::array();
-    for (auto* v : inputs) j["inputs"].push_back(value_json(*v));
+    for (auto* v : inputs) j["inputs"].push_back(value_to_json(*v));
     j["outputs"] = nlohmann::ordered_json::array();
-    for (const auto& v : g.outputs) j["outputs"].push_back(value_json(v));
+    for (const auto& v : g.outputs) j["outputs"].push_back(value_to_json(v));
     j["node_count"] = node_count;
     j["ops"] = hist;
     j["parameter_count"] = g.parameter_count();

@@ -104,9 +104,14 @@ int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** o
  * whole blob (its 64-byte "HODUWGT1" header, then the data) as `hodu build --weights file`
  * writes it and a .hodupkg's weights section holds it, 64-byte aligned, valid and unchanged
  * until @P@_destroy. Another build's blob fails with @U@_ERR_IO; a library that embeds its
- * weights (@U@_EMBEDDED_WEIGHTS 1) answers @U@_ERR_INVALID_ARGUMENT. */
-int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, @P@_t** out, char* errbuf,
-                            size_t errbuf_size);
+ * weights (@U@_EMBEDDED_WEIGHTS 1) answers @U@_ERR_INVALID_ARGUMENT. num_threads as in
+ * @P@_create_threads; flags: 0 or @U@_WEIGHTS_MAPPED. */
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, int flags, @P@_t** out,
+                            char* errbuf, size_t errbuf_size);
+/* flags of @P@_create_with_weights: the blob is a file mapped (mmap) and never written, so
+ * the pages of weights the library has copied into its own layouts may be given back to the
+ * kernel (they are read from the file again if needed). */
+#define @U@_WEIGHTS_MAPPED 1
 void @P@_destroy(@P@_t* m);
 
 /* Inputs and outputs: name, DLPack dtype, rank and shape. */
@@ -152,6 +157,7 @@ const char* kSourceApi = R"HODU(
 struct @P@_instance {
   unsigned char* arena;
   const unsigned char* weights;
+  int weights_mapped;  /* the weights are a clean file mapping: pages copied by prepared ops go back */
   void* owned;  /* the malloc'd block of @P@_create, NULL for @P@_create_in */
   DLTensor outputs[@NOUT@ + 1];
   char error[512];
@@ -275,8 +281,9 @@ static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, s
 }
 #endif
 
-/* weights: a blob in memory to use in place (@P@_create_with_weights), else NULL. */
-static int hm_create_in(void* memory, size_t size, const char* weights_path, const unsigned char* weights,
+/* weights: a blob in memory to use in place (@P@_create_with_weights), else NULL; mapped:
+ * it is a clean file mapping (@U@_WEIGHTS_MAPPED). */
+static int hm_create_in(void* memory, size_t size, const char* weights_path, const unsigned char* weights, int mapped,
                         int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
   @P@_t* m;
   uintptr_t p;
@@ -303,11 +310,13 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, con
     return 3;
   }
   m->weights = hm_blob + 64;
+  m->weights_mapped = 1;
 #else
   if (weights) {
     int st = hm_check_blob(weights, errbuf, errbuf_size);
     if (st) return st;
     m->weights = weights + 64;
+    m->weights_mapped = mapped;
   } else {
     unsigned char* w = (unsigned char*)((p + HM_ARENA_BYTES + 63) & ~(uintptr_t)63);
     int st = hm_load_weights(weights_path ? weights_path : "@WFILE@", w, errbuf, errbuf_size);
@@ -331,12 +340,12 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, con
 }
 
 int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  return hm_create_in(memory, size, weights_path, NULL, 0, out, errbuf, errbuf_size);
+  return hm_create_in(memory, size, weights_path, NULL, 0, 0, out, errbuf, errbuf_size);
 }
 
 /* An instance in memory of its own (freed by destroy); weights as in hm_create_in. */
-static int hm_create_owned(size_t size, const char* weights_path, const unsigned char* weights, int num_threads,
-                           @P@_t** out, char* errbuf, size_t errbuf_size) {
+static int hm_create_owned(size_t size, const char* weights_path, const unsigned char* weights, int mapped,
+                           int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
   size_t slack = 0;
   unsigned char *raw, *mem;
   int st;
@@ -355,7 +364,7 @@ static int hm_create_owned(size_t size, const char* weights_path, const unsigned
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (slack) (void)madvise(mem, size, MADV_HUGEPAGE);
 #endif
-  st = hm_create_in(mem, size, weights_path, weights, num_threads, out, errbuf, errbuf_size);
+  st = hm_create_in(mem, size, weights_path, weights, mapped, num_threads, out, errbuf, errbuf_size);
   if (st) {
     free(raw);
     return st;
@@ -365,11 +374,11 @@ static int hm_create_owned(size_t size, const char* weights_path, const unsigned
 }
 
 int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  return hm_create_owned(@P@_instance_size(), weights_path, NULL, num_threads, out, errbuf, errbuf_size);
+  return hm_create_owned(@P@_instance_size(), weights_path, NULL, 0, num_threads, out, errbuf, errbuf_size);
 }
 
-int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, @P@_t** out, char* errbuf,
-                            size_t errbuf_size) {
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, int flags, @P@_t** out,
+                            char* errbuf, size_t errbuf_size) {
   if (out) *out = NULL;
   if (@U@_EMBEDDED_WEIGHTS) {
     hm_errbuf(errbuf, errbuf_size, "this library embeds its weights: create it with @P@_create_ex");
@@ -379,8 +388,12 @@ int @P@_create_with_weights(const void* weights, size_t weights_size, int num_th
     hm_errbuf(errbuf, errbuf_size, "weights is NULL, not 64-byte aligned, or smaller than the blob this build reads");
     return 1;
   }
-  return hm_create_owned(HM_INSTANCE_BASE_BYTES, NULL, (const unsigned char*)weights, num_threads, out, errbuf,
-                         errbuf_size);
+  if (flags & ~@U@_WEIGHTS_MAPPED) {
+    hm_errbuf(errbuf, errbuf_size, "unknown flags");
+    return 1;
+  }
+  return hm_create_owned(HM_INSTANCE_BASE_BYTES, NULL, (const unsigned char*)weights, flags & @U@_WEIGHTS_MAPPED,
+                         num_threads, out, errbuf, errbuf_size);
 }
 
 int @P@_create_ex(const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
@@ -698,19 +711,22 @@ static int hm_prepared(@P@_t* m, int st, const char* node, char* errbuf, size_t 
   return st == HODU_KERNELS_ERR_OUT_OF_MEMORY ? 2 : 4;
 }
 
-/* Pages of the embedded weights a prepared op has copied: given back to the kernel. The
- * blob is a clean file-backed mapping, so a later read (another instance's create, an
- * op's portable fallback) faults them in again from the file. */
-static void hm_release(const unsigned char* p, size_t bytes) {
-#if @U@_EMBEDDED_WEIGHTS && defined(__linux__) && defined(MADV_DONTNEED)
+/* Pages of the weights a prepared op has copied: given back to the kernel when they are a
+ * clean file-backed mapping (the embedded blob; a blob given with @U@_WEIGHTS_MAPPED), so a
+ * later read (another instance's create, an op's portable fallback) faults them in again
+ * from the file. */
+static void hm_release_pages(const @P@_t* m, const unsigned char* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uintptr_t begin = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + bytes) & ~(page - 1);
-  if (page && end > begin) (void)madvise((void*)begin, end - begin, MADV_DONTNEED);
+  if (m->weights_mapped && page && end > begin) (void)madvise((void*)begin, end - begin, MADV_DONTNEED);
 #else
+  (void)m;
   (void)p;
   (void)bytes;
 #endif
 }
+#define hm_release(p, bytes) hm_release_pages(m, p, bytes)
 
 static int hm_kernel_fail(@P@_t* m, const char* node) {
   return hm_fail(m, 4, "%s: %s", node, hodu_kernels_last_error(m->kernels));

@@ -149,8 +149,12 @@ PackResult pack_model(Model model, const std::string& out_path, const PackOption
   meta.targets.clear();
 
   auto t0 = clock::now();
-  say("folding the graph for deployment (constants, identities, Conv+BatchNorm, Gemm weights)");
-  fold_for_deployment(model);
+  // Only for the libraries' sake: with none, the graph is kept as loaded (folding a
+  // ConstantOfShape or an Expand could only make it larger).
+  if (!targets.empty()) {
+    say("folding the graph for deployment (constants, identities, Conv+BatchNorm, Gemm weights)");
+    fold_for_deployment(model);
+  }
   apply_docs(model.graph.inputs, options.input_docs, model.graph, "--doc-input");
   apply_docs(model.graph.outputs, options.output_docs, model.graph, "--doc-output");
   for (const auto& [d, v] : model.opset_imports) meta.opsets[d.empty() ? "ai.onnx" : d] = v;
@@ -184,7 +188,8 @@ PackResult pack_model(Model model, const std::string& out_path, const PackOption
     try {
       compilers::c::generate_c(model, codegen_for(triple));
     } catch (const Error& e) {
-      throw e.with_context(fmt::format("the {} library cannot be built: ", triple));
+      fail(e.code(), "the {} library cannot be built: {} (--graph-only packs the model without libraries: the cpu "
+           "engine runs its graph)", triple, e.what());
     }
   }
   store.seal();

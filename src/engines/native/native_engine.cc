@@ -38,7 +38,7 @@ struct Api {
   // Libraries built before it existed lack it; then the library picks its threads.
   int (*create_threads)(const char*, int, void**, char*, size_t) = nullptr;
   // Weights given in memory (a .hodupkg's weights section); libraries built before it lack it.
-  int (*create_with_weights)(const void*, size_t, int, void**, char*, size_t) = nullptr;
+  int (*create_with_weights)(const void*, size_t, int, int, void**, char*, size_t) = nullptr;
   void (*destroy)(void*) = nullptr;
   int (*num_inputs)() = nullptr;
   int (*num_outputs)() = nullptr;
@@ -151,6 +151,7 @@ struct WeightsInMemory {
   std::string_view blob;
   std::shared_ptr<const void> keep;
   std::string hint;  // appended to input errors (what the library was built for)
+  bool mapped = false;  // a clean file mapping (pages may be given back)
 };
 
 class NativeExecutable : public Executable {
@@ -168,7 +169,11 @@ class NativeExecutable : public Executable {
                "{}: the library has no {}_create_with_weights (built by an older hodu): repack the model", api_->path,
                api_->prefix);
     char err[600] = {0};
-    int st = api_->create_with_weights(weights.blob.data(), weights.blob.size(), threads, &instance_, err, sizeof err);
+    // The package is a file mapped and never written: the library gives back the pages of the
+    // weights it packs as it goes (MODEL_WEIGHTS_MAPPED), as it does for embedded weights.
+    constexpr int kWeightsMapped = 1;
+    int st = api_->create_with_weights(weights.blob.data(), weights.blob.size(), threads,
+                                       weights.mapped ? kWeightsMapped : 0, &instance_, err, sizeof err);
     HODU_CHECK(st == 0, ErrorCode::Io, "{}: cannot create the model instance: {}", api_->path, err);
   }
   ~NativeExecutable() override {
@@ -276,8 +281,9 @@ std::unique_ptr<Executable> prepare_package(const std::string& path, const Engin
   }
   log_verbose("{}: running its {} library (API {}, {} kernels, built -O{}), weights read in place from the package",
               file, t->triple, t->api_prefix, t->kernels, t->opt_level);
-  std::string_view blob = package->bytes(*package->find("weights"));
-  return std::make_unique<NativeExecutable>(api, WeightsInMemory{blob, package, hint}, options.threads);
+  const pkg::SectionInfo& weights = *package->find("weights");
+  return std::make_unique<NativeExecutable>(
+      api, WeightsInMemory{package->bytes(weights), package, hint, package->mapped()}, options.threads);
 }
 
 std::string library_of(const Model& model) {
