@@ -87,7 +87,9 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
     if (k == pkg::kPreferredEngineKey) preferred = v;
     if (k == pkg::kEngineReasonKey) reason = v;
   }
-  const bool from_model = policy.execution.engine.empty() && !preferred.empty() && registry.find(preferred);
+  auto wanted = preferred.empty() ? nullptr : registry.find(preferred);
+  const bool from_model =
+      policy.execution.engine.empty() && wanted && wanted->supports(policy.execution.device);
   if (from_model) policy.execution.engine = preferred;
   if (!reason.empty() && (from_model || preferred.empty())) log_verbose("{}", reason);
   auto start = [&](Policy p) {

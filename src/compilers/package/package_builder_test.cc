@@ -3,6 +3,7 @@
 // library, or whose library cannot load, runs its graph on the default engine.
 #include "compilers/package/package_builder.h"
 
+#include <dlfcn.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -168,6 +169,44 @@ TEST(Pack, HostLibraryRunsOverTheSharedWeights) {
     EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
     EXPECT_NE(std::string(e.what()).find("was built for x [2, 3, 8, 8]"), std::string::npos) << e.what();
   }
+}
+
+// The C entry point a package's library is created with, called directly.
+TEST(Pack, CreateWithWeightsChecksTheBlob) {
+  TempDir tmp;
+  std::string a = (tmp.path / "a.hodupkg").string(), b = (tmp.path / "b.hodupkg").string();
+  PackOptions o = options();
+  o.codegen.kernel_library = false;
+  pack_model(small_cnn(), a, o);
+  Model other = small_cnn();
+  other.graph.set_initializer("fc", random_tensor({5, 16}, 99));  // another model: other weights
+  pack_model(other, b, o);
+  auto pa = Package::open(a), pb = Package::open(b);
+  fs::path so = tmp.path / "lib.so";
+  {
+    std::string_view lib = pa->bytes(*pa->find("lib/" + host_triple()));
+    std::ofstream(so, std::ios::binary).write(lib.data(), static_cast<std::streamsize>(lib.size()));
+  }
+  void* h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+  ASSERT_NE(h, nullptr) << dlerror();
+  using Create = int (*)(const void*, size_t, int, int, void**, char*, size_t);
+  auto create = reinterpret_cast<Create>(dlsym(h, "small_cnn_create_with_weights"));
+  auto destroy = reinterpret_cast<void (*)(void*)>(dlsym(h, "small_cnn_destroy"));
+  ASSERT_TRUE(create && destroy);
+  std::string_view wa = pa->bytes(*pa->find("weights")), wb = pb->bytes(*pb->find("weights"));
+  char err[600] = "";
+  void* m = nullptr;
+  EXPECT_EQ(create(wa.data(), wa.size(), 1, 1, &m, err, sizeof err), 0) << err;
+  ASSERT_NE(m, nullptr);
+  destroy(m);
+  EXPECT_EQ(create(wb.data(), wb.size(), 1, 0, &m, err, sizeof err), 3);  // another build's blob
+  EXPECT_NE(std::string(err).find("belongs to another build"), std::string::npos) << err;
+  EXPECT_EQ(m, nullptr);
+  EXPECT_EQ(create(wa.data() + 8, wa.size() - 8, 1, 0, &m, err, sizeof err), 1);  // not 64-byte aligned
+  EXPECT_EQ(create(wa.data(), wa.size() - 64, 1, 0, &m, err, sizeof err), 1);     // too small
+  EXPECT_EQ(create(wa.data(), wa.size(), 1, 6, &m, err, sizeof err), 1);          // unknown flag
+  EXPECT_NE(std::string(err).find("unknown flags"), std::string::npos) << err;
+  dlclose(h);
 }
 
 TEST(Pack, LibraryThatCannotLoadFallsBackToTheGraph) {

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 
@@ -252,26 +253,36 @@ std::unique_ptr<Executable> prepare_package(const std::string& path, const Engin
                dlerror());
   }
   std::string_view lib = package->bytes(*package->find(t->library));
-  int fd = memfd_create(("hodu-" + t->triple).c_str(), MFD_CLOEXEC);
-  HODU_CHECK(fd >= 0, ErrorCode::Io, "{}: cannot create an in-memory file for the library ({})", shown,
-             std::strerror(errno));
-  size_t done = 0;
-  while (done < lib.size()) {
-    ssize_t w = ::write(fd, lib.data() + done, lib.size() - done);
-    if (w <= 0) {
-      ::close(fd);
-      fail(ErrorCode::Io, "{}: cannot write the library to memory", shown);
-    }
-    done += static_cast<size_t>(w);
-  }
   std::shared_ptr<Api> api;
-  try {
-    api = open_library(fmt::format("/proc/self/fd/{}", fd), shown);
-  } catch (...) {
-    ::close(fd);
-    throw;
+  int fd = access("/proc/self/fd", X_OK) == 0 ? memfd_create(("hodu-" + t->triple).c_str(), MFD_CLOEXEC) : -1;
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < lib.size()) {
+      ssize_t w = ::write(fd, lib.data() + done, lib.size() - done);
+      if (w <= 0) {
+        ::close(fd);
+        fail(ErrorCode::Io, "{}: cannot write the library to memory", shown);
+      }
+      done += static_cast<size_t>(w);
+    }
+    try {
+      api = open_library(fmt::format("/proc/self/fd/{}", fd), shown);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);  // the mapping stays
+  } else {
+    // No memfd or no /proc: a scratch file, removed once loaded.
+    ScratchDir scratch("hodu-package-");
+    fs::path so = scratch.path() / ("lib" + t->api_prefix + ".so");
+    {
+      std::ofstream f(so, std::ios::binary);
+      f.write(lib.data(), static_cast<std::streamsize>(lib.size()));
+      HODU_CHECK(f.good(), ErrorCode::Io, "{}: cannot write the library to {}", shown, so.string());
+    }
+    api = open_library(so.string(), shown);
   }
-  ::close(fd);  // the mapping stays
   std::string hint;
   if (!t->input_shapes.empty()) {
     for (const auto& [name, dims] : t->input_shapes)
