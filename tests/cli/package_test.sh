@@ -44,6 +44,7 @@ expect_ok "info: name and version" "name: +tiny-cnn 1.2.0" h info "$pkg"
 expect_ok "info: author, license" "license: +MIT" h info "$pkg"
 expect_ok "info: input doc and symbolic dim" "image: f32\[batch, 1, 8, 8\]  -- 8x8 grayscale images" h info "$pkg"
 expect_ok "info: checksums" "checksums OK" h info "$pkg"
+expect_ok "info --check: the graph" "problems: +none found in its graph" h info "$pkg" --check
 expect_ok "info: the host target" "$host .*library .*onednn kernels.*this host" h info "$pkg"
 expect_ok "info: what runs here" "on this host: +$host runs its $host library" h info "$pkg"
 h info "$pkg" --json > "$tmp/info.json" 2>&1

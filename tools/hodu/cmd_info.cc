@@ -143,9 +143,15 @@ int run_package_info(const InfoArgs& a) {
       HODU_CHECK(rc == 0, ErrorCode::Unsupported, "--svg needs Graphviz's `dot` program (apt-get install graphviz)");
     }
   }
+  // --check: the problems of its graph, as for any model.
+  const std::vector<ModelProblem> problems = find_model_problems(p->model());
+  const int status = a.check && !problems.empty() ? 1 : 0;
+  if (status)
+    std::fprintf(stderr, "error: %s: %zu problem%s found in its graph; the model cannot run as it is\n",
+                 a.model.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
   if (a.json) {
     std::printf("%s\n", p->describe_json().c_str());
-    return 0;
+    return status;
   }
   auto line = [](const char* key, const std::string& v) {
     if (!v.empty()) std::printf("%-14s%s\n", key, v.c_str());
@@ -188,7 +194,9 @@ int run_package_info(const InfoArgs& a) {
                 human_bytes(static_cast<int64_t>(s.size)).c_str(), static_cast<unsigned long long>(s.offset),
                 sha256_hex(s.sha256).substr(0, 16).c_str());
   line("checksum:", "sha256 " + sha256_hex(p->file_checksum()) + " (header and table of contents) OK");
-  return 0;
+  line("problems:", problems.empty() ? "none found in its graph" : fmt::format("{} in its graph", problems.size()));
+  for (const auto& pr : problems) std::printf("  %s\n", pr.message.c_str());
+  return status;
 }
 
 int run_info(const InfoArgs& a) {

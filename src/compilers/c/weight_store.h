@@ -18,6 +18,8 @@ class WeightStore {
   // Offset, from the start of the data (after the header), of bytes equal to these; they are
   // appended (64-byte aligned) when new. Internal error when new bytes come after seal().
   int64_t place(const void* data, size_t size);
+  // Room for this many bytes of data up front (growing by doubling holds two buffers at once).
+  void reserve(size_t data_bytes) { blob_.reserve(kHeader + data_bytes); }
   // Fills in the header (size, fingerprint): the blob is final.
   void seal();
   bool sealed() const { return sealed_; }

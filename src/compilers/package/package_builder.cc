@@ -167,6 +167,9 @@ PackResult pack_model(Model model, const std::string& out_path, const PackOption
 
   // The graph's tensors first: the weights section holds them once, the graph points there.
   compilers::c::WeightStore store;
+  size_t estimate = 0;
+  for (const auto& [name, t] : model.graph.initializers) estimate += (t.nbytes() + 63) / 64 * 64;
+  store.reserve(estimate + estimate / 16);  // and some room for derived constants
   std::string graph = write_hdss_external(model, [&](const Tensor& t) {
     return static_cast<uint64_t>(store.place(t.raw_data(), t.nbytes()));
   });
