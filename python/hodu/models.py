@@ -1,4 +1,5 @@
-"""Model and tensor files: load, save, convert, info, compile."""
+"""Model and tensor files: load, save, convert, info, compile, pack."""
+import json
 import os
 
 from . import _hodu
@@ -81,3 +82,34 @@ def compile(model, output, format=None, opt_level=2, **options):  # noqa: A001 (
 
 
 __all__ = ["load", "parse", "save", "convert", "info", "load_tensors", "save_tensors", "compile"]
+
+
+def pack(model, output, targets=None, *, name=None, version=None, author=None, license=None,  # noqa: A002
+         description=None, input_docs=None, output_docs=None, opt_level=2, kernels="onednn", shapes=None,
+         dims=None, graph_only=False, api_name=None):
+    """Packages a model into one .hodupkg file, like `hodu pack` (docs/hodupkg.md): the graph,
+    the weights once, metadata and a prebuilt library per target triple (default: this
+    host's; e.g. targets=["x86_64-linux-gnu", "aarch64-linux-gnu"]). `shapes`/`dims` bind
+    symbolic input dims for the libraries; the graph keeps them free. Returns package_info()
+    of the written file. hodu.InferenceSession("m.hodupkg") runs it."""
+    source = None
+    if not isinstance(model, _hodu.Model):
+        source = os.path.basename(os.fspath(model)) if not isinstance(model, (bytes, bytearray)) else None
+        if source is not None and (name is None):
+            name = os.path.splitext(source)[0]
+    options = {"targets": list(targets) if targets is not None else None, "name": name, "version": version,
+               "author": author, "license": license, "description": description, "input_docs": input_docs,
+               "output_docs": output_docs, "opt_level": opt_level, "kernels": kernels, "shapes": shapes,
+               "dims": dims, "graph_only": graph_only, "api_name": api_name, "source": source}
+    output = os.fspath(output)
+    if not output.endswith(".hodupkg"):
+        raise InvalidArgumentError(f"pack: a package's file name ends in .hodupkg, not '{output}'")
+    return json.loads(_hodu.pack_model(load(model), output, options))
+
+
+def package_info(path):
+    """A .hodupkg's metadata (name, version, author, license, inputs and outputs with their docs,
+    opsets, targets, ...) and, under "package", its sections with their SHA-256, the file
+    checksum and what runs on this host: `hodu info --json`. Opening the package verifies
+    every checksum; a damaged file raises InvalidModelError naming what failed."""
+    return json.loads(_hodu.package_info(os.fspath(path)))

@@ -16,7 +16,7 @@ namespace {
 
 bool is_model_path(const std::string& p) {
   auto ext = std::filesystem::path(p).extension().string();
-  return ext == ".onnx" || ext == ".hdss" || ext == ".hodu";
+  return ext == ".onnx" || ext == ".hdss" || ext == ".hodu" || ext == ".hodupkg";
 }
 
 ModelFormat parse_format(const std::string& name) {

@@ -10,4 +10,5 @@ PYBIND11_MODULE(_hodu, m) {
   hodu::python::bind_session(m);
   hodu::python::bind_runtime(m);
   hodu::python::bind_compiler(m);
+  hodu::python::bind_package(m);
 }

@@ -14,8 +14,10 @@
 
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <limits>
 
+#include "formats/little_endian.h"
 #include "formats/model_io.h"
 
 namespace hodu {
@@ -26,7 +28,9 @@ constexpr uint32_t kVersion = 1;
 constexpr uint32_t kHeaderSize = 64;
 constexpr uint64_t kAlign = 64;
 constexpr uint32_t kRequiredFlagsMask = 0xFFFFu;  // low 16 bits: features a reader must know
-constexpr uint32_t kKnownRequiredFlags = 0;
+// Required flag: the tensor data lives outside the file (a .hodupkg's weights section).
+constexpr uint32_t kExternalData = 0x1u;
+constexpr uint32_t kKnownRequiredFlags = kExternalData;
 constexpr int kMaxDepth = 100;
 
 uint64_t fnv1a64(const uint8_t* p, size_t n) {
@@ -60,6 +64,8 @@ class Writer {
   std::vector<Tensor> keep;  // contiguous copies kept alive until the data is written
   std::vector<Blob> blobs;
   uint64_t data_end = 0;
+  // Set: each tensor's bytes go to external data, which gives their offset (no data section).
+  std::function<uint64_t(const Tensor&)> place;
 
   void u8(uint8_t v) { out.push_back(static_cast<char>(v)); }
   void uv(uint64_t v) {
@@ -111,6 +117,14 @@ class Writer {
       return;
     }
     uint64_t size = t.nbytes();
+    if (place) {
+      uint64_t offset = size ? place(t) : 0;
+      HODU_CHECK(offset % kAlign == 0, ErrorCode::Internal, "external tensor data at offset {} is not 64-byte aligned",
+                 offset);
+      uv(offset);
+      uv(size);
+      return;
+    }
     uint64_t offset = size ? align_up(data_end) : 0;
     if (size) {
       blobs.push_back({t.raw_data(), offset, size});
@@ -238,12 +252,10 @@ class Writer {
   }
 };
 
-void put_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at, &v, 4); }
-void put_u64(std::string& s, size_t at, uint64_t v) { std::memcpy(s.data() + at, &v, 8); }
-
 // ---- reader -----------------------------------------------------------------
 
-// Keeps a memory-mapped file alive; the tensors that wrap it hold a reference.
+// Keeps a memory-mapped file alive; the tensors that wrap it hold a reference (through a
+// shared_ptr<const void>, which external data's owner can be too).
 struct Mapping {
   void* addr = nullptr;
   size_t size = 0;
@@ -255,7 +267,7 @@ struct Mapping {
 class Reader {
  public:
   Reader(const uint8_t* p, const uint8_t* end, const uint8_t* data, uint64_t data_size, const std::string& what,
-         std::shared_ptr<Mapping> mapping)
+         std::shared_ptr<const void> mapping)
       : p_(p), end_(end), data_(data), data_size_(data_size), what_(what), mapping_(std::move(mapping)) {}
 
   Model model() {
@@ -288,7 +300,7 @@ class Reader {
   const uint8_t* data_;
   uint64_t data_size_;
   const std::string& what_;
-  std::shared_ptr<Mapping> mapping_;
+  std::shared_ptr<const void> mapping_;
   int depth_ = 0;
 
   template <typename... Args>
@@ -515,20 +527,18 @@ class Reader {
   }
 };
 
-uint32_t get_u32(const uint8_t* p) {
-  uint32_t v;
-  std::memcpy(&v, p, 4);
-  return v;
-}
-uint64_t get_u64(const uint8_t* p) {
-  uint64_t v;
-  std::memcpy(&v, p, 8);
-  return v;
-}
 
-// Parses and checks the whole file image. `mapping` set: tensors wrap the image.
-Model read_image(const uint8_t* base, size_t n, const std::string& what, std::shared_ptr<Mapping> mapping,
-                 bool verify_data) {
+// Tensor data kept outside the .hdss image (kExternalData); `keep` owns it.
+struct ExternalData {
+  const uint8_t* data = nullptr;
+  uint64_t size = 0;
+  std::shared_ptr<const void> keep;
+};
+
+// Parses and checks the whole file image. `mapping` set: tensors wrap the image; `external`
+// set: they wrap (or copy, when it has no owner) the external data.
+Model read_image(const uint8_t* base, size_t n, const std::string& what, std::shared_ptr<const void> mapping,
+                 bool verify_data, const ExternalData* external = nullptr) {
   if (n < 4 || std::memcmp(base, kMagic, 4) != 0)
     fail(ErrorCode::InvalidModel, "{}: not an .hdss file (wrong magic; expected \"HDSS\")", what);
   if (n < 8) fail(ErrorCode::InvalidModel, "{}: truncated header ({} bytes, expected {})", what, n, kHeaderSize);
@@ -546,6 +556,9 @@ Model read_image(const uint8_t* base, size_t n, const std::string& what, std::sh
   uint64_t graph_sum = get_u64(base + 48), data_sum = get_u64(base + 56);
   if (flags & kRequiredFlagsMask & ~kKnownRequiredFlags)
     fail(ErrorCode::InvalidModel, "{}: uses features this hodu does not know (flags {:#x})", what, flags);
+  if ((flags & kExternalData) && !external)
+    fail(ErrorCode::InvalidModel,
+         "{}: its tensor data is kept outside the file (the graph section of a .hodupkg): load the package", what);
   if (header_size < kHeaderSize || header_size > n)
     fail(ErrorCode::InvalidModel, "{}: bad header size {}", what, header_size);
   if (graph_offset < header_size || graph_offset > n || graph_size > n - graph_offset)
@@ -565,11 +578,15 @@ Model read_image(const uint8_t* base, size_t n, const std::string& what, std::sh
   if (sum != graph_sum)
     fail(ErrorCode::InvalidModel, "{}: graph section checksum mismatch (stored {:016x}, computed {:016x})", what,
          graph_sum, sum);
-  if (verify_data) {
+  if (verify_data && !external) {
     uint64_t dsum = fnv1a64(base + data_offset, data_size);
     if (dsum != data_sum)
       fail(ErrorCode::InvalidModel, "{}: tensor data checksum mismatch (stored {:016x}, computed {:016x})", what,
            data_sum, dsum);
+  }
+  if (external) {
+    Reader r(graph, graph + graph_size, external->data, external->size, what, external->keep);
+    return r.model();
   }
   Reader r(graph, graph + graph_size, base + data_offset, data_size, what, std::move(mapping));
   return r.model();
@@ -577,8 +594,11 @@ Model read_image(const uint8_t* base, size_t n, const std::string& what, std::sh
 
 }  // namespace
 
-std::string write_hdss(const Model& model) {
+namespace {
+
+std::string write_image(const Model& model, std::function<uint64_t(const Tensor&)> place) {
   Writer w;
+  w.place = std::move(place);
   w.model(model);
   uint64_t graph_size = w.out.size();
   uint64_t data_offset = align_up(kHeaderSize + graph_size);
@@ -586,7 +606,7 @@ std::string write_hdss(const Model& model) {
   std::string file(data_offset + data_size, '\0');
   std::memcpy(file.data(), kMagic, 4);
   put_u32(file, 4, kVersion);
-  put_u32(file, 8, 0);
+  put_u32(file, 8, w.place ? kExternalData : 0);
   put_u32(file, 12, kHeaderSize);
   put_u64(file, 16, kHeaderSize);
   put_u64(file, 24, graph_size);
@@ -597,6 +617,21 @@ std::string write_hdss(const Model& model) {
   put_u64(file, 48, fnv1a64(reinterpret_cast<const uint8_t*>(w.out.data()), graph_size));
   put_u64(file, 56, fnv1a64(reinterpret_cast<const uint8_t*>(file.data()) + data_offset, data_size));
   return file;
+}
+
+}  // namespace
+
+std::string write_hdss(const Model& model) { return write_image(model, nullptr); }
+
+std::string write_hdss_external(const Model& model, const std::function<uint64_t(const Tensor&)>& place) {
+  HODU_CHECK(place != nullptr, ErrorCode::Internal, "write_hdss_external without a place function");
+  return write_image(model, place);
+}
+
+Model read_hdss_external(std::string_view bytes, std::string_view data, std::shared_ptr<const void> keep,
+                         const std::string& what) {
+  ExternalData external{reinterpret_cast<const uint8_t*>(data.data()), data.size(), std::move(keep)};
+  return read_image(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size(), what, nullptr, true, &external);
 }
 
 Model read_hdss(std::string_view bytes, const std::string& what) {

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <random>
 
 #include "core/error.h"
@@ -121,6 +123,11 @@ uint64_t get_u64(const std::string& s, size_t at) {
   std::memcpy(&v, s.data() + at, 8);
   return v;
 }
+uint32_t get_u32(const std::string& s, size_t at) {
+  uint32_t v;
+  std::memcpy(&v, s.data() + at, 4);
+  return v;
+}
 void set_u64(std::string& s, size_t at, uint64_t v) { std::memcpy(s.data() + at, &v, 8); }
 void set_u32(std::string& s, size_t at, uint32_t v) { std::memcpy(s.data() + at, &v, 4); }
 
@@ -215,10 +222,55 @@ TEST(Hdss, RefusesWrongMagic) {
 
 TEST(Hdss, RefusesUnknownRequiredFlags) {
   std::string bytes = write_hdss(sample_model());
-  set_u32(bytes, 8, 1);
-  expect_invalid(bytes, "flags 0x1");
+  set_u32(bytes, 8, 2);
+  expect_invalid(bytes, "flags 0x2");
+  set_u32(bytes, 8, 1);  // external data, which a plain .hdss reader does not have
+  expect_invalid(bytes, "kept outside the file");
   set_u32(bytes, 8, 0x10000);  // optional bits are ignored
   EXPECT_NO_THROW(read_hdss(bytes, "ok.hdss"));
+}
+
+// The graph of a .hodupkg: tensors in external data (deduplicated by the place function).
+TEST(Hdss, ExternalDataRoundTrip) {
+  Model m = sample_model();
+  std::string data;
+  std::map<std::string, uint64_t> seen;
+  auto place = [&](const Tensor& t) -> uint64_t {
+    std::string bytes(static_cast<const char*>(t.raw_data()), t.nbytes());
+    if (auto it = seen.find(bytes); it != seen.end()) return it->second;
+    uint64_t at = (data.size() + 63) / 64 * 64;
+    data.resize(at);
+    data += bytes;
+    return seen[bytes] = at;
+  };
+  std::string bytes = write_hdss_external(m, place);
+  EXPECT_EQ(get_u32(bytes, 8), 1u);
+  EXPECT_EQ(get_u64(bytes, 40), 0u);  // no data section of its own
+  EXPECT_LT(bytes.size(), write_hdss(m).size());
+  Model copied = read_hdss_external(bytes, data, nullptr, "ext.hdss");
+  EXPECT_TRUE(copied == m);
+  // With an owner, tensors wrap the external bytes and keep the owner alive.
+  auto owner = std::make_shared<std::string>(data);
+  std::weak_ptr<std::string> watch = owner;
+  Tensor w;
+  {
+    Model wrapped = read_hdss_external(bytes, *owner, owner, "ext.hdss");
+    EXPECT_TRUE(wrapped == m);
+    w = wrapped.graph.initializers[0].second;
+    const char* p = static_cast<const char*>(w.raw_data());
+    EXPECT_TRUE(p >= owner->data() && p < owner->data() + owner->size());
+  }
+  owner.reset();
+  EXPECT_FALSE(watch.expired());  // w still holds it
+  w = Tensor();
+  EXPECT_TRUE(watch.expired());
+  // Offsets outside the given data are refused.
+  try {
+    read_hdss_external(bytes, std::string_view(data).substr(0, 64), nullptr, "short.hdss");
+    ADD_FAILURE() << "accepted data shorter than its tensors";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("lies outside the data section"), std::string::npos) << e.what();
+  }
 }
 
 TEST(Hdss, RefusesTruncation) {

@@ -2,6 +2,7 @@
 // dispatches to the ONNX, .hdss and HoduScript readers/writers.
 #include "formats/model_io.h"
 #include "formats/mapped_file.h"
+#include "formats/package.h"
 
 #include <algorithm>
 #include <cctype>
@@ -61,6 +62,8 @@ ModelFormat model_format_from_path(const std::string& path) {
   if (ext == ".onnx") return ModelFormat::Onnx;
   if (ext == ".hdss") return ModelFormat::Hdss;
   if (ext == ".hodu") return ModelFormat::HoduScript;
+  HODU_CHECK(ext != ".hodupkg", ErrorCode::InvalidArgument,
+             "{}: a .hodupkg package is written by `hodu pack MODEL -o {}`, not saved as a model format", path, path);
   fail(ErrorCode::InvalidArgument, "{}: unknown model format '{}' (expected .onnx, .hdss or .hodu)", path,
        ext.empty() ? std::string("no extension") : ext);
 }
@@ -97,12 +100,20 @@ const char* model_format_name(ModelFormat f) {
 Model load_model(const std::string& path, const LoadOptions& options) {
   ModelFormat format;
   std::string ext = lower_extension(path);
+  // A .hodupkg: its graph, the weights in place in the package (docs/hodupkg.md).
+  auto load_package = [&] {
+    Model m = pkg::Package::open(path)->model();
+    maybe_verify(m, path, options);
+    return m;
+  };
+  if (ext == ".hodupkg") return load_package();
   if (ext == ".onnx" || ext == ".hdss" || ext == ".hodu") {
     format = model_format_from_path(path);
   } else {
     // Unknown extension: let the bytes decide.
     check_readable(path);
     MappedFile file(path);
+    if (pkg::is_package_bytes(file.bytes())) return load_package();
     return load_model_from_bytes(file.bytes(), model_format_from_bytes(file.bytes()), parent_dir(path), path,
                                  options);
   }
@@ -125,6 +136,11 @@ Model load_model(const std::string& path, const LoadOptions& options) {
 Model load_model_from_bytes(std::string_view bytes, ModelFormat format, const std::string& base_dir,
                             const std::string& what, const LoadOptions& options) {
   Model m;
+  if (pkg::is_package_bytes(bytes)) {  // whatever `format` says: the bytes are a package
+    m = pkg::Package::from_bytes(std::string(bytes), what)->model();
+    maybe_verify(m, what, options);
+    return m;
+  }
   switch (format) {
     case ModelFormat::Onnx: m = import_onnx(bytes, base_dir, what); break;
     case ModelFormat::Hdss: m = read_hdss(bytes, what); break;

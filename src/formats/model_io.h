@@ -1,6 +1,8 @@
 // Loading and saving models. The format comes from the file extension:
 // .onnx (ONNX protobuf), .hdss (hodu's binary format), .hodu (HoduScript text).
 #pragma once
+#include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 
@@ -42,5 +44,13 @@ Model read_hdss(std::string_view bytes, const std::string& what);
 // Reads an .hdss file with its weights memory-mapped (not copied).
 Model read_hdss_file(const std::string& path);
 std::string write_hdss(const Model& model);
+// An .hdss whose tensor data lives elsewhere (a .hodupkg's weights section, docs/hodupkg.md):
+// `place` stores a tensor's bytes there and returns their offset (a multiple of 64); the file
+// sets the required flag 0x1 and has no data section, so read_hdss refuses it.
+std::string write_hdss_external(const Model& model, const std::function<uint64_t(const Tensor&)>& place);
+// Reads one with its tensor data in `data`: the tensors wrap those bytes and hold `keep` (null:
+// they copy them).
+Model read_hdss_external(std::string_view bytes, std::string_view data, std::shared_ptr<const void> keep,
+                         const std::string& what);
 
 }  // namespace hodu

@@ -41,6 +41,10 @@ bool fold_transposes(Graph& g);
 // folded into the conv's weights and bias.
 bool fold_conv_batchnorm(Graph& g);
 
+// Gemm with transB=1 and a constant B → transB=0 over a transposed copy of B (the old one
+// goes when nothing else reads it). For `hodu pack`, not run by optimize().
+bool pretranspose_gemm_weights(Graph& g);
+
 // Conv of a channel Concat (read by nothing else) → one Conv per part, added (fuse_conv then
 // makes each Add the next conv's residual); a pool of such a Concat → the Concat of the
 // pooled parts. Only where the conv's output is no larger than the Concat.

@@ -712,6 +712,35 @@ TEST(Optimize, RecordsLevelAndRejectsBadLevel) {
   EXPECT_EQ(o0.graph.nodes.size(), b.m.graph.nodes.size());
 }
 
+TEST(PretransposeGemmWeights, ConstantBBecomesTransposed) {
+  Builder b;
+  b.input("a", {3, 5});
+  b.input("a2", {2, 5});
+  b.constant("w", {4, 5}, 1);  // [N, K], read with transB=1 by two Gemms
+  b.constant("c", {4}, 2);
+  b.input("v", {4, 5});        // a B that is not constant stays as it is
+  b.node("Gemm", {"a", "w", "c"}, {"y"}, {Attribute::make_int("transB", 1), Attribute::make_float("alpha", 0.5f)});
+  b.node("Gemm", {"a2", "w"}, {"y2"}, {Attribute::make_int("transB", 1)});
+  b.node("Gemm", {"a", "v"}, {"y3"}, {Attribute::make_int("transB", 1)});
+  b.output("y");
+  b.output("y2");
+  b.output("y3");
+  b.finish();
+  Model before = b.m;
+  ASSERT_TRUE(pretranspose_gemm_weights(b.g));
+  verify_model(b.m);
+  const Node& g0 = b.g.nodes[0];
+  EXPECT_EQ(g0.get_int("transB", 0), 0);
+  EXPECT_EQ(b.g.nodes[1].inputs[1], g0.inputs[1]);  // transposed once for both readers
+  EXPECT_EQ(b.g.initializer(g0.inputs[1])->shape(), (std::vector<int64_t>{5, 4}));
+  EXPECT_EQ(b.g.initializer("w"), nullptr);  // nothing reads the old one
+  EXPECT_EQ(b.g.nodes[2].get_int("transB", 0), 1);
+  std::map<std::string, RuntimeValue> feeds{
+      {"a", random_tensor({3, 5}, 3)}, {"a2", random_tensor({2, 5}, 4)}, {"v", random_tensor({4, 5}, 5)}};
+  expect_close(run(before, feeds), run(b.m, feeds), 1e-6);
+  EXPECT_FALSE(pretranspose_gemm_weights(b.g));
+}
+
 TEST(Optimize, LeavesGraphsWithAGradientNodeAsLoaded) {
   Builder b;
   b.input("a", {3});

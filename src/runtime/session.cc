@@ -6,6 +6,8 @@
 #include <thread>
 
 #include "core/error.h"
+#include "formats/package.h"
+#include "runtime/log.h"
 #include "runtime/memory/memory_manager.h"
 #include "runtime/profiler.h"
 
@@ -43,11 +45,18 @@ void dispatch_graph(Dispatcher& d, const Graph& g, const std::string& engine) {
 }  // namespace
 
 std::unique_ptr<Session> Session::load(const std::string& path, const SessionOptions& options) {
+  // A .hodupkg runs its library for this host when it has one (docs/hodupkg.md).
+  if (pkg::is_package_path(path))
+    return std::unique_ptr<Session>(new Session(std::make_unique<Model>(pkg::Package::open(path)->runnable_model()),
+                                                options, true));
   return std::unique_ptr<Session>(new Session(std::make_unique<Model>(load_model(path)), options, true));
 }
 
 std::unique_ptr<Session> Session::from_bytes(std::string_view bytes, const SessionOptions& options) {
   auto model = std::make_unique<Model>(load_model_from_bytes(bytes, model_format_from_bytes(bytes)));
+  if (pkg::is_package_bytes(bytes))
+    model->metadata.push_back({pkg::kEngineReasonKey, "a package given as bytes runs its graph on the default "
+                                                      "engine (its libraries are used when it is loaded from a file)"});
   return std::unique_ptr<Session>(new Session(std::move(model), options, true));
 }
 
@@ -72,15 +81,40 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
   threads_ = policy.execution.threads > 0 ? policy.execution.threads : physical_core_count();
   // Engines register their kernels when the engine registry is built: touch it first.
   auto& registry = EngineRegistry::instance();
-  dispatcher_ = std::make_shared<Dispatcher>(KernelRegistry::instance(), std::move(policy));
-  std::shared_ptr<Engine> engine = dispatcher_->choose_engine(registry);
-  engine_name_ = engine->name();
-  // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
-  dispatch_graph(*dispatcher_, model_->graph, engine_name_);
+  // The engine a model asks for (a .hodupkg with a library for this host: native), when
+  // nothing else names one; if it cannot prepare the model, the default engine runs it.
+  std::string preferred, reason;
+  for (const auto& [k, v] : model_->metadata) {
+    if (k == pkg::kPreferredEngineKey) preferred = v;
+    if (k == pkg::kEngineReasonKey) reason = v;
+  }
+  auto wanted = preferred.empty() ? nullptr : registry.find(preferred);
+  const bool from_model =
+      policy.execution.engine.empty() && wanted && wanted->supports(policy.execution.device);
+  if (from_model) policy.execution.engine = preferred;
+  if (!reason.empty() && (from_model || preferred.empty())) log_verbose("{}", reason);
+  auto start = [&](Policy p) {
+    dispatcher_ = std::make_shared<Dispatcher>(KernelRegistry::instance(), std::move(p));
+    std::shared_ptr<Engine> engine = dispatcher_->choose_engine(registry);
+    engine_name_ = engine->name();
+    // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
+    dispatch_graph(*dispatcher_, model_->graph, engine_name_);
+    EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights,
+                     options.update_state_in_place, options.reseed_each_run};
+    executable_ = engine->prepare(*model_, eo);
+  };
   update_state_in_place_ = options.update_state_in_place;
-  EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights,
-                   options.update_state_in_place, options.reseed_each_run};
-  executable_ = engine->prepare(*model_, eo);
+  if (!from_model) {
+    start(std::move(policy));
+    return;
+  }
+  try {
+    start(policy);
+  } catch (const Error& e) {
+    log_line(fmt::format("warning: {}; running the graph on the default engine instead", e.what()));
+    policy.execution.engine.clear();
+    start(std::move(policy));
+  }
 }
 
 namespace {

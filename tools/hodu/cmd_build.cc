@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "formats/model_io.h"
 #include "plugins/engine_choice.h"
+#include "shape_flags.h"
 
 namespace hodu::cli {
 namespace {
@@ -21,23 +22,6 @@ struct BuildArgs {
   int opt_level = 2;
   bool standalone = false, quiet = false, keep_temp = false;
 };
-
-std::vector<int64_t> parse_dims(const std::string& text, const std::string& what) {
-  std::vector<int64_t> dims;
-  size_t at = 0;
-  while (at <= text.size()) {
-    size_t x = text.find_first_of("x,", at);
-    std::string part = text.substr(at, x == std::string::npos ? std::string::npos : x - at);
-    char* end = nullptr;
-    long long v = std::strtoll(part.c_str(), &end, 10);
-    HODU_CHECK(!part.empty() && end && *end == '\0' && v >= 0, ErrorCode::InvalidArgument,
-               "{}: '{}' is not a shape like 1x3x224x224", what, text);
-    dims.push_back(v);
-    if (x == std::string::npos) break;
-    at = x + 1;
-  }
-  return dims;
-}
 
 // -p NAME: the compiler plugin builds it; the model crosses as .hdss bytes and
 // the flags become the plugin's build options (docs/plugins.md).
@@ -88,19 +72,7 @@ int run_build(const BuildArgs& a) {
   HODU_CHECK(a.weights == "embed" || a.weights == "file", ErrorCode::InvalidArgument,
              "--weights {}: expected embed or file", a.weights);
   o.codegen.embed_weights = a.weights == "embed";
-  for (const auto& s : a.shapes) {
-    auto eq = s.rfind('=');
-    HODU_CHECK(eq != std::string::npos && eq > 0, ErrorCode::InvalidArgument,
-               "--shape {}: expected NAME=1x3x224x224", s);
-    o.codegen.input_shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s);
-  }
-  for (const auto& s : a.dims) {
-    auto eq = s.rfind('=');
-    HODU_CHECK(eq != std::string::npos && eq > 0, ErrorCode::InvalidArgument, "--dim {}: expected NAME=VALUE", s);
-    auto v = parse_dims(s.substr(eq + 1), "--dim " + s);
-    HODU_CHECK(v.size() == 1, ErrorCode::InvalidArgument, "--dim {}: expected one number", s);
-    o.codegen.dims[s.substr(0, eq)] = v[0];
-  }
+  parse_shape_flags(a.shapes, a.dims, o.codegen);
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
   if (!a.quiet)
     o.progress = [&](const std::string& line) { std::fprintf(stderr, "[%6.2fs] %s\n", elapsed(), line.c_str()); };

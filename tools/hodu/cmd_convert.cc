@@ -20,7 +20,7 @@ struct ConvertArgs {
 
 bool is_model_path(const std::string& p) {
   auto ext = std::filesystem::path(p).extension().string();
-  return ext == ".onnx" || ext == ".hdss" || ext == ".hodu";
+  return ext == ".onnx" || ext == ".hdss" || ext == ".hodu" || ext == ".hodupkg";
 }
 
 int run_convert(const ConvertArgs& a) {
@@ -44,7 +44,7 @@ int run_convert(const ConvertArgs& a) {
 
 CommandFn add_convert_command(CLI::App& app) {
   auto a = std::make_shared<ConvertArgs>();
-  app.add_option("input", a->in, "model (.onnx .hdss .hodu) or tensor file")->required();
+  app.add_option("input", a->in, "model (.onnx .hdss .hodu, or a .hodupkg's graph) or tensor file")->required();
   app.add_option("-o,--output", a->out, "output path; its extension picks the format")->required();
   app.add_option("--opset", a->opset, "ONNX opset for .onnx output (default: lowest that expresses the graph, >= 17)");
   app.add_option("-O,--opt-level", a->opt_level, "run the graph passes of this level (0-3) before writing")

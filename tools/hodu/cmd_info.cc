@@ -10,6 +10,9 @@
 #include "engines/native/native_engine.h"
 #include "formats/model_io.h"
 #include "ir/model_check.h"
+#include "formats/package.h"
+#include "human_bytes.h"
+#include "ir/value_json.h"
 
 namespace hodu::cli {
 namespace {
@@ -20,14 +23,6 @@ struct InfoArgs {
   bool check = false;  // exit 1 when the model has problems
   std::string dot, svg;
 };
-
-std::string human_bytes(int64_t b) {
-  const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = static_cast<double>(b);
-  int u = 0;
-  while (v >= 1024 && u < 4) { v /= 1024; ++u; }
-  return u == 0 ? fmt::format("{} B", b) : fmt::format("{:.1f} {}", v, units[u]);
-}
 
 std::map<std::string, int> op_histogram(const Graph& g) {
   std::map<std::string, int> h;
@@ -129,8 +124,84 @@ int run_library_info(const InfoArgs& a) {
   return 0;
 }
 
+// A .hodupkg: opening it checks every checksum; then what it holds and what runs here.
+int run_package_info(const InfoArgs& a) {
+  auto p = pkg::Package::open(a.model);
+  const pkg::Meta& m = p->meta();
+  const std::string host = pkg::host_triple();
+  const pkg::Target* here = m.target(host);
+  std::string runs = here ? fmt::format("its {} library on the native engine", host)
+                          : fmt::format("its graph on the cpu engine (no library for {})", host);
+  if (!a.dot.empty() || !a.svg.empty()) {
+    // The drawing is of the graph; the description below is of the package.
+    if (!a.dot.empty()) write_text(a.dot, to_dot(p->model()));
+    if (!a.svg.empty()) {
+      std::string dot_path = a.svg + ".dot";
+      write_text(dot_path, to_dot(p->model()));
+      int rc = std::system(fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, a.svg).c_str());
+      std::remove(dot_path.c_str());
+      HODU_CHECK(rc == 0, ErrorCode::Unsupported, "--svg needs Graphviz's `dot` program (apt-get install graphviz)");
+    }
+  }
+  // --check: the problems of its graph, as for any model.
+  const std::vector<ModelProblem> problems = find_model_problems(p->model());
+  const int status = a.check && !problems.empty() ? 1 : 0;
+  if (status)
+    std::fprintf(stderr, "error: %s: %zu problem%s found in its graph; the model cannot run as it is\n",
+                 a.model.c_str(), problems.size(), problems.size() == 1 ? "" : "s");
+  if (a.json) {
+    std::printf("%s\n", p->describe_json().c_str());
+    return status;
+  }
+  auto line = [](const char* key, const std::string& v) {
+    if (!v.empty()) std::printf("%-14s%s\n", key, v.c_str());
+  };
+  line("package:", fmt::format("{} ({}, format version {}, checksums OK)", a.model,
+                               human_bytes(static_cast<int64_t>(p->file_size())), p->version()));
+  line("name:", m.version.empty() ? m.name : m.name + " " + m.version);
+  line("author:", m.author);
+  line("license:", m.license);
+  line("description:", m.description);
+  line("built:", fmt::format("{} by hodu {}{}", m.build_date, m.hodu_version, m.source.empty() ? "" : " from " + m.source));
+  std::string opsets;
+  for (const auto& [d, v] : m.opsets) opsets += fmt::format("{}{} {}", opsets.empty() ? "" : ", ", d, v);
+  line("opsets:", opsets);
+  auto values = [](const char* title, const std::vector<pkg::ValueDoc>& vs) {
+    std::printf("%s\n", title);
+    for (const auto& v : vs)
+      std::printf("  %s: %s%s\n", v.name.c_str(), v.type.to_string().c_str(),
+                  v.doc.empty() ? "" : ("  -- " + v.doc).c_str());
+  };
+  values("inputs:", m.inputs);
+  values("outputs:", m.outputs);
+  line("weights:", fmt::format("{} stored once ({} of them the graph's; the libraries read them in place)",
+                               human_bytes(m.weight_bytes), human_bytes(m.graph_weight_bytes)));
+  std::printf("targets:%s\n", m.targets.empty() ? " none (graph only)" : "");
+  for (const auto& t : m.targets) {
+    const pkg::SectionInfo* lib = p->find(t.library);
+    std::string shapes;
+    for (const auto& [name, dims] : t.input_shapes)
+      shapes += fmt::format("{}{} {}", shapes.empty() ? ", built for " : ", ", name, shape_to_string(dims));
+    std::printf("  %-20s library %s, %s kernels%s, -O%d, C API %s_*%s%s\n", t.triple.c_str(),
+                human_bytes(static_cast<int64_t>(lib->size)).c_str(), t.kernels.c_str(),
+                t.kernel_abi ? fmt::format(" (ABI {})", t.kernel_abi).c_str() : "", t.opt_level, t.api_prefix.c_str(),
+                shapes.c_str(), t.triple == host ? "  <- this host" : "");
+  }
+  line("on this host:", fmt::format("{} runs {}", host, runs));
+  std::printf("sections:\n");
+  for (const auto& s : p->sections())
+    std::printf("  %-26s %-16s %10s at %-10llu sha256 %s\n", s.name.c_str(), pkg::section_kind_name(s.kind),
+                human_bytes(static_cast<int64_t>(s.size)).c_str(), static_cast<unsigned long long>(s.offset),
+                sha256_hex(s.sha256).substr(0, 16).c_str());
+  line("checksum:", "sha256 " + sha256_hex(p->file_checksum()) + " (header and table of contents) OK");
+  line("problems:", problems.empty() ? "none found in its graph" : fmt::format("{} in its graph", problems.size()));
+  for (const auto& pr : problems) std::printf("  %s\n", pr.message.c_str());
+  return status;
+}
+
 int run_info(const InfoArgs& a) {
   if (native::is_native_library(a.model)) return run_library_info(a);
+  if (pkg::is_package_path(a.model)) return run_package_info(a);
   // A model whose structure is broken (a cycle, a dangling value) is refused on load;
   // one that is well formed but cannot run is described, with its problems listed.
   Model m = load_model(a.model);
@@ -167,30 +238,10 @@ int run_info(const InfoArgs& a) {
     nlohmann::ordered_json ops = nlohmann::ordered_json::object();
     for (auto& [d, v] : m.opset_imports) ops[d.empty() ? "ai.onnx" : d] = v;
     j["opsets"] = ops;
-    auto value_json = [](const Value& v) {
-      nlohmann::ordered_json o;
-      o["name"] = v.name;
-      o["type"] = v.type.to_string();
-      if (v.type.kind == ValueType::Kind::Tensor) {
-        o["dtype"] = std::string(dtype_name(v.type.dtype));
-        if (v.type.shape.rank_known()) {
-          nlohmann::ordered_json dims = nlohmann::ordered_json::array();
-          for (const auto& d : v.type.shape.dims()) {
-            if (d.is_known()) dims.push_back(d.value);
-            else if (d.is_symbolic()) dims.push_back(d.symbol);
-            else dims.push_back(nullptr);
-          }
-          o["shape"] = dims;
-        } else {
-          o["shape"] = nullptr;
-        }
-      }
-      return o;
-    };
     j["inputs"] = nlohmann::ordered_json::array();
-    for (auto* v : inputs) j["inputs"].push_back(value_json(*v));
+    for (auto* v : inputs) j["inputs"].push_back(value_to_json(*v));
     j["outputs"] = nlohmann::ordered_json::array();
-    for (const auto& v : g.outputs) j["outputs"].push_back(value_json(v));
+    for (const auto& v : g.outputs) j["outputs"].push_back(value_to_json(v));
     j["node_count"] = node_count;
     j["ops"] = hist;
     j["parameter_count"] = g.parameter_count();
@@ -233,7 +284,8 @@ int run_info(const InfoArgs& a) {
 
 CommandFn add_info_command(CLI::App& app) {
   auto a = std::make_shared<InfoArgs>();
-  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu) or a library built by hodu build (.so)")
+  app.add_option("model", a->model,
+                 "model file (.onnx, .hdss, .hodu), a package (.hodupkg) or a library built by hodu build (.so)")
       ->required();
   app.add_flag("--json", a->json, "print as JSON");
   app.add_flag("--check", a->check,

@@ -18,6 +18,7 @@
 #include "passes/passes.h"
 #include "plugins/engine_choice.h"
 #include "plugins/hodu_config.h"
+#include "formats/package.h"
 #include "formats/tensor_io.h"
 #include "input_files.h"
 #include "runtime/differential_check.h"
@@ -163,7 +164,13 @@ int run_run(const RunArgs& a) {
     auto config = plugins::load_config();
     if (!config.default_device.empty()) so.device = Device::parse(config.default_device);
   }
-  if (a.policy.empty() && !a.dump_graph) choose_engine(a, so);
+  // A package picks its engine itself (its library for this host, else its graph on the
+  // default engine) unless an engine or plugin is asked for.
+  const bool package = pkg::is_package_path(a.model) && a.opt_level < 0 && !a.dump_graph && !a.check;
+  const bool package_choice = package && a.policy.empty() && so.engine.empty() && a.compiler.empty() &&
+                              a.runtime.empty() && a.compiler_plugin.empty() && a.runtime_plugin.empty() &&
+                              a.pack.empty();
+  if (a.policy.empty() && !a.dump_graph && !package_choice) choose_engine(a, so);
   if (a.check) return run_check(a, so);
   std::unique_ptr<Session> session;
   if (native::is_native_library(a.model)) {
@@ -179,6 +186,9 @@ int run_run(const RunArgs& a) {
   } else {
     session = Session::load(a.model, so);
   }
+  if (package_choice && (a.verbose || isatty(STDERR_FILENO)))
+    std::fprintf(stderr, "Using: engine %s (%s)\n", session->engine_name().c_str(),
+                 session->engine_name() == "native" ? "the package's library for this host" : "the package's graph");
   std::vector<std::string> specs = a.inputs;
   for (const auto& l : a.input_lists)
     for (auto& s : split_comma_list(l)) specs.push_back(s);
@@ -213,7 +223,8 @@ int run_run(const RunArgs& a) {
 
 CommandFn add_run_command(CLI::App& app) {
   auto a = std::make_shared<RunArgs>();
-  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
+  app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu), package (.hodupkg) or hodu-built library (.so)")
+      ->required();
   app.add_option("-i,--input", a->inputs, "input NAME=PATH (.npy .npz .hdt .json .pb); repeatable");
   app.add_option("-I,--inputs", a->input_lists, "comma-separated NAME=PATH list");
   app.add_option("-f,--format", a->format, "output format: pretty, json, npy, hdt")->capture_default_str();

@@ -12,6 +12,7 @@ CommandFn add_info_command(CLI::App& app);
 CommandFn add_run_command(CLI::App& app);
 CommandFn add_convert_command(CLI::App& app);
 CommandFn add_build_command(CLI::App& app);
+CommandFn add_pack_command(CLI::App& app);
 CommandFn add_devices_command(CLI::App& app);
 CommandFn add_bench_command(CLI::App& app);
 CommandFn add_plugin_command(CLI::App& app);

@@ -18,6 +18,7 @@ int main(int argc, char** argv) {
   add("run", "run a model on inputs and print or save its outputs", hodu::cli::add_run_command);
   add("convert", "convert between model formats (.onnx .hdss .hodu) or tensor formats", hodu::cli::add_convert_command);
   add("build", "compile a model ahead of time to C, .o, .so, .a, an executable, .s, .ll or .bc", hodu::cli::add_build_command);
+  add("pack", "package a model: graph, weights once, metadata and prebuilt libraries in one .hodupkg", hodu::cli::add_pack_command);
   add("devices", "list the CPU and CUDA devices hodu can run on", hodu::cli::add_devices_command);
   add("bench", "time a model: load, first run, median/p90/min of steady runs, peak memory", hodu::cli::add_bench_command);
   add("plugin", "list, describe, add and remove compiler and runtime plugins", hodu::cli::add_plugin_command);

@@ -100,6 +100,18 @@ int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, c
  * memory must stay valid until @P@_destroy, which must be called). */
 size_t @P@_instance_size(void);
 int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size);
+/* Creates an instance over a weights blob already in memory, used in place (not copied): the
+ * whole blob (its 64-byte "HODUWGT1" header, then the data) as `hodu build --weights file`
+ * writes it and a .hodupkg's weights section holds it, 64-byte aligned, valid and unchanged
+ * until @P@_destroy. Another build's blob fails with @U@_ERR_IO; a library that embeds its
+ * weights (@U@_EMBEDDED_WEIGHTS 1) answers @U@_ERR_INVALID_ARGUMENT. num_threads as in
+ * @P@_create_threads; flags: 0 or @U@_WEIGHTS_MAPPED. */
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, int flags, @P@_t** out,
+                            char* errbuf, size_t errbuf_size);
+/* flags of @P@_create_with_weights: the blob is a file mapped (mmap) and never written, so
+ * the pages of weights the library has copied into its own layouts may be given back to the
+ * kernel (they are read from the file again if needed). */
+#define @U@_WEIGHTS_MAPPED 1
 void @P@_destroy(@P@_t* m);
 
 /* Inputs and outputs: name, DLPack dtype, rank and shape. */
@@ -145,6 +157,7 @@ const char* kSourceApi = R"HODU(
 struct @P@_instance {
   unsigned char* arena;
   const unsigned char* weights;
+  int weights_mapped;  /* the weights are a clean file mapping: pages copied by prepared ops go back */
   void* owned;  /* the malloc'd block of @P@_create, NULL for @P@_create_in */
   DLTensor outputs[@NOUT@ + 1];
   char error[512];
@@ -220,14 +233,32 @@ static void hm_errbuf(char* errbuf, size_t size, const char* msg) {
 }
 
 @KPREPARE@
+/* The instance and its arena, without a weights copy. */
+#define HM_INSTANCE_BASE_BYTES (sizeof(struct @P@_instance) + 64 + HM_ARENA_BYTES)
 size_t @P@_instance_size(void) {
-  return sizeof(struct @P@_instance) + 64 + HM_ARENA_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
+  return HM_INSTANCE_BASE_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
 }
 
 #if !@U@_EMBEDDED_WEIGHTS
+/* 0 when a blob's header is this build's (magic, data size, fingerprint). */
+static int hm_check_blob(const unsigned char* header, char* errbuf, size_t size) {
+  uint64_t bytes = 0, fp = 0;
+  if (memcmp(header, "HODUWGT1", 8) != 0) {
+    hm_errbuf(errbuf, size, "the weights file is not a hodu weights blob (bad magic)");
+    return 3;
+  }
+  memcpy(&bytes, header + 8, 8);
+  memcpy(&fp, header + 16, 8);
+  if (bytes != HM_WEIGHTS_BYTES || fp != HM_FINGERPRINT) {
+    hm_errbuf(errbuf, size, "the weights file belongs to another build of the model (size or fingerprint differ)");
+    return 3;
+  }
+  return 0;
+}
+
 static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, size_t size) {
   unsigned char header[64];
-  uint64_t bytes = 0, fp = 0;
+  int st;
   FILE* f = fopen(path, "rb");
   if (!f) {
     char msg[600];
@@ -235,17 +266,10 @@ static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, s
     hm_errbuf(errbuf, size, msg);
     return 3;
   }
-  if (fread(header, 1, 64, f) != 64 || memcmp(header, "HODUWGT1", 8) != 0) {
+  if (fread(header, 1, 64, f) != 64) memset(header, 0, 8);
+  if ((st = hm_check_blob(header, errbuf, size))) {
     fclose(f);
-    hm_errbuf(errbuf, size, "the weights file is not a hodu weights blob (bad magic)");
-    return 3;
-  }
-  memcpy(&bytes, header + 8, 8);
-  memcpy(&fp, header + 16, 8);
-  if (bytes != HM_WEIGHTS_BYTES || fp != HM_FINGERPRINT) {
-    fclose(f);
-    hm_errbuf(errbuf, size, "the weights file belongs to another build of the model (size or fingerprint differ)");
-    return 3;
+    return st;
   }
   if (HM_WEIGHTS_BYTES && fread(dst, 1, HM_WEIGHTS_BYTES, f) != HM_WEIGHTS_BYTES) {
     fclose(f);
@@ -257,8 +281,10 @@ static int hm_load_weights(const char* path, unsigned char* dst, char* errbuf, s
 }
 #endif
 
-static int hm_create_in(void* memory, size_t size, const char* weights_path, int num_threads, @P@_t** out, char* errbuf,
-                        size_t errbuf_size) {
+/* weights: a blob in memory to use in place (@P@_create_with_weights), else NULL; mapped:
+ * it is a clean file mapping (@U@_WEIGHTS_MAPPED). */
+static int hm_create_in(void* memory, size_t size, const char* weights_path, const unsigned char* weights, int mapped,
+                        int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
   @P@_t* m;
   uintptr_t p;
   int i;
@@ -268,7 +294,7 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
     return 1;
   }
   *out = NULL;
-  if (!memory || size < @P@_instance_size()) {
+  if (!memory || size < (weights ? HM_INSTANCE_BASE_BYTES : @P@_instance_size())) {
     hm_errbuf(errbuf, errbuf_size, "memory is NULL or smaller than @P@_instance_size()");
     return 1;
   }
@@ -278,13 +304,20 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
   m->arena = (unsigned char*)p;
 #if @U@_EMBEDDED_WEIGHTS
   (void)weights_path;
+  (void)weights;
   if (memcmp(hm_blob, "HODUWGT1", 8) != 0) {
     hm_errbuf(errbuf, errbuf_size, "embedded weights are corrupt");
     return 3;
   }
   m->weights = hm_blob + 64;
+  m->weights_mapped = 1;
 #else
-  {
+  if (weights) {
+    int st = hm_check_blob(weights, errbuf, errbuf_size);
+    if (st) return st;
+    m->weights = weights + 64;
+    m->weights_mapped = mapped;
+  } else {
     unsigned char* w = (unsigned char*)((p + HM_ARENA_BYTES + 63) & ~(uintptr_t)63);
     int st = hm_load_weights(weights_path ? weights_path : "@WFILE@", w, errbuf, errbuf_size);
     if (st) return st;
@@ -307,11 +340,13 @@ static int hm_create_in(void* memory, size_t size, const char* weights_path, int
 }
 
 int @P@_create_in(void* memory, size_t size, const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  return hm_create_in(memory, size, weights_path, 0, out, errbuf, errbuf_size);
+  return hm_create_in(memory, size, weights_path, NULL, 0, 0, out, errbuf, errbuf_size);
 }
 
-int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
-  size_t size = @P@_instance_size(), slack = 0;
+/* An instance in memory of its own (freed by destroy); weights as in hm_create_in. */
+static int hm_create_owned(size_t size, const char* weights_path, const unsigned char* weights, int mapped,
+                           int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
+  size_t slack = 0;
   unsigned char *raw, *mem;
   int st;
   if (out) *out = NULL;
@@ -329,13 +364,36 @@ int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, c
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   if (slack) (void)madvise(mem, size, MADV_HUGEPAGE);
 #endif
-  st = hm_create_in(mem, size, weights_path, num_threads, out, errbuf, errbuf_size);
+  st = hm_create_in(mem, size, weights_path, weights, mapped, num_threads, out, errbuf, errbuf_size);
   if (st) {
     free(raw);
     return st;
   }
   (*out)->owned = raw;
   return 0;
+}
+
+int @P@_create_threads(const char* weights_path, int num_threads, @P@_t** out, char* errbuf, size_t errbuf_size) {
+  return hm_create_owned(@P@_instance_size(), weights_path, NULL, 0, num_threads, out, errbuf, errbuf_size);
+}
+
+int @P@_create_with_weights(const void* weights, size_t weights_size, int num_threads, int flags, @P@_t** out,
+                            char* errbuf, size_t errbuf_size) {
+  if (out) *out = NULL;
+  if (@U@_EMBEDDED_WEIGHTS) {
+    hm_errbuf(errbuf, errbuf_size, "this library embeds its weights: create it with @P@_create_ex");
+    return 1;
+  }
+  if (!weights || ((uintptr_t)weights & 63) || weights_size < 64 || weights_size - 64 < HM_WEIGHTS_BYTES) {
+    hm_errbuf(errbuf, errbuf_size, "weights is NULL, not 64-byte aligned, or smaller than the blob this build reads");
+    return 1;
+  }
+  if (flags & ~@U@_WEIGHTS_MAPPED) {
+    hm_errbuf(errbuf, errbuf_size, "unknown flags");
+    return 1;
+  }
+  return hm_create_owned(HM_INSTANCE_BASE_BYTES, NULL, (const unsigned char*)weights, flags & @U@_WEIGHTS_MAPPED,
+                         num_threads, out, errbuf, errbuf_size);
 }
 
 int @P@_create_ex(const char* weights_path, @P@_t** out, char* errbuf, size_t errbuf_size) {
@@ -653,19 +711,22 @@ static int hm_prepared(@P@_t* m, int st, const char* node, char* errbuf, size_t 
   return st == HODU_KERNELS_ERR_OUT_OF_MEMORY ? 2 : 4;
 }
 
-/* Pages of the embedded weights a prepared op has copied: given back to the kernel. The
- * blob is a clean file-backed mapping, so a later read (another instance's create, an
- * op's portable fallback) faults them in again from the file. */
-static void hm_release(const unsigned char* p, size_t bytes) {
-#if @U@_EMBEDDED_WEIGHTS && defined(__linux__) && defined(MADV_DONTNEED)
+/* Pages of the weights a prepared op has copied: given back to the kernel when they are a
+ * clean file-backed mapping (the embedded blob; a blob given with @U@_WEIGHTS_MAPPED), so a
+ * later read (another instance's create, an op's portable fallback) faults them in again
+ * from the file. */
+static void hm_release_pages(const @P@_t* m, const unsigned char* p, size_t bytes) {
+#if defined(__linux__) && defined(MADV_DONTNEED)
   const uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
   uintptr_t begin = ((uintptr_t)p + page - 1) & ~(page - 1), end = ((uintptr_t)p + bytes) & ~(page - 1);
-  if (page && end > begin) (void)madvise((void*)begin, end - begin, MADV_DONTNEED);
+  if (m->weights_mapped && page && end > begin) (void)madvise((void*)begin, end - begin, MADV_DONTNEED);
 #else
+  (void)m;
   (void)p;
   (void)bytes;
 #endif
 }
+#define hm_release(p, bytes) hm_release_pages(m, p, bytes)
 
 static int hm_kernel_fail(@P@_t* m, const char* node) {
   return hm_fail(m, 4, "%s: %s", node, hodu_kernels_last_error(m->kernels));

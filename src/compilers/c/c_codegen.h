@@ -11,6 +11,8 @@
 
 namespace hodu::compilers::c {
 
+class WeightStore;
+
 struct CodegenOptions {
   std::string name = "model";   // prefix of every API symbol and the header name (<name>.h)
   int opt_level = 2;            // 0: no fusion/reuse; 1: fusion + memory reuse; 2,3: + build-time folding of BN/activations
@@ -21,6 +23,11 @@ struct CodegenOptions {
   bool kernel_library = true;
   bool embed_weights = true;    // .incbin the blob; otherwise load `<weights file>` at create time
   std::string weights_file;     // file name the .incbin directive reads (relative to the assembler's cwd)
+  // Set (with embed_weights false): every constant goes to this shared blob, deduplicated, and
+  // the library is made for it (size, fingerprint); GeneratedModel::weights holds no data. Used by
+  // `hodu pack`, whose targets and graph share one weights section; generate once per target to
+  // fill it, seal it, then build against it.
+  WeightStore* weight_store = nullptr;
   std::map<std::string, std::vector<int64_t>> input_shapes;  // --shape NAME=1x3x224x224
   std::map<std::string, int64_t> dims;                       // --dim batch=1
 };

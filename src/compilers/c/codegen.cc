@@ -14,6 +14,7 @@
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
 #include "compilers/c/memory_plan.h"
+#include "compilers/c/weight_store.h"
 #include "core/error.h"
 
 namespace hodu::compilers::c {
@@ -74,7 +75,7 @@ Codegen::Codegen(const Graph& g, const CodegenOptions& o) : graph(g), options(o)
   // by doubling held the old and the new buffer at once (GPT-2's build peaked 470 MB higher).
   size_t estimate = kWeightsHeaderBytes;
   for (const auto& [name, t] : g.initializers) estimate += (t.nbytes() + 63) / 64 * 64;
-  weights.reserve(estimate);
+  if (!o.weight_store) weights.reserve(estimate);
   weights.assign(kWeightsHeaderBytes, '\0');
   for (const auto& [name, t] : g.initializers) constants[name] = t;
   for (size_t i = 0; i < g.inputs.size(); ++i)
@@ -126,9 +127,14 @@ int Codegen::add_weight(const Tensor& t) {
   Tensor c = t.contiguous();
   HODU_CHECK(c_type(c.dtype()) != nullptr, ErrorCode::Unsupported, "constant of dtype {} cannot be compiled",
              dtype_name(c.dtype()));
-  int64_t off = static_cast<int64_t>(weights.size()) - kWeightsHeaderBytes;  // the blob's header comes first
-  weights.append(static_cast<const char*>(c.raw_data()), c.nbytes());
-  weights.resize((weights.size() + 63) / 64 * 64, '\0');
+  int64_t off;
+  if (options.weight_store) {
+    off = options.weight_store->place(c.raw_data(), c.nbytes());
+  } else {
+    off = static_cast<int64_t>(weights.size()) - kWeightsHeaderBytes;  // the blob's header comes first
+    weights.append(static_cast<const char*>(c.raw_data()), c.nbytes());
+    weights.resize((weights.size() + 63) / 64 * 64, '\0');
+  }
   weight_offsets.push_back(off);
   weight_bytes[off] = static_cast<int64_t>(c.nbytes());
   return static_cast<int>(weight_offsets.size()) - 1;

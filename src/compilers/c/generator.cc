@@ -14,6 +14,7 @@
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
 #include "compilers/c/strided_views.h"
+#include "compilers/c/weight_store.h"
 #include "ir/schema.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
@@ -113,6 +114,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
              "--name '{}': the API prefix must be a C identifier ([A-Za-z_][A-Za-z0-9_]*)", options.name);
   HODU_CHECK(options.opt_level >= 0 && options.opt_level <= 3, ErrorCode::InvalidArgument,
              "optimization level {} (expected 0 to 3)", options.opt_level);
+  HODU_CHECK(!options.weight_store || !options.embed_weights, ErrorCode::Internal,
+             "a shared weights blob is read at create time: embed_weights must be off");
   PreparedGraph prep = prepare_graph(model, options.input_shapes, options.dims);
   Graph& g = prep.graph;
   // Default mode: the erf-form GELU chain (Div, Erf, Add, Mul, Mul) becomes one
@@ -824,9 +827,11 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index], direct_buffer.count(v.index) > 0});
   }
   spec.arena_bytes = plan.arena_bytes;
-  const int64_t weight_bytes = static_cast<int64_t>(cg.weights.size()) - kWeightsHeaderBytes;
+  const WeightStore* store = options.weight_store;
+  const int64_t weight_bytes =
+      store ? store->data_bytes() : static_cast<int64_t>(cg.weights.size()) - kWeightsHeaderBytes;
   spec.weights_bytes = weight_bytes;
-  spec.fingerprint = fingerprint_of(std::string_view(cg.weights).substr(kWeightsHeaderBytes));
+  spec.fingerprint = store ? store->fingerprint() : fingerprint_of(std::string_view(cg.weights).substr(kWeightsHeaderBytes));
   spec.tables = cg.tables + cg.functions;
   spec.body = resolve(cg.code, true);
   spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,

@@ -3,15 +3,21 @@
 #include <dlfcn.h>
 #include <dlpack/dlpack.h>
 #include <elf.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <optional>
 
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
 #include "formats/mapped_file.h"
+#include "formats/package.h"
+#include "runtime/log.h"
 #include "core/dlpack_tensor.h"
 #include "core/scratch_dir.h"
 
@@ -32,6 +38,8 @@ struct Api {
   int (*create_ex)(const char*, void**, char*, size_t) = nullptr;
   // Libraries built before it existed lack it; then the library picks its threads.
   int (*create_threads)(const char*, int, void**, char*, size_t) = nullptr;
+  // Weights given in memory (a .hodupkg's weights section); libraries built before it lack it.
+  int (*create_with_weights)(const void*, size_t, int, int, void**, char*, size_t) = nullptr;
   void (*destroy)(void*) = nullptr;
   int (*num_inputs)() = nullptr;
   int (*num_outputs)() = nullptr;
@@ -100,12 +108,14 @@ void read_tags(Api& api) {
   api.doc = find_tag(bytes, kDocTag).value_or("");
 }
 
-std::shared_ptr<Api> open_library(const std::string& path) {
+// `shown`: the library's name in messages when `path` is not one a user knows (a memfd).
+std::shared_ptr<Api> open_library(const std::string& path, const std::string& shown = "") {
   auto api = std::make_shared<Api>();
   api->path = fs::absolute(path).string();
   read_tags(*api);
   api->handle = dlopen(api->path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  HODU_CHECK(api->handle, ErrorCode::Io, "cannot load {}: {}", path, dlerror());
+  HODU_CHECK(api->handle, ErrorCode::Io, "cannot load {}: {}", shown.empty() ? path : shown, dlerror());
+  if (!shown.empty()) api->path = shown;
   auto sym = [&](const char* what, auto& fn) {
     void* p = dlsym(api->handle, (api->prefix + "_" + what).c_str());
     HODU_CHECK(p, ErrorCode::InvalidModel, "{}: missing symbol {}_{} (not a hodu-built library?)", path, api->prefix,
@@ -119,6 +129,8 @@ std::shared_ptr<Api> open_library(const std::string& path) {
   sym("create_ex", api->create_ex);
   api->create_threads = reinterpret_cast<decltype(api->create_threads)>(
       dlsym(api->handle, (api->prefix + "_create_threads").c_str()));
+  api->create_with_weights = reinterpret_cast<decltype(api->create_with_weights)>(
+      dlsym(api->handle, (api->prefix + "_create_with_weights").c_str()));
   sym("destroy", api->destroy);
   sym("num_inputs", api->num_inputs);
   sym("num_outputs", api->num_outputs);
@@ -135,6 +147,14 @@ std::shared_ptr<Api> open_library(const std::string& path) {
   return api;
 }
 
+// Weights a library reads in place: a blob in memory and what keeps it there.
+struct WeightsInMemory {
+  std::string_view blob;
+  std::shared_ptr<const void> keep;
+  std::string hint;  // appended to input errors (what the library was built for)
+  bool mapped = false;  // a clean file mapping (pages may be given back)
+};
+
 class NativeExecutable : public Executable {
  public:
   NativeExecutable(std::shared_ptr<Api> api, const std::string& weights, int threads) : api_(std::move(api)) {
@@ -142,6 +162,19 @@ class NativeExecutable : public Executable {
     const char* w = weights.empty() ? nullptr : weights.c_str();
     int st = api_->create_threads ? api_->create_threads(w, threads, &instance_, err, sizeof err)
                                   : api_->create_ex(w, &instance_, err, sizeof err);
+    HODU_CHECK(st == 0, ErrorCode::Io, "{}: cannot create the model instance: {}", api_->path, err);
+  }
+  NativeExecutable(std::shared_ptr<Api> api, WeightsInMemory weights, int threads)
+      : api_(std::move(api)), keep_(std::move(weights.keep)), hint_(std::move(weights.hint)) {
+    HODU_CHECK(api_->create_with_weights, ErrorCode::InvalidModel,
+               "{}: the library has no {}_create_with_weights (built by an older hodu): repack the model", api_->path,
+               api_->prefix);
+    char err[600] = {0};
+    // The package is a file mapped and never written: the library gives back the pages of the
+    // weights it packs as it goes (MODEL_WEIGHTS_MAPPED), as it does for embedded weights.
+    constexpr int kWeightsMapped = 1;
+    int st = api_->create_with_weights(weights.blob.data(), weights.blob.size(), threads,
+                                       weights.mapped ? kWeightsMapped : 0, &instance_, err, sizeof err);
     HODU_CHECK(st == 0, ErrorCode::Io, "{}: cannot create the model instance: {}", api_->path, err);
   }
   ~NativeExecutable() override {
@@ -175,17 +208,94 @@ class NativeExecutable : public Executable {
       out[i] = dl_view(t, name);
     }
     int st = api_->run(instance_, in.data(), nin, out.data(), nout);
-    HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}", api_->path,
-               api_->last_error(instance_));
+    HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}{}", api_->path,
+               api_->last_error(instance_), st == 1 ? hint_ : "");
     for (const auto& t : outputs_) results.emplace_back(t);
     return results;
   }
 
  private:
   std::shared_ptr<Api> api_;
+  std::shared_ptr<const void> keep_;  // holds the weights the instance reads
+  std::string hint_;
   void* instance_ = nullptr;
   std::vector<Tensor> outputs_;
 };
+
+std::string metadata_value(const Model& model, const char* key) {
+  for (const auto& [k, v] : model.metadata)
+    if (k == key) return v;
+  return "";
+}
+
+// The library of a .hodupkg for this host, run over the package's weights section in place.
+// The library is loaded from memory (a memfd): nothing is extracted to disk.
+std::unique_ptr<Executable> prepare_package(const std::string& path, const EngineOptions& options) {
+  auto package = pkg::Package::open(path);
+  const pkg::Target* t = package->meta().target(pkg::host_triple());
+  if (!t) return nullptr;
+  const std::string file = fs::path(path).filename().string();
+  const std::string shown = fmt::format("{} ({} library)", file, t->triple);
+  if (t->kernels == "onednn") {
+    // Its NEEDED libhodu_kernels.so carries the packing machine's RUNPATH; the one of this
+    // hodu, loaded first under the same soname, is the one the library binds to.
+    std::string kernels;
+    try {
+      kernels = (fs::path(compilers::c::kernel_library_dir()) / "libhodu_kernels.so").string();
+    } catch (const Error& e) {
+      throw e.with_context(shown + " calls hodu's kernel library, which is missing: ");
+    }
+    static std::mutex preload_mutex;
+    std::lock_guard<std::mutex> lock(preload_mutex);
+    static void* preloaded = nullptr;
+    if (!preloaded) preloaded = dlopen(kernels.c_str(), RTLD_NOW | RTLD_GLOBAL);
+    HODU_CHECK(preloaded, ErrorCode::Io, "{} needs hodu's kernel library: cannot load {}: {}", shown, kernels,
+               dlerror());
+  }
+  std::string_view lib = package->bytes(*package->find(t->library));
+  std::shared_ptr<Api> api;
+  int fd = access("/proc/self/fd", X_OK) == 0 ? memfd_create(("hodu-" + t->triple).c_str(), MFD_CLOEXEC) : -1;
+  if (fd >= 0) {
+    size_t done = 0;
+    while (done < lib.size()) {
+      ssize_t w = ::write(fd, lib.data() + done, lib.size() - done);
+      if (w <= 0) {
+        ::close(fd);
+        fail(ErrorCode::Io, "{}: cannot write the library to memory", shown);
+      }
+      done += static_cast<size_t>(w);
+    }
+    try {
+      api = open_library(fmt::format("/proc/self/fd/{}", fd), shown);
+    } catch (...) {
+      ::close(fd);
+      throw;
+    }
+    ::close(fd);  // the mapping stays
+  } else {
+    // No memfd or no /proc: a scratch file, removed once loaded.
+    ScratchDir scratch("hodu-package-");
+    fs::path so = scratch.path() / ("lib" + t->api_prefix + ".so");
+    {
+      std::ofstream f(so, std::ios::binary);
+      f.write(lib.data(), static_cast<std::streamsize>(lib.size()));
+      HODU_CHECK(f.good(), ErrorCode::Io, "{}: cannot write the library to {}", shown, so.string());
+    }
+    api = open_library(so.string(), shown);
+  }
+  std::string hint;
+  if (!t->input_shapes.empty()) {
+    for (const auto& [name, dims] : t->input_shapes)
+      hint += fmt::format("{}{} {}", hint.empty() ? "" : ", ", name, shape_to_string(dims));
+    hint = fmt::format(" (the package's {} library was built for {}; --engine cpu runs the graph at other sizes)",
+                       t->triple, hint);
+  }
+  log_verbose("{}: running its {} library (API {}, {} kernels, built -O{}), weights read in place from the package",
+              file, t->triple, t->api_prefix, t->kernels, t->opt_level);
+  const pkg::SectionInfo& weights = *package->find("weights");
+  return std::make_unique<NativeExecutable>(
+      api, WeightsInMemory{package->bytes(weights), package, hint, package->mapped()}, options.threads);
+}
 
 std::string library_of(const Model& model) {
   for (const auto& [k, v] : model.metadata)
@@ -202,6 +312,8 @@ class NativeEngine : public Engine {
   bool supports(const Device& d) const override { return d.kind == Device::Kind::CPU; }
 
   std::unique_ptr<Executable> prepare(const Model& model, const EngineOptions& options) override {
+    if (std::string p = metadata_value(model, pkg::kPackagePathKey); !p.empty())
+      if (auto e = prepare_package(p, options)) return e;
     std::string lib = library_of(model);
     if (!lib.empty()) {
       std::string weights = fs::exists(lib + ".weights") ? lib + ".weights" : "";
