@@ -1208,6 +1208,27 @@ TEST(CpuEngine, QuantizedCnnChainRunsOnCpuKernels) {
   EXPECT_LE(reorders, 2);  // into the convs' layout and back, none between them
 }
 
+// A 0 dim (an empty batch, an empty detection list): oneDNN divides by the dims when it
+// makes a primitive, and a MatMul of [0, 4] died of SIGFPE. Such nodes run on the
+// interpreter's kernel, which handles empty tensors.
+TEST(CpuEngine, EmptyTensorsRunAndGiveEmptyResults) {
+  Builder b;
+  b.input("x", Shape({Dim::sym("n"), Dim(4)}));
+  b.constant("w", {4, 5}, 71);
+  b.constant("bias", {5}, 72);
+  b.node("MatMul", {"x", "w"}, {"p"});
+  b.node("Add", {"p", "bias"}, {"q"});
+  b.node("Relu", {"q"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  auto exe = prepare_cpu(m, 2);
+  auto empty = exe->run({{"x", RuntimeValue(Tensor::empty(DType::F32, {0, 4}))}});
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].tensor.shape(), (std::vector<int64_t>{0, 5}));
+  // The same executable still computes a non-empty batch on its own kernels.
+  expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({3, 4}, 73))}}, 2);
+}
+
 TEST(CpuEngine, BadInputGivesError) {
   Model m = small_cnn();
   auto exe = prepare_cpu(m);

@@ -333,6 +333,20 @@ dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
   return dnnl::memory(md, rs.engine, rs.slots[slot].data());
 }
 
+namespace {
+
+bool has_empty_tensor(const PlanBuilder& b, const Node& n) {
+  for (const auto* names : {&n.inputs, &n.outputs})
+    for (const auto& v : *names) {
+      if (v.empty()) continue;
+      auto t = b.static_type(v);
+      if (t && std::find(t->second.begin(), t->second.end(), 0) != t->second.end()) return true;
+    }
+  return false;
+}
+
+}  // namespace
+
 Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
            const PlanOptions& options, dnnl::engine& engine)
     : model_(model), options_(options), engine_(engine), interp_(model, {options.threads, 0}) {
@@ -389,6 +403,11 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     bool done = false;
     bool reference = options_.dispatcher &&
                      options_.dispatcher->choose(n, dispatch_dtype(g, n), "cpu").kernel == "reference";
+    // A tensor with a 0 dim: nothing to compute, and oneDNN divides by its dims when it
+    // makes a primitive (a MatMul of [0, 4] died of SIGFPE). The interpreter's kernel
+    // handles empty tensors.
+    const bool empty = has_empty_tensor(b, n);
+    reference |= empty;
     for (KernelFactory f : factories) {
       if (reference) break;
       if (f(b, n)) {
@@ -401,7 +420,9 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
       ++fallbacks_;
       if (options_.verbose)
         std::fprintf(stderr, "cpu: %s runs on the interpreter's kernel (%s)\n", n.describe().c_str(),
-                     reference ? "chosen by the policy" : "no cpu kernel for these types/attributes");
+                     empty       ? "an empty tensor"
+                     : reference ? "chosen by the policy"
+                                 : "no cpu kernel for these types/attributes");
     }
     b.release_packed_inputs(n);
   }
