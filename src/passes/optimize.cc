@@ -41,6 +41,7 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     to_fixed_point([&] {
       bool changed = fold_shapes(g, options.input_shapes);
       changed |= fold_constants(g);
+      changed |= inline_constant_ifs(g);
       changed |= eliminate_identities(g);
       changed |= eliminate_common_subexpressions(g);
       changed |= eliminate_dead_code(g);

@@ -28,6 +28,10 @@ bool eliminate_identities(Graph& g);
 // inputs and attributes become one. Random ops are never merged.
 bool eliminate_common_subexpressions(Graph& g);
 
+// If with a constant condition → the nodes of the branch it takes, in its place (values the
+// branch defines renamed where the outer graph uses their names).
+bool inline_constant_ifs(Graph& g);
+
 // With the graph input shapes (those given here override the declared ones;
 // symbolic dims bound by `input_shapes`), runs shape inference and replaces
 // Shape/Size of statically known tensors by constants; fold_constants then

@@ -34,6 +34,7 @@ class CpuExecutable : public Executable {
     options_.release_weights = o.exclusive_weights;
     options_.state_in_place = o.update_state_in_place;
     reseed_ = o.reseed_each_run;
+    options_.opt_level = level_;
     for (const auto& in : base_.graph.inputs)
       if (!base_.graph.initializer(in.name)) feed_names_.push_back(in.name);
   }

@@ -7,18 +7,6 @@
 namespace hodu::cpu {
 namespace {
 
-// A kernel may hand back its input (Identity, inference Dropout, SequenceConstruct) or a view of
-// it; when that lives in the arena, later steps reuse the bytes, so the output gets its own copy.
-void own_arena_tensors(RuntimeValue& v, const Storage* arena) {
-  auto own = [&](Tensor& t) {
-    if (arena && t.storage().get() == arena) t = t.clone();
-  };
-  own(v.tensor);
-  for (auto& t : v.sequence) own(t);
-  own(v.map_keys);
-  own(v.map_values);
-}
-
 class FallbackStep : public Step {
  public:
   FallbackStep(const Node& node, interp::KernelFn fn, const Graph& graph, uint64_t seed)
@@ -78,6 +66,18 @@ uint64_t mix_seed(uint64_t seed, const std::string& name, size_t index) {
 }
 
 }  // namespace
+
+// A kernel may hand back its input (Identity, inference Dropout, SequenceConstruct) or a view of
+// it; when that lives in the arena, later steps reuse the bytes, so the output gets its own copy.
+void own_arena_tensors(RuntimeValue& v, const Storage* arena) {
+  auto own = [&](Tensor& t) {
+    if (arena && t.storage().get() == arena) t = t.clone();
+  };
+  own(v.tensor);
+  for (auto& t : v.sequence) own(t);
+  own(v.map_keys);
+  own(v.map_values);
+}
 
 void make_fallback(PlanBuilder& b, const Node& node) {
   interp::KernelFn fn = interp::OpTable::instance().find(node.domain, node.op_type);

@@ -29,6 +29,8 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"BatchNormalization"}, "", "onednn", "oneDNN batch normalization at inference, any layout (one no conv absorbed)");
   add({"LayerNorm"}, "hodu", "cpu", "hand-written row kernel, AVX2 or portable");
   add({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, "", "cpu", "a view, no copy");
+  r.add({.op = "Identity", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
+         .priority = 10, .description = "a view, no copy", .supports = {}});
   add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
   add({"Concat"}, "", "onednn", "oneDNN concat of blocked-layout tensors on channels");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
@@ -62,6 +64,15 @@ void register_cpu_kernels(KernelRegistry& r) {
   add_any({"InstanceNormalization", "GroupNormalization", "LRN"}, "hand-written normalization loop");
   add_any({"Einsum"}, "batched products of the operands gathered once (f32, letters only)");
   add({"ConvTranspose"}, "", "onednn", "oneDNN deconvolution, weights packed once, blocked layouts");
+  r.add({.op = "If", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
+         .priority = 10, .description = "the taken branch planned once per input shape and run by the engine",
+         .supports = {}});
+  for (const char* op : {"Loop", "Scan"})
+    r.add({.op = op, .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
+           .priority = 10, .description = "the body planned once per input shape, outputs written in place",
+           .supports = {}});
+  add({"LSTM", "GRU", "RNN"}, "", "cpu",
+      "oneDNN's RNN primitive where it matches ONNX's cell, else a projection GEMM and a fused per-step loop");
   // Quantized ops, dispatched on their first input's dtype (dnnl_int8.cc).
   auto add_int8 = [&](std::initializer_list<const char*> ops, std::vector<DType> dtypes, const char* name,
                       const char* what) {

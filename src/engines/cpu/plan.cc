@@ -388,18 +388,23 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
       }
     }
     input_slots_[in.name] = add_slot(std::move(s));
+    feed_slots_.push_back(input_slots_[in.name]);
   }
 
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
-                                     make_int8_matmul,   make_quantize,      make_backward,
-                                     make_backward_rows,
+                                     make_int8_matmul,   make_quantize,      make_control_flow,
+                                     make_rnn,           make_backward,      make_backward_rows,
                                      // Tensor kernels of any dtype, shapes known at plan or run time.
                                      make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
                                      make_reduce_ops, make_index_ops, make_norm_ops, make_einsum};
   for (const auto& n : g.nodes) {
     b.current_ = &n;
+    // Primitives size their split when created: a small node's are made for one thread.
+    b.node_threads_ = node_threads(g, n, options_.threads);
+    omp_set_num_threads(b.node_threads_);
+    const size_t first_step = steps_.size();
     bool done = false;
     bool reference = options_.dispatcher &&
                      options_.dispatcher->choose(n, dispatch_dtype(g, n), "cpu").kernel == "reference";
@@ -425,8 +430,11 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                  : "no cpu kernel for these types/attributes");
     }
     b.release_packed_inputs(n);
+    for (size_t i = first_step; i < steps_.size(); ++i) steps_[i]->threads = b.node_threads_;
   }
   b.current_ = nullptr;
+  b.node_threads_ = options_.threads;
+  omp_set_num_threads(options_.threads);
   for (const auto& o : g.outputs) {
     int s = b.plain(o.name);
     if (slots_[s].kind == Slot::Kind::Arena) slots_[s].kind = Slot::Kind::Output;
@@ -486,6 +494,9 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                sl.name, slots_[r].name);
     sl.offset = slots_[r].offset + off;
   }
+  for (size_t s = 0; s < slots_.size(); ++s)
+    if (slots_[s].kind == Slot::Kind::Alias && slots_[b.root_of(static_cast<int>(s))].kind == Slot::Kind::Input)
+      input_views_.push_back(static_cast<int>(s));
   std::vector<char> in_arena(slots_.size(), 0);
   for (int s : order) in_arena[static_cast<size_t>(s)] = 1;
   for (size_t s = 0; s < slots_.size(); ++s) {
@@ -552,39 +563,81 @@ std::vector<std::string> Plan::in_place_outputs() const {
 
 std::vector<std::string> Plan::kernel_choices() const {
   std::vector<std::string> out;
-  for (const auto& s : steps_)
-    if (!s->label.empty()) out.push_back(s->label);
+  for (const auto& s : steps_) s->list_kernels(out);
   return out;
 }
 
 std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream,
                                     uint64_t run_index) {
-  omp_set_num_threads(options_.threads);
-  for (const auto& [name, id] : input_slots_) {
+  std::vector<RuntimeValue> feeds(feed_slots_.size());
+  for (size_t i = 0; i < feed_slots_.size(); ++i) {
+    const std::string& name = slots_[feed_slots_[i]].name;
     auto it = inputs.find(name);
-    Slot& s = slots_[id];
-    if (it == inputs.end()) {
-      const Tensor* init = model_.graph.initializer(name);
-      HODU_CHECK(init, ErrorCode::InvalidArgument, "missing input '{}'", name);
+    if (it != inputs.end()) feeds[i] = it->second;
+    else HODU_CHECK(model_.graph.initializer(name), ErrorCode::InvalidArgument, "missing input '{}'", name);
+  }
+  return run(feeds, stream, nullptr, run_index * 0x9E3779B97F4A7C15ull);
+}
+
+std::optional<std::vector<int64_t>> Plan::output_shape(size_t i) const {
+  const Slot& s = slots_[output_slots_.at(i)];
+  if (!s.is_static) return std::nullopt;
+  return s.shape;
+}
+
+std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnnl::stream& stream,
+                                    const std::vector<Tensor>* into, uint64_t seed_salt) {
+  omp_set_num_threads(options_.threads);
+  HODU_CHECK(inputs.size() == feed_slots_.size(), ErrorCode::Internal, "{} inputs for a plan of {}", inputs.size(),
+             feed_slots_.size());
+  for (size_t i = 0; i < feed_slots_.size(); ++i) {
+    Slot& s = slots_[feed_slots_[i]];
+    if (inputs[i].is_none()) {
+      const Tensor* init = model_.graph.initializer(s.name);
+      HODU_CHECK(init, ErrorCode::InvalidArgument, "missing input '{}'", s.name);
       s.value = RuntimeValue(*init);
     } else {
-      s.value = it->second;
+      s.value = inputs[i];
     }
     if (s.value.is_tensor() && s.dtype != DType::String && !s.value.tensor.is_contiguous())
       s.value = RuntimeValue(s.value.tensor.contiguous());
   }
   // Updated state goes straight into the tensor fed for it.
   for (const auto& [x, o] : in_place_) slots_[o].value = slots_[x].value;
-  // A graph output buffer the caller still holds from the last run is left to the caller.
-  for (int id : output_slots_) {
+  auto wants = [&](size_t i) { return into && i < into->size() && (*into)[i].defined(); };
+  // Outputs written straight into the caller's buffers; the plan's own ones come back after.
+  std::vector<std::pair<int, RuntimeValue>> own;
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    int id = output_slots_[i];
     Slot& s = slots_[id];
-    bool fed = std::any_of(in_place_.begin(), in_place_.end(), [&](const auto& p) { return p.second == id; });
-    if (s.kind == Slot::Kind::Output && !fed && s.value.tensor.storage().use_count() > 1)
+    if (s.kind != Slot::Kind::Output) continue;
+    if (std::any_of(in_place_.begin(), in_place_.end(), [&](const auto& p) { return p.second == id; })) continue;
+    bool bound = false;
+    for (const auto& [o, v] : own) bound |= o == id;
+    if (wants(i) && !bound) {
+      const Tensor& t = (*into)[i];
+      HODU_CHECK(t.dtype() == s.dtype && t.shape() == s.shape && t.is_contiguous(), ErrorCode::InvalidModel,
+                 "output '{}' is {}{}, expected {}", s.name, dtype_name(s.dtype), shape_to_string(s.shape),
+                 t.type_string());
+      own.emplace_back(id, std::move(s.value));
+      s.value = RuntimeValue(t);
+      continue;
+    }
+    if (bound || s.value.tensor.storage().use_count() <= 1) continue;
+    // A graph output buffer the caller still holds from the last run is left to the caller; the
+    // spare takes its place when the caller has let that one go.
+    RuntimeValue& spare = spare_outputs_[id];
+    if (spare.is_tensor() && spare.tensor.storage().use_count() == 1) std::swap(spare, s.value);
+    else {
+      spare = std::move(s.value);
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
+    }
   }
-  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get(), run_index * 0x9E3779B97F4A7C15ull};
+  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get(), seed_salt};
   Profiler* profiler = Profiler::active();
   for (auto& step : steps_) {
+    rs.threads = step->threads > 0 ? step->threads : options_.threads;
+    if (omp_get_max_threads() != rs.threads) omp_set_num_threads(rs.threads);
     double t0 = profiler ? profiler->now_us() : 0;
     try {
       step->run(rs);
@@ -630,15 +683,34 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
   }
   std::vector<RuntimeValue> outs;
   outs.reserve(output_slots_.size());
-  for (int id : output_slots_) {
-    Slot& s = slots_[id];
-    if (auto f = fed_output.find(id); f != fed_output.end()) outs.push_back(slots_[f->second].value);
-    else if (s.kind == Slot::Kind::Alias || s.kind == Slot::Kind::Arena || s.kind == Slot::Kind::Part)
+  for (size_t i = 0; i < output_slots_.size(); ++i) {
+    Slot& s = slots_[output_slots_[i]];
+    // A view of the arena is copied out (later runs reuse the bytes); a view of an input or a
+    // constant is handed out as it is.
+    int root = output_slots_[i];
+    while (slots_[root].kind == Slot::Kind::Alias || slots_[root].kind == Slot::Kind::Part) root = slots_[root].alias_of;
+    bool in_arena = slots_[root].kind == Slot::Kind::Arena;
+    if (auto f = fed_output.find(output_slots_[i]); f != fed_output.end()) {
+      outs.push_back(slots_[f->second].value);
+    } else if (wants(i) && !(s.kind == Slot::Kind::Output && s.value.tensor.raw_data() == (*into)[i].raw_data())) {
+      Tensor dst = (*into)[i];
+      const Tensor& src = s.value.tensor;
+      HODU_CHECK(s.value.is_tensor() && src.dtype() == dst.dtype() && src.shape() == dst.shape() &&
+                     dst.is_contiguous() && src.dtype() != DType::String,
+                 ErrorCode::InvalidModel, "output '{}' is {}, expected {}", s.name,
+                 s.value.is_tensor() ? src.type_string() : std::string("not a tensor"), dst.type_string());
+      std::memcpy(dst.raw_data(), src.contiguous().raw_data(), dst.nbytes());
+      outs.emplace_back(std::move(dst));
+    } else if (in_arena) {
       outs.emplace_back(s.value.tensor.clone());
-    else outs.push_back(s.value);
+    } else {
+      outs.push_back(s.value);
+    }
   }
-  // Drop references to the caller's inputs.
-  for (const auto& [name, id] : input_slots_) slots_[id].value = RuntimeValue();
+  for (auto& [id, v] : own) slots_[id].value = std::move(v);
+  // Drop references to the caller's inputs (and views of them).
+  for (int id : feed_slots_) slots_[id].value = RuntimeValue();
+  for (int id : input_views_) slots_[id].value = RuntimeValue();
   return outs;
 }
 

@@ -66,7 +66,12 @@ class Step {
  public:
   virtual ~Step() = default;
   virtual void run(RunState& rs) = 0;
+  // "Conv: onednn" lines for Plan::kernel_choices (a step running subgraphs adds their plans').
+  virtual void list_kernels(std::vector<std::string>& out) const {
+    if (!label.empty()) out.push_back(label);
+  }
   std::string label;  // "node 'conv1' (hodu.FusedConv): onednn"
+  int threads = 0;    // the threads it runs on (node_threads); 0: the plan's
   std::vector<int> reads, writes;
   const Node* node = nullptr;  // the node being planned when the step was added (profiles)
 };
@@ -83,6 +88,8 @@ struct PlanOptions {
   // EngineOptions::update_state_in_place: an output "<x>.next" is written into the tensor fed as
   // input "<x>" where its producer is the last reader of "<x>" (or reads it elementwise).
   bool state_in_place = false;
+  // The level subgraphs (If branches, Loop and Scan bodies) are optimized at when planned.
+  int opt_level = 3;
 };
 
 // A constant reordered once, at plan time, into the layout a primitive wants (or the
@@ -102,6 +109,15 @@ class Plan {
   // `run_index` > 0 (EngineOptions::reseed_each_run) makes random ops draw that run's numbers.
   std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& inputs, dnnl::stream& stream,
                                 uint64_t run_index = 0);
+  // The same with the inputs in the graph's input order (a None value: the initializer of an
+  // overridable input). Output i is written into `into[i]` where that is a defined tensor (of the
+  // output's dtype and shape; a view into a larger buffer is fine), and returned as it.
+  // `seed_salt`: RunState::seed_salt (a subgraph runs with its caller's).
+  std::vector<RuntimeValue> run(const std::vector<RuntimeValue>& inputs, dnnl::stream& stream,
+                                const std::vector<Tensor>* into = nullptr, uint64_t seed_salt = 0);
+  // The static shape of output i, when the plan knows it, and its dtype.
+  std::optional<std::vector<int64_t>> output_shape(size_t i) const;
+  DType output_dtype(size_t i) const { return slots_[output_slots_.at(i)].dtype; }
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }
@@ -118,10 +134,15 @@ class Plan {
   std::vector<Slot> slots_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::map<std::string, int> input_slots_;
+  std::vector<int> feed_slots_;  // input_slots_ in the graph's input order
+  std::vector<int> input_views_;  // Alias slots of inputs: let go after a run, as the inputs are
   std::vector<int> output_slots_;
   std::vector<std::pair<int, int>> in_place_;  // (input slot, output slot): the output takes the fed tensor
   std::vector<std::pair<int, int>> copy_back_;  // (input slot, output slot): copied into the fed tensor after a run
   void plan_state_in_place(const PlanBuilder& b);
+  // Per output slot, a second buffer: an output the caller still holds from the last run is
+  // swapped with it when the caller has let it go (a loop feeding outputs back allocates nothing).
+  std::map<int, RuntimeValue> spare_outputs_;
   std::shared_ptr<Storage> arena_;
   size_t arena_bytes_ = 0;
   int fallbacks_ = 0;
@@ -133,8 +154,11 @@ class PlanBuilder {
  public:
   PlanBuilder(Plan& plan, const Graph& graph);
   const Graph& graph() const { return graph_; }
+  const Model& model() const { return plan_.model_; }
+  const PlanOptions& options() const { return plan_.options_; }
   dnnl::engine& engine() { return plan_.engine_; }
-  int threads() const { return plan_.options_.threads; }
+  // Threads of the node being planned (one for a small node: node_threads).
+  int threads() const { return node_threads_; }
   uint64_t seed() const { return plan_.options_.seed; }
   bool blocked_layouts() const { return plan_.options_.blocked_layouts; }
 
@@ -191,12 +215,19 @@ class PlanBuilder {
   std::map<std::string, Packing> packed_;
   std::map<const Storage*, int> storage_users_;  // initializers per storage (shared ones stay)
   const Node* current_ = nullptr;
+  int node_threads_ = 1;
   Plan& plan_;
   const Graph& graph_;
   std::map<std::string, int> by_name_;
   std::map<std::pair<int, std::string>, int> reordered_;  // (slot, layout) → slot
   std::map<std::string, std::vector<size_t>> readers_;
 };
+
+// A node's work (multiply-adds of a product, 16 per element moved otherwise; -1 unknown) and the threads
+// its steps run on: one below a few microseconds of work, else `threads` (node_threads.cc).
+// HODU_CPU_SERIAL_WORK sets the bound.
+int64_t node_work(const Graph& g, const Node& n);
+int node_threads(const Graph& g, const Node& n, int threads);
 
 // Plain (row-major) oneDNN descriptor for a tensor shape.
 dnnl::memory::desc plain_md(const std::vector<int64_t>& shape, dnnl::memory::data_type dt = dnnl::memory::data_type::f32);
@@ -240,6 +271,11 @@ bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (R
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
 bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
 bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
+bool make_control_flow(PlanBuilder& b, const Node& node);    // control_flow.cc (If, Loop, Scan)
+bool make_rnn(PlanBuilder& b, const Node& node);             // rnn.cc, rnn_onednn.cc (LSTM, GRU, RNN)
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
+// A value handed out of a step that may view the arena (a kernel returning its input) gets its
+// own copy: later steps reuse the arena's bytes (fallback.cc).
+void own_arena_tensors(RuntimeValue& v, const Storage* arena);
 
 }  // namespace hodu::cpu

@@ -1,0 +1,269 @@
+// If, Loop and Scan on the cpu engine: results equal the interpreter's, bodies run on the
+// engine's kernels (no interpreter fallback inside), outer values and carried values behave.
+#include <gtest/gtest.h>
+
+#include "engines/cpu/subgraph.h"
+#include "engines/cpu/test_util.h"
+#include "passes/passes.h"
+
+namespace hodu::cpu {
+namespace {
+
+using namespace testing;  // NOLINT
+
+// A subgraph built node by node.
+struct Body {
+  std::shared_ptr<Graph> g = std::make_shared<Graph>();
+  Body& input(const std::string& name, DType dt, std::vector<int64_t> shape) {
+    g->inputs.push_back({name, ValueType::tensor(dt, Shape::from(shape)), ""});
+    return *this;
+  }
+  Body& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
+             std::vector<Attribute> attrs = {}) {
+    Node n;
+    n.name = outs[0];
+    n.op_type = op;
+    n.inputs = std::move(ins);
+    n.outputs = std::move(outs);
+    n.attributes = std::move(attrs);
+    g->nodes.push_back(std::move(n));
+    return *this;
+  }
+  Body& output(const std::string& name, DType dt, Shape shape) {
+    g->outputs.push_back({name, ValueType::tensor(dt, std::move(shape)), ""});
+    return *this;
+  }
+};
+
+Model if_model(bool static_shapes) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{2, 3});
+  b.input("c", DType::Bool, std::vector<int64_t>{});
+  b.constant("w", random_floats({3}, 1));
+  Body then_b, else_b;
+  // then: (x * w + x), through an If whose condition is a constant (inlined when planned).
+  Body inner_t, inner_e;
+  inner_t.node("Add", {"t1", "x"}, {"t2"}).output("t2", DType::F32, Shape::from({2, 3}));
+  inner_e.node("Sub", {"t1", "x"}, {"t3"}).output("t3", DType::F32, Shape::from({2, 3}));
+  then_b.g->set_initializer("yes", boolean(true));
+  then_b.node("Mul", {"x", "w"}, {"t1"})
+      .node("If", {"yes"}, {"t4"},
+            {Attribute::make_graph("then_branch", inner_t.g), Attribute::make_graph("else_branch", inner_e.g)})
+      .output("t4", DType::F32, Shape::from({2, 3}));
+  if (static_shapes) {
+    else_b.output("x", DType::F32, Shape::from({2, 3}));  // the outer value itself
+  } else {
+    else_b.node("Concat", {"x", "x"}, {"e1"}, {Attribute::make_int("axis", 0)})
+        .output("e1", DType::F32, Shape::from({4, 3}));
+  }
+  b.node("If", {"c"}, {"y"},
+         {Attribute::make_graph("then_branch", then_b.g), Attribute::make_graph("else_branch", else_b.g)});
+  b.node("Sigmoid", {"y"}, {"z"});
+  b.output("z");
+  b.output("y");
+  return b.finish();
+}
+
+TEST(CpuControlFlow, IfRunsTheTakenBranchOnEngineKernels) {
+  for (bool static_shapes : {true, false})
+    for (bool cond : {true, false}) {
+      SCOPED_TRACE(::testing::Message() << "static " << static_shapes << " cond " << cond);
+      Model m = if_model(static_shapes);
+      std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({2, 3}, 2)}, {"c", boolean(cond)}};
+      auto p = expect_matches_interpreter(m, feeds);
+      EXPECT_EQ(p->count("(If): cpu subgraph"), 1);
+      // A Sigmoid of an If output whose shape depends on the branch: a kernel sized when it runs.
+      EXPECT_EQ(p->interp_ops(), std::set<std::string>{});
+      if (cond) {
+        // The inner If with a constant condition became the branch's nodes.
+        EXPECT_EQ(p->count("(If)"), 1);
+        EXPECT_EQ(p->count("(Add)"), 1);
+      }
+    }
+}
+
+TEST(CpuControlFlow, IfAlternatingBranchesKeepsOutputsApart) {
+  Model m = if_model(true);
+  PlannedModel p(m, {{"x", random_floats({2, 3}, 3)}, {"c", boolean(true)}});
+  interp::Interpreter in(m);
+  std::vector<std::vector<RuntimeValue>> held;
+  for (int i = 0; i < 6; ++i) {
+    std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({2, 3}, 10 + i)}, {"c", boolean(i % 3 != 0)}};
+    held.push_back(p.run(feeds));  // the caller keeps every run's outputs
+    auto want = in.run(feeds);
+    for (size_t k = 0; k < want.size(); ++k) expect_close(held.back()[k], want[k], 1e-5, 1e-6, "run output");
+  }
+  // Outputs kept by the caller were not overwritten by later runs.
+  for (int i = 0; i < 6; ++i) {
+    auto want = in.run({{"x", random_floats({2, 3}, 10 + i)}, {"c", boolean(i % 3 != 0)}});
+    for (size_t k = 0; k < want.size(); ++k) expect_close(held[i][k], want[k], 1e-5, 1e-6, "held output");
+  }
+}
+
+// for i in range(M) while cond: acc = acc * 0.5 + i; cond = i < stop; scan outputs acc and i.
+Model loop_model(bool with_cond) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{3});
+  b.input("M", DType::I64, std::vector<int64_t>{});
+  b.input("stop", DType::I64, std::vector<int64_t>{});
+  b.constant("half", Tensor::scalar<float>(DType::F32, 0.5f));
+  Body body;
+  body.input("i", DType::I64, {}).input("cin", DType::Bool, {}).input("acc", DType::F32, {3});
+  body.node("Cast", {"i"}, {"fi"}, {Attribute::make_int("to", 1)})
+      .node("Mul", {"acc", "half"}, {"a1"})
+      .node("Add", {"a1", "fi"}, {"acc_out"})
+      .node("Less", {"i", "stop"}, {"cout"})
+      .node("Identity", {"i"}, {"i_out"})
+      .output("cout", DType::Bool, Shape::scalar())
+      .output("acc_out", DType::F32, Shape::from({3}))
+      .output("acc_out", DType::F32, Shape::from({3}))
+      .output("i_out", DType::I64, Shape::scalar());
+  b.constant("yes", boolean(true));
+  b.node("Loop", {"M", with_cond ? "yes" : "", "x"}, {"final", "accs", "iters"}, {Attribute::make_graph("body", body.g)});
+  b.node("Relu", {"accs"}, {"r"});
+  b.output("final");
+  b.output("r");
+  b.output("iters");
+  return b.finish();
+}
+
+TEST(CpuControlFlow, LoopCarriesValuesAndStacksScanOutputsInPlace) {
+  for (bool with_cond : {true, false})
+    for (int64_t trip : {0, 1, 5, 40})
+      for (int64_t stop : {2, 100}) {
+        SCOPED_TRACE(::testing::Message() << "cond " << with_cond << " M " << trip << " stop " << stop);
+        Model m = loop_model(with_cond);
+        auto p = expect_matches_interpreter(
+            m, {{"x", random_floats({3}, 4)}, {"M", int64s({trip})}, {"stop", int64s({stop})}});
+        EXPECT_EQ(p->count("(Loop): cpu subgraph"), 1);
+        // The body's arithmetic on engine kernels (Cast and Less have none yet); the Relu of the
+        // scan output, whose length is the trip count, is planned without a shape.
+        auto on_interp = p->interp_ops();
+        for (const char* op : {"Cast", "Less", "Relu"}) on_interp.erase(op);
+        EXPECT_TRUE(on_interp.empty()) << *on_interp.begin();
+      }
+}
+
+// A while loop whose carried value grows each iteration (seq = Concat(seq, [i])): more shapes than
+// the body plans per shape, then one plan with the growing dim left symbolic.
+TEST(CpuControlFlow, LoopWithGrowingCarriedValueMatchesInterpreter) {
+  GraphBuilder b;
+  b.input("n", DType::I64, std::vector<int64_t>{});
+  b.constant("seed", int64s({7}, {1}));
+  b.constant("axes", int64s({0}, {1}));
+  Body body;
+  body.input("i", DType::I64, {}).input("cin", DType::Bool, {}).input("seq", DType::I64, {-1});
+  body.g->inputs[2].type = ValueType::tensor(DType::I64, Shape({Dim::sym("len")}));
+  body.node("Unsqueeze", {"i", "axes"}, {"i1"})
+      .node("Concat", {"seq", "i1"}, {"seq_out"}, {Attribute::make_int("axis", 0)})
+      .node("Less", {"i", "n"}, {"cout"})
+      .output("cout", DType::Bool, Shape::scalar())
+      .output("seq_out", DType::I64, Shape({Dim::sym("len2")}));
+  b.node("Loop", {"", "", "seed"}, {"all"}, {Attribute::make_graph("body", body.g)});
+  b.output("all");
+  Model m = b.finish();
+  // No trip count, no condition input: runs until the body's condition turns false.
+  m.graph.nodes[0].inputs = {"", "", "seed"};
+  auto p = expect_matches_interpreter(m, {{"n", int64s({20})}});
+  // One plan per length up to 8, then one for any length.
+  EXPECT_EQ(p->count("(Concat): cpu"), 8);
+}
+
+// Scan with two scan inputs (axis 0 forward, axis 1 reversed) and two scan outputs (axis 0
+// reversed, axis 1 forward) around a state.
+TEST(CpuControlFlow, ScanAxesAndDirectionsMatchInterpreter) {
+  GraphBuilder b;
+  b.input("s0", DType::F32, std::vector<int64_t>{2});
+  b.input("a", DType::F32, std::vector<int64_t>{5, 2});
+  b.input("c", DType::F32, std::vector<int64_t>{2, 5});
+  b.constant("two", Tensor::scalar<float>(DType::F32, 2.0f));
+  Body body;
+  body.input("s", DType::F32, {2}).input("ai", DType::F32, {2}).input("ci", DType::F32, {2});
+  body.node("Add", {"s", "ai"}, {"s1"})
+      .node("Mul", {"ci", "two"}, {"c2"})
+      .node("Add", {"s1", "c2"}, {"s_out"})
+      .node("Sub", {"ai", "s_out"}, {"y1"})
+      .node("Tanh", {"s_out"}, {"y2"})
+      .output("s_out", DType::F32, Shape::from({2}))
+      .output("y1", DType::F32, Shape::from({2}))
+      .output("y2", DType::F32, Shape::from({2}));
+  b.node("Scan", {"s0", "a", "c"}, {"s_final", "ys1", "ys2"},
+         {Attribute::make_graph("body", body.g), Attribute::make_int("num_scan_inputs", 2),
+          Attribute::make_ints("scan_input_axes", {0, 1}), Attribute::make_ints("scan_input_directions", {0, 1}),
+          Attribute::make_ints("scan_output_axes", {0, 1}), Attribute::make_ints("scan_output_directions", {1, 0})});
+  b.output("s_final");
+  b.output("ys1");
+  b.output("ys2");
+  Model m = b.finish();
+  auto p = expect_matches_interpreter(
+      m, {{"s0", random_floats({2}, 5)}, {"a", random_floats({5, 2}, 6)}, {"c", random_floats({2, 5}, 7)}});
+  EXPECT_EQ(p->count("(Scan): cpu subgraph"), 1);
+  EXPECT_EQ(p->count(": interp"), 0);
+}
+
+// A body plan's outputs are fed back as its inputs: once warm, iterations allocate nothing (the
+// plan alternates two buffers per output; scan outputs go into one buffer sized by the trip count).
+TEST(CpuControlFlow, LoopIterationsAllocateNothingOnceWarm) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 64});
+  b.input("M", DType::I64, std::vector<int64_t>{});
+  b.constant("half", Tensor::scalar<float>(DType::F32, 0.5f));
+  b.constant("w", random_floats({64, 64}, 9, 0.1f));
+  Body body;
+  body.input("i", DType::I64, {}).input("cin", DType::Bool, {}).input("acc", DType::F32, {1, 64});
+  body.node("MatMul", {"acc", "w"}, {"a0"})
+      .node("Mul", {"a0", "half"}, {"a1"})
+      .node("Tanh", {"a1"}, {"acc_out"})
+      .node("Identity", {"cin"}, {"cout"})
+      .output("cout", DType::Bool, Shape::scalar())
+      .output("acc_out", DType::F32, Shape::from({1, 64}))
+      .output("a0", DType::F32, Shape::from({1, 64}));
+  b.node("Loop", {"M", "", "x"}, {"final", "all"}, {Attribute::make_graph("body", body.g)});
+  b.output("final");
+  b.output("all");
+  Model m = b.finish();
+  auto feeds = [](int64_t trip) {
+    return std::map<std::string, RuntimeValue>{{"x", random_floats({1, 64}, 4)}, {"M", int64s({trip})}};
+  };
+  auto p = expect_matches_interpreter(m, feeds(7));
+  EXPECT_EQ(p->count(": interp"), 0);
+  auto allocations = [&](int64_t trip) {
+    uint64_t before = Storage::allocation_count();
+    p->run(feeds(trip));
+    return Storage::allocation_count() - before;
+  };
+  allocations(300);
+  // Per run: the scan output's buffer (the caller held the last one) and the graph outputs.
+  EXPECT_LE(allocations(300), 4u);
+  EXPECT_LE(allocations(20), 4u);
+}
+
+TEST(CpuControlFlow, FreeValuesAreTheOuterNamesABodyReads) {
+  Body inner;
+  inner.node("Add", {"a", "outer2"}, {"b"}).output("b", DType::F32, Shape::scalar());
+  Body body;
+  body.input("i", DType::F32, {});
+  body.g->set_initializer("k", Tensor::scalar<float>(DType::F32, 1));
+  body.node("Mul", {"i", "outer1"}, {"a"})
+      .node("If", {"cond"}, {"r"},
+            {Attribute::make_graph("then_branch", inner.g), Attribute::make_graph("else_branch", inner.g)})
+      .node("Add", {"r", "k"}, {"o"})
+      .output("o", DType::F32, Shape::scalar())
+      .output("outer3", DType::F32, Shape::scalar());
+  EXPECT_EQ(free_values(*body.g), (std::vector<std::string>{"outer1", "cond", "outer2", "outer3"}));
+}
+
+TEST(CpuControlFlow, BadConditionGivesAnError) {
+  Model m = if_model(true);
+  m.graph.inputs[1].type = ValueType::tensor(DType::Bool, Shape({Dim::sym("n")}));
+  PlannedModel p(m, {{"x", random_floats({2, 3}, 2)}, {"c", Tensor::from_vector<uint8_t>(DType::Bool, {2}, {1, 0})}});
+  try {
+    p.run({{"x", random_floats({2, 3}, 2)}, {"c", Tensor::from_vector<uint8_t>(DType::Bool, {2}, {1, 0})}});
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("cond must be a single boolean value"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu
