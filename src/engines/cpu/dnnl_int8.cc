@@ -1,35 +1,41 @@
-// Quantized ops on the cpu engine:
-//   QLinearConv, ConvInteger       oneDNN int8 convolution (u8/s8 src, s8 weights)
+// Quantized products on the cpu engine, exact on every x86 CPU:
+//   QLinearConv, ConvInteger       oneDNN int8 convolution (u8/s8 src, s8 weights, s32 dst)
 //   QLinearMatMul, MatMulInteger   oneDNN int8 matmul
-//   QuantizeLinear, DequantizeLinear  hand-written loops (per tensor or per axis)
+// then one loop (the epilogue) that adds the int32 bias and requantizes exactly as the
+// interpreter does (in double), or for ConvInteger/MatMulInteger gives the int32 sums — or, when
+// the product's only reader is Cast(to float) → Mul(scale) [→ Add(bias)] [→ Relu], as ORT's
+// dynamic quantization writes every conv and matmul, the float result of that chain in the
+// same f32 operations (those nodes then have no step of their own).
 //
-// oneDNN computes the int32 accumulator exactly, subtracting the source zero point (padding
-// counts as the zero point, as in ONNX), adds an int32 bias, then for a u8/s8 output
-// multiplies by the output scale x_scale*w_scale/y_scale (rounded to f32 as ONNX's reference
-// rounds it), adds the output zero point and rounds half to even with saturation. The
-// interpreter does the same product in double: the two can differ by one quantum where the
-// f32 product lands on the other side of a .5 than the exact one (rare; the ConvInteger and
-// MatMulInteger int32 outputs are exact).
-// Weights must be constants; a nonzero weight zero point is subtracted from the weights when
-// every difference fits in s8 (u8 weights with zero point 128, the old quantizers' style),
-// otherwise the node runs on the interpreter's kernel (QLinearMatMul/MatMulInteger: oneDNN's common
-// weights zero point takes it). So do nodes whose scales or zero points are not constants, whose
-// zero points are per row / per element, those oneDNN only has a reference kernel for, or (oneDNN's
-// u8·s8 products saturate in 16 bits without it) any on a CPU without VNNI.
+// Weights are constants; their zero point is subtracted once, at plan time: d = w - zw, in
+// [-255, 255]. oneDNN takes d as s8 in one product when every d fits in s8 and its product is
+// exact on this CPU: with VNNI (vpdpbusd sums u8·s8 products in 32 bits) always; without it
+// (AVX2, AVX-512 without VNNI) oneDNN multiplies with vpmaddubsw, which adds two neighbouring
+// u8·s8 products (neighbours along the input channels / K) in a saturating 16-bit lane, so only
+// when no pair of weights can reach ±32767 with inputs in [0, 255] (7-bit weights, ORT's
+// reduce_range, always pass). Otherwise d is split as 16·hi + lo, lo in [0, 15], hi in [-16, 15]:
+// both halves are pair-safe, run as one product with twice the output channels, and the
+// epilogue adds 16·hi + lo in int32 — exact on any CPU, for twice the multiply-adds.
+//
+// The input zero point may be a constant or a runtime scalar (DynamicQuantizeLinear's); oneDNN
+// counts padding as the zero point, as ONNX does. Nodes whose scales or zero points are per row
+// or per element, or not available when the product runs, keep the interpreter's kernel.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <string>
-#include <type_traits>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/int8_common.h"
 #include "engines/cpu/row_kernels.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 
-// oneDNN's int8 kernels are exact only with VNNI (vpdpbusd accumulates in 32 bits; the
-// AVX2/AVX-512 fallback vpmaddubsw saturates pairs of products in 16 bits).
+// oneDNN's int8 kernels sum u8·s8 products in 32 bits only with VNNI (vpdpbusd); without it
+// (vpmaddubsw) a pair of products saturates in 16 bits.
 bool int8_exact_isa() {
   static const bool ok = [] {
     auto isa = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
@@ -44,390 +50,811 @@ bool int8_exact_isa() {
 
 namespace {
 
-bool is_8bit(DType t) { return t == DType::U8 || t == DType::I8; }
+// ---- weights ----
 
-// A constant input (an initializer); `present` false when the input is absent.
-struct ConstIn {
-  bool present = false;
-  const Tensor* t = nullptr;
+// The weights as oneDNN's s8 weights, per group of output channels (rows of `per` values; a
+// matmul is one group of its N columns), in one of three forms:
+//   Plain            d = w - zw, when it fits in s8 and is exact here
+//   ZeroPointSums    w' = w - s (s = 128 for u8 weights, 0 for s8, so w' fits in s8): the epilogue
+//                    takes Σ(x - zx)(w' - zw') = Σ(x - zx)w' - zw'·Σ(x - zx), zw' = zw - s, with
+//                    Σ(x - zx) over each output's window summed by the step itself (WindowSums)
+//   Split            d = 16·hi + lo, the Mg high rows then the Mg low ones
+struct Int8Weights {
+  enum Mode { Plain, ZeroPointSums, Split } mode = Plain;
+  std::vector<int8_t> rows;   // [groups · per_group, per]
+  int64_t per_group = 0;      // rows of one group: Mg or 2 Mg (and padding)
+  std::vector<int32_t> wzp;   // ZeroPointSums: zw' per output channel
 };
-ConstIn const_input(const PlanBuilder& b, const Node& n, size_t i) {
-  if (!n.has_input(i)) return {};
-  return {true, passes::constant_of(b.graph(), n.inputs[i])};
-}
 
-// Values of a float scale: 1 or `count` of them (count 0: only one).
-std::optional<std::vector<float>> scales_of(const Tensor* t, int64_t count) {
-  if (!t || t->dtype() != DType::F32 || t->rank() > 1) return std::nullopt;
-  if (t->numel() != 1 && (count <= 1 || t->numel() != count)) return std::nullopt;
-  std::vector<float> v(static_cast<size_t>(t->numel()));
-  for (int64_t i = 0; i < t->numel(); ++i) v[static_cast<size_t>(i)] = static_cast<float>(t->get_double(i));
-  return v;
-}
-
-// Values of an optional zero point of dtype `dt`: 1 or `count` (count 0: only one); {0} when absent.
-std::optional<std::vector<int32_t>> zero_points_of(const ConstIn& z, DType dt, int64_t count) {
-  if (!z.present) return std::vector<int32_t>{0};
-  if (!z.t || z.t->dtype() != dt || z.t->rank() > 1) return std::nullopt;
-  if (z.t->numel() != 1 && (count <= 1 || z.t->numel() != count)) return std::nullopt;
-  std::vector<int32_t> v;
-  for (int64_t x : z.t->to_int64s()) v.push_back(static_cast<int32_t>(x));
-  return v;
-}
-
-// The weights minus their zero point (element i's at zp_index(i)) as s8, when every value fits.
-template <typename F>
-std::optional<Tensor> s8_weights(const Tensor& w, const std::vector<int32_t>& zp, F zp_index) {
-  bool all_zero = std::all_of(zp.begin(), zp.end(), [](int32_t z) { return z == 0; });
-  if (w.dtype() == DType::I8 && all_zero) return w.contiguous();
-  auto v = w.to_int64s();
-  std::vector<int8_t> out(v.size());
-  for (size_t i = 0; i < v.size(); ++i) {
-    int64_t d = v[i] - (zp.size() == 1 ? zp[0] : zp[zp_index(static_cast<int64_t>(i))]);
-    if (d < -128 || d > 127) return std::nullopt;
-    out[i] = static_cast<int8_t>(d);
+// Whether vpmaddubsw sums any two weights of each row exactly for inputs in [0, 255]: the two
+// largest positive weights add up to at most 128, the two most negative to at least -128. Which
+// weights oneDNN pairs depends on its kernel (neighbouring input channels in a direct conv,
+// neighbouring kernel taps in its GEMM conv, K in a matmul); any two of one output channel's
+// covers them all, and 7-bit weights (|w| <= 64, ORT's reduce_range) always pass.
+bool rows_pair_safe(const std::vector<int32_t>& v, int64_t rows, int64_t per) {
+  for (int64_t o = 0; o < rows; ++o) {
+    int32_t p1 = 0, p2 = 0, n1 = 0, n2 = 0;  // two largest positive, two most negative
+    for (int64_t i = 0; i < per; ++i) {
+      int32_t x = v[o * per + i];
+      if (x > p1) p2 = p1, p1 = x;
+      else if (x > p2) p2 = x;
+      if (x < n1) n2 = n1, n1 = x;
+      else if (x < n2) n2 = x;
+    }
+    if (p1 + p2 > 128 || n1 + n2 < -128) return false;
   }
-  return Tensor::from_vector(DType::I8, w.shape(), out);
+  return true;
 }
 
-// x_scale * w_scale[i] / y_scale in f32, as the interpreter (and ONNX's float scales) computes it.
-std::vector<float> output_scales(float xs, const std::vector<float>& ws, float ys) {
-  std::vector<float> r;
-  for (float w : ws) r.push_back(xs * w / ys);
-  return r;
-}
-
-// The output side of QLinearConv / QLinearMatMul: y_scale (input 6) and y_zero_point (input 7,
-// whose type is the output's; absent: the input's type), with the oneDNN output scales
-// x_scale * w_scale[i] / y_scale (x_scale input 1, w_scale input 4 with `w_scales` values).
-// The integer ops (ConvInteger, MatMulInteger) give int32 with no scale or zero point.
-struct QuantizedOutput {
-  DType dtype = DType::I32;
-  int32_t zero_point = 0;
-  std::vector<float> scales;  // empty: no output scaling
-};
-std::optional<QuantizedOutput> quantized_output(PlanBuilder& b, const Node& n, bool qlinear, DType input_dtype,
-                                                int64_t w_scales) {
-  QuantizedOutput out;
-  if (!qlinear) return out;
-  auto xsc = scales_of(const_input(b, n, 1).t, 0), wsc = scales_of(const_input(b, n, 4).t, w_scales),
-       ysc = scales_of(const_input(b, n, 6).t, 0);
-  if (!xsc || !wsc || !ysc) return std::nullopt;
-  out.scales = output_scales((*xsc)[0], *wsc, (*ysc)[0]);
-  out.dtype = input_dtype;
-  ConstIn yz = const_input(b, n, 7);
-  if (yz.present) {
-    if (!yz.t || !is_8bit(yz.t->dtype())) return std::nullopt;
-    out.dtype = yz.t->dtype();
+// The weights of product_weights without padding.
+Int8Weights product_weights_unpadded(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp,
+                                     int64_t M, int64_t per, int64_t groups, bool depthwise) {
+  const int64_t Mg = M / groups;
+  auto zp_of = [&](int64_t m) { return zp.size() == 1 ? zp[0] : zp[m]; };
+  std::vector<int32_t> d(raw.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < per; ++i) d[m * per + i] = raw[m * per + i] - zp_of(m);
+  const bool vnni = int8_exact_isa();
+  // HODU_CPU_INT8_WEIGHTS=sums|split: that form wherever it is exact (tests run every form on
+  // any CPU).
+  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
+  const std::string form = force ? force : "";
+  Int8Weights out;
+  auto fits = [](const std::vector<int32_t>& v) {
+    return std::all_of(v.begin(), v.end(), [](int32_t x) { return x >= -128 && x <= 127; });
+  };
+  // Depthwise kernels (one input channel and one output per group) multiply in 32 bits on every
+  // ISA; the two forms below add output channels per group, which makes them grouped kernels.
+  if (form.empty() && fits(d) && (vnni || depthwise || rows_pair_safe(d, M, per))) {
+    out.rows.assign(d.begin(), d.end());
+    out.per_group = Mg;
+    return out;
   }
-  auto yzv = zero_points_of(yz, out.dtype, 0);
-  if (!yzv) return std::nullopt;
-  out.zero_point = (*yzv)[0];
+  const int32_t shift = wdt == DType::U8 ? 128 : 0;
+  std::vector<int32_t> ws(raw.size());
+  for (size_t i = 0; i < raw.size(); ++i) ws[i] = raw[i] - shift;
+  if (form != "split" && (vnni || rows_pair_safe(ws, M, per))) {
+    out.mode = Int8Weights::ZeroPointSums;
+    out.per_group = Mg;
+    out.rows.assign(ws.begin(), ws.end());
+    for (int64_t m = 0; m < M; ++m) out.wzp.push_back(zp_of(m) - shift);
+    return out;
+  }
+  // hi = floor(d / 16), lo = d - 16 hi in [0, 15]: both pair-safe.
+  out.mode = Int8Weights::Split;
+  out.per_group = 2 * Mg;
+  out.rows.resize(static_cast<size_t>(2 * M * per));
+  for (int64_t m = 0; m < M; ++m) {
+    int64_t g = m / Mg, j = m % Mg;
+    int8_t* hi = &out.rows[static_cast<size_t>((g * 2 * Mg + j) * per)];
+    int8_t* lo = &out.rows[static_cast<size_t>((g * 2 * Mg + Mg + j) * per)];
+    for (int64_t i = 0; i < per; ++i) {
+      int32_t v = d[m * per + i];
+      hi[i] = static_cast<int8_t>((v - (v & 15)) / 16);
+      lo[i] = static_cast<int8_t>(v & 15);
+    }
+  }
   return out;
 }
+
+// raw: M rows of `per` weights (as integers), zp: their zero point (one, or one per row), in
+// `groups` groups, each group's rows padded with zero rows to a multiple of `pad_to` (oneDNN's
+// AVX2 grouped convs want whole vectors of output channels). Without VNNI only pair-safe weights
+// run unsplit.
+Int8Weights product_weights(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp, int64_t M,
+                            int64_t per, int64_t groups, int64_t pad_to = 1, bool depthwise = false) {
+  Int8Weights out = product_weights_unpadded(raw, wdt, zp, M, per, groups, depthwise);
+  const int64_t padded = (out.per_group + pad_to - 1) / pad_to * pad_to;
+  if (padded == out.per_group) return out;
+  std::vector<int8_t> rows(static_cast<size_t>(groups * padded * per), 0);
+  for (int64_t g = 0; g < groups; ++g)
+    std::copy(out.rows.begin() + g * out.per_group * per, out.rows.begin() + (g + 1) * out.per_group * per,
+              rows.begin() + g * padded * per);
+  out.rows = std::move(rows);
+  out.per_group = padded;
+  return out;
+}
+
+std::vector<int32_t> as_ints(const Tensor& t) {
+  auto v = t.to_int64s();
+  return std::vector<int32_t>(v.begin(), v.end());
+}
+
+// ---- epilogue ----
+
+// What the epilogue writes from the int32 sums.
+struct Epilogue {
+  enum Kind { Int32, QLinear, Float } kind = Int32;
+  int64_t M = 0, groups = 1;  // output channels (innermost in both buffers), groups of the weights
+  Int8Weights::Mode mode = Int8Weights::Plain;
+  int64_t per_group = 0;      // sums per group in a row of the int32 sums
+  std::vector<int32_t> wzp;   // ZeroPointSums' zw'
+  const int32_t* sums = nullptr;  // ZeroPointSums: Σ(x - zx) per row and group, set at each run
+  std::vector<int32_t> bias;  // QLinear: int32 bias per channel (empty: none)
+  std::vector<double> scale;  // QLinear: per channel (1: all)
+  double zero_point = 0, lo = 0, hi = 255;
+  DType out = DType::I32;
+  // Float: y = float(acc) * s [+ b] [relu], s and b from slots (1 or M values), or b constant.
+  int scale_slot = -1, bias_slot = -1;
+  bool scale_first = false, bias_first = false;  // operand order of the Mul and Add (f32 + is commutative; kept anyway)
+  std::vector<float> bias_const;
+  bool relu = false;
+  // Float output of a conv: planar (NCHW), `planes` positions per image; rows are the sums' rows
+  // (image-major positions). 0: channels innermost like the sums.
+  int64_t planes = 0;
+};
+
+// Where output channel m's sum sits in a row of the int32 sums: its column, its group, and
+// ZeroPointSums' zw' (set once per plan).
+struct Columns {
+  std::vector<int64_t> col, group;
+  int64_t width = 0, Mg = 0;  // a row of sums; the high/low distance of Split
+  void make(const Epilogue& e) {
+    Mg = e.M / e.groups;
+    width = e.groups * e.per_group;
+    for (int64_t m = 0; m < e.M; ++m) {
+      group.push_back(m / Mg);
+      col.push_back(m / Mg * e.per_group + m % Mg);
+    }
+  }
+};
+
+// The exact int32 sum of channel m for rows [begin, end): f(row index in the chunk, value).
+// One loop per form, the form chosen outside it.
+template <typename F>
+inline void channel_sums(const int32_t* acc, const Epilogue& e, const Columns& c, int64_t m, int64_t begin,
+                         int64_t end, F&& f) {
+  const int32_t* a = acc + c.col[m];
+  const int64_t w = c.width;
+  if (e.mode == Int8Weights::Split) {
+    const int64_t lo = c.Mg;
+    for (int64_t r = begin; r < end; ++r) f(r, int64_t{16} * a[r * w] + a[r * w + lo]);
+  } else if (e.mode == Int8Weights::ZeroPointSums) {
+    const int32_t* sums = e.sums + c.group[m];
+    const int64_t zw = e.wzp[m], G = e.groups;
+    for (int64_t r = begin; r < end; ++r) f(r, int64_t{a[r * w]} - zw * sums[r * G]);
+  } else {
+    for (int64_t r = begin; r < end; ++r) f(r, int64_t{a[r * w]});
+  }
+}
+
+// Rows [begin, end), channels-last output of integers: requantized as the interpreter does
+// (QLinearConv / QLinearMatMul: in double, round half to even, saturate), or the int32 sums.
+template <typename T>
+void integer_rows(const int32_t* acc, T* y, int64_t begin, int64_t end, const Epilogue& e, const Columns& c) {
+  for (int64_t m = 0; m < e.M; ++m) {
+    if (e.kind == Epilogue::Int32) {
+      channel_sums(acc, e, c, m, begin, end, [&](int64_t r, int64_t v) { y[r * e.M + m] = static_cast<T>(v); });
+      continue;
+    }
+    const int64_t bias = e.bias.empty() ? 0 : e.bias[m];
+    const double scale = e.scale[e.scale.size() == 1 ? 0 : m];
+    channel_sums(acc, e, c, m, begin, end, [&](int64_t r, int64_t v) {
+      double q = static_cast<double>(v + bias) * scale + e.zero_point;
+      y[r * e.M + m] = static_cast<T>(std::nearbyint(std::clamp(q, e.lo, e.hi)));
+    });
+  }
+}
+
+// Rows [begin, end) (one image's positions when planar) of the float chain: float(sum) · s [+ b]
+// [relu] in the graph's own operand order.
+void float_rows(const int32_t* acc, float* y, int64_t begin, int64_t end, const Epilogue& e, const Columns& c,
+                const float* s, int64_t ns, const float* b, int64_t nb) {
+  const int64_t P = e.planes, img = P > 0 ? begin / P : 0;
+  for (int64_t m = 0; m < e.M; ++m) {
+    const float sv = s[ns == 1 ? 0 : m];
+    const float bv = b ? b[nb == 1 ? 0 : m] : 0.0f;
+    // Planar: this channel's run of the image; else channels-last.
+    float* out = P > 0 ? y + (img * e.M + m) * P - img * P : y + m;
+    const int64_t step = P > 0 ? 1 : e.M;
+    channel_sums(acc, e, c, m, begin, end, [&](int64_t r, int64_t v) {
+      float x = static_cast<float>(v);
+      float t = e.scale_first ? sv * x : x * sv;
+      if (b) t = e.bias_first ? bv + t : t + bv;
+      if (e.relu) t = t > 0.0f ? t : 0.0f;
+      out[r * step] = t;
+    });
+  }
+}
+
+// float_rows for one group (its channels' sums side by side), vectorized along the channels:
+// row by row into `tile` ([rows, M]), then copied out planar or channels-last. s and b hold M
+// values; `small` when every zw'·Σ(x - zx) fits in int32 (|zw'| <= 255, |Σ| <= 255 K).
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void float_rows_one_group(
+    const int32_t* acc, float* y, int64_t begin, int64_t end, const Epilogue& e, int64_t width, const float* s,
+    const float* b, float* tile) {
+  const int64_t M = e.M;
+  for (int64_t r = begin; r < end; ++r) {
+    const int32_t* a = acc + r * width;
+    float* t = tile + (r - begin) * M;
+    if (e.mode == Int8Weights::Split) {
+      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(16 * a[m] + a[M + m]);
+    } else if (e.mode == Int8Weights::ZeroPointSums) {
+      const int32_t sr = e.sums[r];
+      const int32_t* zw = e.wzp.data();
+      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(a[m] - zw[m] * sr);
+    } else {
+      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(a[m]);
+    }
+    if (e.scale_first)
+      for (int64_t m = 0; m < M; ++m) t[m] = s[m] * t[m];
+    else
+      for (int64_t m = 0; m < M; ++m) t[m] = t[m] * s[m];
+    if (b) {
+      if (e.bias_first)
+        for (int64_t m = 0; m < M; ++m) t[m] = b[m] + t[m];
+      else
+        for (int64_t m = 0; m < M; ++m) t[m] = t[m] + b[m];
+    }
+    if (e.relu)
+      for (int64_t m = 0; m < M; ++m) t[m] = t[m] > 0.0f ? t[m] : 0.0f;
+  }
+  const int64_t P = e.planes, rows = end - begin;
+  if (P == 0) {
+    std::memcpy(y + begin * M, tile, static_cast<size_t>(rows * M) * sizeof(float));
+    return;
+  }
+  const int64_t img = begin / P, p0 = begin - img * P;
+  for (int64_t m = 0; m < M; ++m) {
+    float* out = y + (img * M + m) * P + p0;
+    for (int64_t r = 0; r < rows; ++r) out[r] = tile[r * M + m];
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void flip_signs(const uint8_t* x, uint8_t* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] ^ 0x80;
+}
+
+const char* mode_note(Int8Weights::Mode m) {
+  return m == Int8Weights::Split ? " (weights split in two)" : m == Int8Weights::ZeroPointSums ? " (weight zero point by window sums)" : "";
+}
+
+// Σ(x - zx) over the window of every output (and group), for ZeroPointSums. The source is
+// channels-last: its channel sums per position first, then those summed over each window
+// (padding contributes its zero point, x - zx = 0). A matmul is a conv of one position per row.
+struct WindowSums {
+  int64_t N = 1, G = 1, Cg = 1;
+  int64_t in[3] = {1, 1, 1}, out[3] = {1, 1, 1}, k[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, dil[3] = {1, 1, 1},
+          pad[3] = {0, 0, 0};
+  int64_t positions() const { return in[0] * in[1] * in[2]; }
+  int64_t outputs() const { return out[0] * out[1] * out[2]; }
+
+  template <typename T>
+  void run(const T* x, int32_t zx, int32_t* channel_sums, int32_t* sums, int threads) const {
+    const int64_t P = positions(), C = G * Cg;
+    parallel_for(N, threads, [&](int64_t n) {
+      for (int64_t p = 0; p < P; ++p) {
+        const T* px = x + (n * P + p) * C;
+        for (int64_t g = 0; g < G; ++g) {
+          int32_t acc = 0;
+          for (int64_t c = 0; c < Cg; ++c) acc += px[g * Cg + c];
+          channel_sums[(n * P + p) * G + g] = acc - static_cast<int32_t>(Cg) * zx;
+        }
+      }
+    });
+    const int64_t O = outputs();
+    parallel_for(N * out[0], threads, [&](int64_t no) {
+      const int64_t n = no / out[0], o0 = no % out[0];
+      for (int64_t o1 = 0; o1 < out[1]; ++o1)
+        for (int64_t o2 = 0; o2 < out[2]; ++o2) {
+          int32_t* dst = sums + ((n * out[0] + o0) * out[1] * out[2] + o1 * out[2] + o2) * G;
+          for (int64_t g = 0; g < G; ++g) dst[g] = 0;
+          for (int64_t k0 = 0; k0 < k[0]; ++k0) {
+            int64_t i0 = o0 * stride[0] - pad[0] + k0 * dil[0];
+            if (i0 < 0 || i0 >= in[0]) continue;
+            for (int64_t k1 = 0; k1 < k[1]; ++k1) {
+              int64_t i1 = o1 * stride[1] - pad[1] + k1 * dil[1];
+              if (i1 < 0 || i1 >= in[1]) continue;
+              for (int64_t k2 = 0; k2 < k[2]; ++k2) {
+                int64_t i2 = o2 * stride[2] - pad[2] + k2 * dil[2];
+                if (i2 < 0 || i2 >= in[2]) continue;
+                const int32_t* s = channel_sums + ((n * in[0] + i0) * in[1] * in[2] + i1 * in[2] + i2) * G;
+                for (int64_t g = 0; g < G; ++g) dst[g] += s[g];
+              }
+            }
+          }
+        }
+    });
+    (void)O;
+  }
+};
 
 // A common zero point passed at run time (oneDNN 2.6's int8 kernels take them so).
 struct RuntimeZeroPoint {
   int arg = 0;
   dnnl::memory mem;
+  int slot = -1;    // read from this slot at each run (a runtime scalar), else a constant
+  int32_t add = 0;  // added to the slot's value (a flipped s8 source: 128)
 };
-
-// Sets the common zero points on `attr` (nonzero ones only) and returns their memories.
-std::vector<RuntimeZeroPoint> set_zero_points(dnnl::primitive_attr& attr, dnnl::engine& eng,
-                                              std::initializer_list<std::pair<int, int32_t>> zps) {
-  std::vector<RuntimeZeroPoint> out;
-  for (auto [arg, zp] : zps) {
-    if (zp == 0) continue;
-    attr.set_zero_points(arg, 0, {DNNL_RUNTIME_S32_VAL});
-    RuntimeZeroPoint r{arg, dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::x), eng)};
-    *static_cast<int32_t*>(r.mem.get_data_handle()) = zp;
-    out.push_back(std::move(r));
-  }
-  return out;
-}
 
 class Int8Step : public Step {
  public:
   void run(RunState& rs) override {
-    bind(src_, rs, reads[0]);
-    bind(dst_, rs, writes[0]);
-    std::unordered_map<int, dnnl::memory> args = {
-        {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
-    if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
-    for (const auto& z : zero_points_) args[DNNL_ARG_ATTR_ZERO_POINTS | z.arg] = z.mem;
+    if (flip_ >= 0) {
+      // s8 → u8 by x + 128 (the sign bit flipped); the zero point moved with it.
+      const uint8_t* x = static_cast<const uint8_t*>(rs.slots[reads[0]].data());
+      uint8_t* u = static_cast<uint8_t*>(rs.slots[writes[flip_]].data());
+      const int64_t n = static_cast<int64_t>(rs.slots[writes[flip_]].bytes), chunk = 1 << 16;
+      parallel_for((n + chunk - 1) / chunk, n >= 4 * chunk ? rs.threads : 1, [&](int64_t c) {
+        flip_signs(x + c * chunk, u + c * chunk, std::min(chunk, n - c * chunk));
+      });
+      src_.set_data_handle(u);
+    } else {
+      bind(src_, rs, reads[0]);
+    }
+    void* out = rs.slots[writes[0]].data();
+    const int32_t* acc = direct_ ? nullptr : static_cast<const int32_t*>(rs.slots[writes[1]].data());
+    dst_.set_data_handle(direct_ ? out : const_cast<int32_t*>(acc));
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
+    for (auto& z : zero_points_) {
+      if (z.slot >= 0)
+        *static_cast<int32_t*>(z.mem.get_data_handle()) =
+            static_cast<int32_t>(rs.slots[z.slot].tensor().get_int64(0)) + z.add;
+      args[DNNL_ARG_ATTR_ZERO_POINTS | z.arg] = z.mem;
+    }
     prim_.execute(rs.stream, args);
+    if (direct_) return;
+    if (epi_.mode == Int8Weights::ZeroPointSums) {
+      int32_t zx = zero_points_.empty() ? 0 : *static_cast<const int32_t*>(zero_points_[0].mem.get_data_handle());
+      auto* cs = static_cast<int32_t*>(rs.slots[writes[sums_]].data());
+      auto* ws = static_cast<int32_t*>(rs.slots[writes[sums_ + 1]].data());
+      const void* x = src_.get_data_handle();
+      if (src_signed_) window_.run(static_cast<const int8_t*>(x), zx, cs, ws, rs.threads);
+      else window_.run(static_cast<const uint8_t*>(x), zx, cs, ws, rs.threads);
+      epi_.sums = ws;
+    }
+    rs.stream.wait();
+    const Epilogue& e = epi_;
+    // Chunks of rows that stay inside one image when the output is planar.
+    const int64_t rows = rows_, grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(e.M, 1));
+    const int64_t span = e.planes > 0 ? e.planes : rows, per_span = (span + grain - 1) / grain;
+    const int64_t chunks = rows / span * per_span;
+    auto each = [&](auto&& f) {
+      parallel_for(chunks, rs.threads, [&](int64_t c) {
+        int64_t begin = c / per_span * span + c % per_span * grain;
+        f(begin, std::min(begin + grain, (c / per_span + 1) * span));
+      });
+    };
+    if (e.kind != Epilogue::Float) {
+      if (e.out == DType::U8) each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<uint8_t*>(out), b, en, e, columns_); });
+      else if (e.out == DType::I8) each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<int8_t*>(out), b, en, e, columns_); });
+      else each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<int32_t*>(out), b, en, e, columns_); });
+      return;
+    }
+    const Tensor& st = rs.slots[e.scale_slot].tensor();
+    const float* s = st.data<float>();
+    const float* bias = nullptr;
+    int64_t nb = 0;
+    if (e.bias_slot >= 0) {
+      bias = rs.slots[e.bias_slot].tensor().data<float>();
+      nb = rs.slots[e.bias_slot].tensor().numel();
+    } else if (!e.bias_const.empty()) {
+      bias = e.bias_const.data();
+      nb = static_cast<int64_t>(e.bias_const.size());
+    }
+    if (e.groups == 1 && e.mode != Int8Weights::Plain ? fast_ : e.groups == 1) {
+      // Scale and bias as M values each, the vectorized loop.
+      for (int64_t m = 0; m < e.M; ++m) {
+        sv_[m] = s[st.numel() == 1 ? 0 : m];
+        if (bias) bv_[m] = bias[nb == 1 ? 0 : m];
+      }
+      each([&](int64_t b, int64_t en) {
+        thread_local std::vector<float> tile;
+        tile.resize(static_cast<size_t>((en - b) * e.M));
+        float_rows_one_group(acc, static_cast<float*>(out), b, en, e, columns_.width, sv_.data(),
+                             bias ? bv_.data() : nullptr, tile.data());
+      });
+      return;
+    }
+    each([&](int64_t b, int64_t en) {
+      float_rows(acc, static_cast<float*>(out), b, en, e, columns_, s, st.numel(), bias, nb);
+    });
+  }
+
+  // Whether the int32 arithmetic of float_rows_one_group cannot overflow for K products a sum.
+  void set_fast(int64_t K) {
+    sv_.resize(static_cast<size_t>(epi_.M));
+    bv_.resize(static_cast<size_t>(epi_.M));
+    const double bound = 255.0 * 255.0 * static_cast<double>(K);  // |sum|, |zw'·Σ(x - zx)|
+    fast_ = epi_.mode == Int8Weights::Split ? 16.0 * 128.0 * 255.0 * static_cast<double>(K) * 2 < 2147483647.0
+                                            : 2 * bound < 2147483647.0;
   }
 
   dnnl::primitive prim_;
   dnnl::memory src_, dst_;
-  PackedConstant weights_, bias_;
-  bool has_bias_ = false;
+  PackedConstant weights_;
   std::vector<RuntimeZeroPoint> zero_points_;
+  int flip_ = -1;        // an s8 source flipped to u8 (no VNNI) into writes[flip_]
+  int sums_ = -1;        // ZeroPointSums: channel sums in writes[sums_], window sums in writes[sums_ + 1]
+  bool src_signed_ = false;  // the source oneDNN reads is s8
+  WindowSums window_;
+  Columns columns_;
+  std::vector<float> sv_, bv_;  // the float chain's scale and bias, one per channel
+  bool fast_ = false;           // ZeroPointSums / Split sums fit int32: float_rows_one_group applies
+  bool direct_ = false;  // oneDNN writes the output itself (ConvInteger/MatMulInteger, unsplit)
+  int64_t rows_ = 0;     // else its int32 sums go to writes[1] (arena bytes of this step only)
+  Epilogue epi_;
 };
+
+// The source zero point: a constant scalar, or a runtime scalar slot of the source's type.
+struct SrcZeroPoint {
+  int32_t value = 0;
+  int slot = -1;
+};
+std::optional<SrcZeroPoint> src_zero_point(PlanBuilder& b, const Node& n, size_t i, DType dt) {
+  if (!n.has_input(i)) return SrcZeroPoint{};
+  if (const Tensor* t = passes::constant_of(b.graph(), n.inputs[i])) {
+    if (t->dtype() != dt || t->numel() != 1) return std::nullopt;
+    return SrcZeroPoint{static_cast<int32_t>(t->get_int64(0)), -1};
+  }
+  auto t = b.static_type(n.inputs[i]);
+  if (!t || t->first != dt || shape_numel(t->second) != 1) return std::nullopt;
+  return SrcZeroPoint{0, b.plain(n.inputs[i])};
+}
+
+// Without VNNI oneDNN halves s8·s8 weights (its 0.5 weights scale against saturation), so an s8
+// source is flipped to u8 (x + 128, zero point + 128) and the product is u8·s8.
+bool flip_s8_source(DType src) { return src == DType::I8 && !int8_exact_isa(); }
+
+std::vector<RuntimeZeroPoint> set_src_zero_point(dnnl::primitive_attr& attr, dnnl::engine& eng, const SrcZeroPoint& z,
+                                                 bool flip) {
+  if (z.slot < 0 && z.value == 0 && !flip) return {};
+  attr.set_zero_points(DNNL_ARG_SRC, 0, {DNNL_RUNTIME_S32_VAL});
+  RuntimeZeroPoint r{DNNL_ARG_SRC, dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::x), eng), z.slot,
+                     flip ? 128 : 0};
+  *static_cast<int32_t*>(r.mem.get_data_handle()) = z.value + r.add;
+  return {std::move(r)};
+}
+
+// QLinearConv / QLinearMatMul's requantization: y_scale (input 6), y_zero_point (input 7, whose
+// type is the output's; absent: the input's), and the factor per channel as the interpreter
+// computes it.
+bool qlinear_epilogue(PlanBuilder& b, const Node& n, DType input_dtype, int64_t M, bool conv, Epilogue& e) {
+  auto xsc = scales_of(const_input(b, n, 1).t, 0), wsc = scales_of(const_input(b, n, 4).t, M),
+       ysc = scales_of(const_input(b, n, 6).t, 0);
+  if (!xsc || !wsc || !ysc) return false;
+  e.kind = Epilogue::QLinear;
+  e.out = input_dtype;
+  ConstIn yz = const_input(b, n, 7);
+  if (yz.present) {
+    if (!yz.t || !is_8bit(yz.t->dtype())) return false;
+    e.out = yz.t->dtype();
+  }
+  auto yzv = zero_points_of(yz, e.out, 0);
+  if (!yzv) return false;
+  e.zero_point = (*yzv)[0];
+  e.lo = e.out == DType::I8 ? -128 : 0;
+  e.hi = e.out == DType::I8 ? 127 : 255;
+  const float xs = (*xsc)[0], ys = (*ysc)[0];
+  for (float ws : *wsc) {
+    // QLinearConv: x_scale * w_scale / y_scale in f32; QLinearMatMul: (a_scale * b_scale) / y_scale,
+    // each product rounded to f32 (numpy in the scales' type).
+    float f = conv ? xs * ws / ys : static_cast<float>(static_cast<float>(xs * ws) / ys);
+    e.scale.push_back(static_cast<double>(f));
+  }
+  return true;
+}
+
+// The chain ORT's dynamic quantization puts after ConvInteger/MatMulInteger: Cast(to float) →
+// Mul(scale) [→ Add(bias)] [→ Relu], each the only reader of the last, scale and bias of one
+// value or one per output channel (broadcast along `channel_axis` of the output), available when
+// the product runs. Claims the nodes and returns the chain's last value, "" when it is not there.
+std::string fuse_float_chain(PlanBuilder& b, const Node& n, int64_t M, size_t rank, size_t channel_axis, Epilogue& e) {
+  const Graph& g = b.graph();
+  auto sole = [&](const std::string& v) -> const Node* {
+    if (v.empty() || g.output(v)) return nullptr;
+    const auto& rd = b.readers(v);
+    if (rd.size() != 1) return nullptr;
+    const Node& r = g.nodes[rd[0]];
+    if (!r.domain.empty()) return nullptr;
+    int uses = 0;
+    for (const auto& in : r.inputs) uses += in == v;
+    return uses == 1 ? &r : nullptr;
+  };
+  // A per-channel (or single) f32 operand ready now: its numel is 1 or M along the channel axis.
+  auto channel_operand = [&](const std::string& v) -> bool {
+    auto t = b.static_type(v);
+    if (!t || t->first != DType::F32) return false;
+    const auto& s = t->second;
+    if (s.size() > rank) return false;
+    int64_t numel = shape_numel(s);
+    if (numel == 1) return true;
+    if (numel != M) return false;
+    // Right-aligned broadcast: the M values sit on the channel axis.
+    size_t at = rank - s.size();
+    return channel_axis >= at && s[channel_axis - at] == M;
+  };
+  auto ready = [&](const std::string& v) { return passes::constant_of(g, v) || b.has_slot(v); };
+  const Node* cast = sole(n.outputs[0]);
+  if (!cast || cast->op_type != "Cast" || cast->get_int("to", 0) != 1) return "";
+  const Node* mul = sole(cast->outputs[0]);
+  if (!mul || mul->op_type != "Mul" || mul->inputs.size() != 2) return "";
+  const std::string& sv = mul->inputs[0] == cast->outputs[0] ? mul->inputs[1] : mul->inputs[0];
+  if (!channel_operand(sv) || !ready(sv)) return "";
+  e.kind = Epilogue::Float;
+  e.out = DType::F32;
+  e.scale_first = mul->inputs[0] == sv;
+  std::vector<const Node*> chain = {cast, mul};
+  std::string last = mul->outputs[0];
+  if (const Node* add = sole(last); add && add->op_type == "Add" && add->inputs.size() == 2) {
+    const std::string& bv = add->inputs[0] == last ? add->inputs[1] : add->inputs[0];
+    if (channel_operand(bv) && ready(bv)) {
+      e.bias_first = add->inputs[0] == bv;
+      chain.push_back(add);
+      last = add->outputs[0];
+    }
+  }
+  if (const Node* relu = sole(last); relu && relu->op_type == "Relu") {
+    e.relu = true;
+    chain.push_back(relu);
+    last = relu->outputs[0];
+  }
+  auto y = b.static_type(last);
+  if (!y || y->first != DType::F32) return "";
+  e.scale_slot = b.plain(sv);
+  if (chain.size() > 2 && chain[2]->op_type == "Add") {
+    const std::string& bv = chain[2]->inputs[0] == mul->outputs[0] ? chain[2]->inputs[1] : chain[2]->inputs[0];
+    if (const Tensor* t = passes::constant_of(g, bv)) {
+      Tensor c = t->contiguous();
+      e.bias_const.assign(c.data<float>(), c.data<float>() + c.numel());
+    } else {
+      e.bias_slot = b.plain(bv);
+    }
+  }
+  for (size_t i = 1; i < chain.size(); ++i) b.claim(*chain[i]);
+  b.claim(*cast);
+  return last;
+}
 
 }  // namespace
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) and ConvInteger(x, w, x_zp, w_zp).
 bool make_int8_conv(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || (n.op_type != "QLinearConv" && n.op_type != "ConvInteger")) return false;
-  if (!int8_exact_isa()) return false;
   const bool qlinear = n.op_type == "QLinearConv";
-  const size_t w_in = qlinear ? 3 : 1, xzp_in = qlinear ? 2 : 2, wzp_in = qlinear ? 5 : 3;
+  const size_t w_in = qlinear ? 3 : 1, xzp_in = 2, wzp_in = qlinear ? 5 : 3;
   auto x = b.static_type(n.inputs[0]);
   auto y = b.static_type(n.outputs[0]);
   const Tensor* w = passes::constant_of(b.graph(), n.inputs[w_in]);
   if (!x || !y || !w || !is_8bit(x->first) || !is_8bit(w->dtype())) return false;
   const auto& xs = x->second;
   const auto& ys = y->second;
-  int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
+  const int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
   if (spatial < 1 || spatial > 3 || w->rank() != spatial + 2 || ys.size() != xs.size()) return false;
   const int64_t M = ys[1];
-  if (w->dim(0) != M) return false;
-
-  auto xzp = zero_points_of(const_input(b, n, xzp_in), x->first, 0);
+  if (w->dim(0) != M || shape_numel(ys) == 0) return false;
+  auto xzp = src_zero_point(b, n, xzp_in, x->first);
   auto wzp = zero_points_of(const_input(b, n, wzp_in), w->dtype(), M);
   if (!xzp || !wzp) return false;
-  const int64_t per_out = w->numel() / M;
-  auto w8 = s8_weights(*w, *wzp, [&](int64_t i) { return i / per_out; });
-  if (!w8) return false;
-
-  auto q = quantized_output(b, n, qlinear, x->first, M);
-  if (!q) return false;
-  const Tensor* bias = nullptr;
-  if (qlinear && n.has_input(8)) {
-    bias = passes::constant_of(b.graph(), n.inputs[8]);
-    if (!bias || bias->dtype() != DType::I32 || bias->rank() != 1 || bias->numel() != M) return false;
-  }
-  const DType out_dt = q->dtype;
-  if (y->first != out_dt) return false;
-
   auto win = conv_window(n, xs, ys, w->shape());
   if (!win) return false;
-  const dnnl::memory::desc w_user(win->weight_dims, dt::s8, win->weight_tag);
-  const dt x_dt = dnnl_dtype(x->first), y_dt = dnnl_dtype(out_dt);
-  bool blocked = b.blocked_layouts();
-  dnnl::memory::desc src_md = blocked ? dnnl::memory::desc(to_dims(xs), x_dt, tag::any) : plain_md(xs, x_dt);
-  dnnl::memory::desc dst_md = blocked ? dnnl::memory::desc(to_dims(ys), y_dt, tag::any) : plain_md(ys, y_dt);
-  dnnl::memory::desc w_md(win->weight_dims, dt::s8, tag::any);
-  dnnl::memory::desc b_md({M}, dt::s32, tag::x);
 
-  dnnl::primitive_attr attr;
-  if (qlinear) attr.set_output_scales(q->scales.size() == 1 ? 0 : 1 << 1, q->scales);
-  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*xzp)[0]}, {DNNL_ARG_DST, q->zero_point}});
+  Epilogue e;
+  e.M = M;
+  e.groups = win->group;
+  if (qlinear) {
+    if (!qlinear_epilogue(b, n, x->first, M, true, e)) return false;
+    if (n.has_input(8)) {
+      const Tensor* bias = passes::constant_of(b.graph(), n.inputs[8]);
+      if (!bias || bias->dtype() != DType::I32 || bias->numel() != M) return false;
+      for (int64_t v : bias->to_int64s()) e.bias.push_back(static_cast<int32_t>(v));
+    }
+  }
+  if (y->first != (qlinear ? e.out : DType::I32)) return false;
+  const int64_t G = win->group, per = w->numel() / M;
+  auto channels_last = [&](const std::vector<int64_t>& s, dt type) {
+    return dnnl::memory::desc(to_dims(s), type, spatial == 1 ? tag::nwc : spatial == 2 ? tag::nhwc : tag::ndhwc);
+  };
+  const bool flip = flip_s8_source(x->first);
+  dnnl::memory::desc src_md(to_dims(xs), flip ? dt::u8 : dnnl_dtype(x->first), tag::any);
+  const auto raw = as_ints(*w);
+  // Grouped convs whose groups have few output channels: oneDNN's AVX2 kernels want a whole
+  // vector of them per group, so the groups are padded with zero channels when the first try
+  // gives only its reference kernel (~100x slower than the interpreter's).
+  Int8Weights w8;
   dnnl::convolution_forward::primitive_desc pd;
-  try {
-    auto desc = win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, bias ? &b_md : nullptr, dst_md);
-    pd = dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
-  } catch (const dnnl::error&) {
-    return false;
+  std::vector<RuntimeZeroPoint> zps;
+  std::vector<int64_t> acc_shape;
+  dnnl::memory::desc acc_md, w_user;
+  bool found = false;
+  for (int64_t pad_to : {int64_t{1}, int64_t{8}, int64_t{16}}) {
+    if (pad_to > 1 && G == 1) break;
+    w8 = product_weights(raw, w->dtype(), *wzp, M, per, G, pad_to, G > 1 && w->dim(1) == 1 && M == G);
+    // Window sums read the source channels-last.
+    if (w8.mode == Int8Weights::ZeroPointSums) src_md = channels_last(xs, flip ? dt::u8 : dnnl_dtype(x->first));
+    const int64_t M2 = G * w8.per_group;
+    acc_shape = ys;
+    acc_shape[1] = M2;
+    dnnl::memory::dims wdims = win->weight_dims;
+    wdims[G > 1 ? 1 : 0] = G > 1 ? w8.per_group : M2;
+    w_user = dnnl::memory::desc(wdims, dt::s8, win->weight_tag);
+    acc_md = channels_last(acc_shape, dt::s32);
+    dnnl::memory::desc w_md(wdims, dt::s8, tag::any);
+    dnnl::primitive_attr attr;
+    zps = set_src_zero_point(attr, b.engine(), *xzp, flip);
+    try {
+      pd = dnnl::convolution_forward::primitive_desc(
+          win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, nullptr, acc_md), attr, b.engine());
+    } catch (const dnnl::error&) {
+      continue;
+    }
+    if (!reference_impl(pd.impl_info_str())) {
+      found = true;
+      break;
+    }
   }
-  // oneDNN's reference int8 kernels (no JIT kernel for the layout or attributes, e.g. plain nchw
-  // with HODU_CPU_PLAIN_LAYOUT) are ~100x slower than the interpreter's: the node falls back.
-  if (reference_impl(pd.impl_info_str())) return false;
+  if (!found) return false;
+  e.mode = w8.mode;
+  e.per_group = w8.per_group;
+  e.wzp = w8.wzp;
+  std::vector<int64_t> w_shape = w->shape();
+  w_shape[0] = acc_shape[1];
+  Tensor w_s8 = Tensor::from_vector(DType::I8, w_shape, w8.rows);
+
+  // ConvInteger alone, unsplit: oneDNN's int32 output is the result.
+  std::string out_name = n.outputs[0];
+  DType out_dt = qlinear ? e.out : DType::I32;
+  if (!qlinear) {
+    std::string fused = fuse_float_chain(b, n, M, ys.size(), 1, e);
+    if (!fused.empty()) {
+      out_name = fused;
+      out_dt = DType::F32;
+    }
+  }
   auto step = std::make_unique<Int8Step>();
+  step->direct_ = e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain && acc_shape[1] == M;
   step->prim_ = dnnl::convolution_forward(pd);
-  step->weights_ = pack_constant(b.engine(), *w8, w_user, pd.weights_desc());
-  if (bias) {
-    step->has_bias_ = true;
-    step->bias_ = pack_constant(b.engine(), *bias, b_md, pd.bias_desc());
-  }
+  step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
   step->zero_points_ = std::move(zps);
-  step->reads = {b.as_layout(n.inputs[0], pd.src_desc())};
+  for (auto& z : step->zero_points_)
+    if (z.slot >= 0) step->reads.push_back(z.slot);
+  dnnl::memory::desc src_in = pd.src_desc();
+  if (flip) {
+    dnnl_memory_desc_t c = src_in.data;
+    c.data_type = dnnl_s8;
+    src_in = dnnl::memory::desc(c);
+  }
+  step->reads.insert(step->reads.begin(), b.as_layout(n.inputs[0], src_in));
+  if (e.scale_slot >= 0) step->reads.push_back(e.scale_slot);
+  if (e.bias_slot >= 0) step->reads.push_back(e.bias_slot);
   step->src_ = dnnl::memory(pd.src_desc(), b.engine(), nullptr);
-  step->writes = {b.define(n.outputs[0], out_dt, ys, pd.dst_desc())};
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
-  step->label = n.describe() + ": onednn int8 " + std::string(pd.impl_info_str());
+  step->rows_ = shape_numel(ys) / M;
+  step->epi_ = std::move(e);
+  step->columns_.make(step->epi_);
+  step->set_fast(per);
+  // The float chain's result planar, as the engine's other kernels read it; int8 and int32 outputs
+  // channels-last, as the next int8 conv reads them.
+  if (step->epi_.kind == Epilogue::Float) {
+    step->epi_.planes = step->rows_ / ys[0];
+    step->writes = {b.define(out_name, out_dt, ys)};
+  } else {
+    step->writes = {b.define(out_name, out_dt, ys, channels_last(ys, dnnl_dtype(out_dt)))};
+  }
+  if (!step->direct_) step->writes.push_back(b.define("", DType::I32, acc_shape, acc_md));
+  if (flip) {
+    step->flip_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(b.define("", DType::U8, xs, pd.src_desc()));
+  }
+  step->src_signed_ = x->first == DType::I8 && !flip;
+  if (step->epi_.mode == Int8Weights::ZeroPointSums) {
+    WindowSums& ws = step->window_;
+    ws.N = xs[0];
+    ws.G = G;
+    ws.Cg = xs[1] / G;
+    for (int64_t d = 0; d < spatial; ++d) {
+      ws.in[d] = xs[2 + d];
+      ws.out[d] = ys[2 + d];
+      ws.k[d] = w->dim(2 + d);
+      ws.stride[d] = win->strides[d];
+      ws.dil[d] = win->dilations[d] + 1;  // oneDNN counts 0 as none
+      ws.pad[d] = win->pad_l[d];
+    }
+    step->sums_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(b.define("", DType::I32, {ws.N * ws.positions() * G}));
+    step->writes.push_back(b.define("", DType::I32, {ws.N * ws.outputs() * G}));
+  }
+  step->label = n.describe() + ": onednn int8 " + std::string(pd.impl_info_str()) +
+                mode_note(step->epi_.mode) +
+                (step->epi_.kind == Epilogue::Float ? " + float epilogue" : "");
   b.add(std::move(step));
   return true;
 }
 
 // QLinearMatMul(a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp) and MatMulInteger(a, b, a_zp, b_zp),
-// with a constant b.
+// with a constant 2-D b.
 bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || (n.op_type != "QLinearMatMul" && n.op_type != "MatMulInteger")) return false;
-  if (!int8_exact_isa()) return false;
   const bool qlinear = n.op_type == "QLinearMatMul";
   const size_t b_in = qlinear ? 3 : 1, azp_in = 2, bzp_in = qlinear ? 5 : 3;
   auto at = b.static_type(n.inputs[0]), yt = b.static_type(n.outputs[0]);
   const Tensor* w = passes::constant_of(b.graph(), n.inputs[b_in]);
-  if (!at || !yt || !w || !is_8bit(at->first) || !is_8bit(w->dtype())) return false;
-  auto as = at->second, bs = w->shape(), ys = yt->second;
-  if (as.size() < 2 || bs.size() < 2 || ys.size() != std::max(as.size(), bs.size())) return false;
-  const size_t r = ys.size();
-  as.insert(as.begin(), r - as.size(), 1);
-  bs.insert(bs.begin(), r - bs.size(), 1);
-  const int64_t K = as[r - 1], N = bs[r - 1];
-  if (bs[r - 2] != K || ys[r - 2] != as[r - 2] || ys[r - 1] != N) return false;
-
-  auto azp = zero_points_of(const_input(b, n, azp_in), at->first, 0);
+  if (!at || !yt || !w || !is_8bit(at->first) || !is_8bit(w->dtype()) || w->rank() != 2) return false;
+  const auto& as = at->second;
+  const auto& ys = yt->second;
+  if (as.size() < 2 || ys.size() != as.size()) return false;
+  const int64_t K = as.back(), N = w->dim(1);
+  if (w->dim(0) != K || ys.back() != N || shape_numel(ys) == 0) return false;
+  for (size_t i = 0; i + 1 < as.size(); ++i)
+    if (ys[i] != as[i]) return false;
+  auto azp = src_zero_point(b, n, azp_in, at->first);
   auto bzp = zero_points_of(const_input(b, n, bzp_in), w->dtype(), N);
   if (!azp || !bzp) return false;
-  auto w8 = s8_weights(*w, *bzp, [&](int64_t i) { return i % N; });
-  // Differences that do not fit in s8: the weights as s8 (u8 ones minus 128) and oneDNN's common
-  // weights zero point for the rest.
-  int32_t wzp = 0;
-  if (!w8 && bzp->size() == 1) {
-    int32_t shift = w->dtype() == DType::U8 ? 128 : 0;
-    w8 = s8_weights(*w, {shift}, [](int64_t) { return 0; });
-    wzp = (*bzp)[0] - shift;
+  Epilogue e;
+  e.M = N;
+  if (qlinear && !qlinear_epilogue(b, n, at->first, N, false, e)) return false;
+  if (yt->first != (qlinear ? e.out : DType::I32)) return false;
+  // B's columns as rows of K: one group of N output channels.
+  std::vector<int32_t> cols(static_cast<size_t>(K * N));
+  {
+    auto v = as_ints(*w);
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t n2 = 0; n2 < N; ++n2) cols[n2 * K + k] = v[k * N + n2];
   }
-  if (!w8) return false;
+  Int8Weights w8 = product_weights(cols, w->dtype(), *bzp, N, K, 1);
+  e.mode = w8.mode;
+  e.per_group = w8.per_group;
+  e.wzp = w8.wzp;
 
-  auto q = quantized_output(b, n, qlinear, at->first, N);
-  if (!q) return false;
-  const DType out_dt = q->dtype;
-  if (yt->first != out_dt) return false;
-
-  // Weights shared by every batch: A's batch dims folded into its rows, one [rows, K] × [K, N].
-  bool b_2d = true;
-  for (size_t i = 0; i + 2 < r; ++i) b_2d &= bs[i] == 1;
-  std::vector<int64_t> a2 = as, b2 = bs, y2 = ys;
-  if (b_2d) {
-    a2 = {shape_numel(as) / K, K};
-    b2 = {K, N};
-    y2 = {a2[0], N};
-  }
-  const dt a_dt = dnnl_dtype(at->first), y_dt = dnnl_dtype(out_dt);
-  dnnl::memory::desc a_md = plain_md(a2, a_dt), y_md = plain_md(y2, y_dt);
-  dnnl::memory::desc w_user = plain_md(b2, dt::s8), w_md(to_dims(b2), dt::s8, tag::any);
+  // A's batch dims folded into its rows: one [rows, K] × [K, N'] product.
+  const int64_t rows = shape_numel(as) / K, N2 = w8.per_group;
+  Tensor w_s8 = Tensor::from_vector(DType::I8, {N2, K}, w8.rows);
+  const bool flip = flip_s8_source(at->first);
+  dnnl::memory::desc a_md = plain_md({rows, K}, flip ? dt::u8 : dnnl_dtype(at->first)),
+                     acc_md = plain_md({rows, N2}, dt::s32);
+  dnnl::memory::desc w_user({K, N2}, dt::s8, tag::ba), w_md({K, N2}, dt::s8, tag::any);
   dnnl::primitive_attr attr;
-  if (qlinear) attr.set_output_scales(q->scales.size() == 1 ? 0 : 1 << (a2.size() - 1), q->scales);
-  auto zps = set_zero_points(attr, b.engine(), {{DNNL_ARG_SRC, (*azp)[0]}, {DNNL_ARG_WEIGHTS, wzp}, {DNNL_ARG_DST, q->zero_point}});
+  auto zps = set_src_zero_point(attr, b.engine(), *azp, flip);
   dnnl::matmul::primitive_desc pd;
   try {
-    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, y_md), attr, b.engine());
+    pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, acc_md), attr, b.engine());
   } catch (const dnnl::error&) {
     return false;
   }
   if (reference_impl(pd.impl_info_str())) return false;
+  std::string out_name = n.outputs[0];
+  DType out_dt = qlinear ? e.out : DType::I32;
+  if (!qlinear) {
+    std::string fused = fuse_float_chain(b, n, N, ys.size(), ys.size() - 1, e);
+    if (!fused.empty()) {
+      out_name = fused;
+      out_dt = DType::F32;
+    }
+  }
   auto step = std::make_unique<Int8Step>();
+  step->direct_ = e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain;
   step->prim_ = dnnl::matmul(pd);
-  step->weights_ = pack_constant(b.engine(), *w8, w_user, pd.weights_desc());
+  step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
   step->zero_points_ = std::move(zps);
   step->reads = {b.plain(n.inputs[0])};
+  for (auto& z : step->zero_points_)
+    if (z.slot >= 0) step->reads.push_back(z.slot);
+  if (e.scale_slot >= 0) step->reads.push_back(e.scale_slot);
+  if (e.bias_slot >= 0) step->reads.push_back(e.bias_slot);
   step->src_ = dnnl::memory(a_md, b.engine(), nullptr);
-  step->writes = {b.define(n.outputs[0], out_dt, ys)};
-  step->dst_ = dnnl::memory(y_md, b.engine(), nullptr);
-  step->label = n.describe() + ": onednn int8 " + std::string(pd.impl_info_str());
-  b.add(std::move(step));
-  return true;
-}
-
-// ---- QuantizeLinear / DequantizeLinear ----
-
-namespace {
-
-// y = saturate(round_half_even(x / s) + z), NaN to the low end (ONNX's numpy reference).
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void quantize_run(const float* x, T* y, int64_t n,
-                                                                                  float s, float z) {
-  constexpr float lo = std::is_same_v<T, uint8_t> ? 0.0f : -128.0f, hi = std::is_same_v<T, uint8_t> ? 255.0f : 127.0f;
-  for (int64_t i = 0; i < n; ++i) {
-    float v = std::nearbyint(x[i] / s) + z;
-    v = v >= lo ? v : lo;  // NaN too
-    v = v <= hi ? v : hi;
-    y[i] = static_cast<T>(static_cast<int32_t>(v));
+  step->dst_ = dnnl::memory(acc_md, b.engine(), nullptr);
+  step->rows_ = rows;
+  step->epi_ = std::move(e);
+  step->columns_.make(step->epi_);
+  step->set_fast(K);
+  step->writes = {b.define(out_name, out_dt, ys)};
+  if (!step->direct_) step->writes.push_back(b.define("", DType::I32, {rows, N2}));
+  if (flip) {
+    step->flip_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(b.define("", DType::U8, {rows, K}));
   }
-}
-
-// y = (float(x) - z) * s.
-template <typename T>
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void dequantize_run(const T* x, float* y, int64_t n,
-                                                                                    float s, float z) {
-  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - z) * s;
-}
-
-class QuantizeStep : public Step {
- public:
-  void run(RunState& rs) override {
-    const void* x = rs.slots[reads[0]].data();
-    void* y = rs.slots[writes[0]].data();
-    const int64_t n = n_, inner = inner_, D = static_cast<int64_t>(axis_len_);
-    const int64_t chunk = 1 << 14;
-    const int threads = n >= 4 * chunk ? rs.threads : 1;
-    parallel_for((n + chunk - 1) / chunk, threads, [&](int64_t c) {
-      int64_t i = c * chunk, end = std::min(n, i + chunk);
-      while (i < end) {
-        int64_t row = i / inner, stop = std::min(end, (row + 1) * inner);
-        size_t d = static_cast<size_t>(row % D);
-        float s = scale_[scale_.size() == 1 ? 0 : d], z = zp_[zp_.size() == 1 ? 0 : d];
-        switch (kind_) {
-          case Kind::QuantizeU8:
-            quantize_run(static_cast<const float*>(x) + i, static_cast<uint8_t*>(y) + i, stop - i, s, z);
-            break;
-          case Kind::QuantizeS8:
-            quantize_run(static_cast<const float*>(x) + i, static_cast<int8_t*>(y) + i, stop - i, s, z);
-            break;
-          case Kind::DequantizeU8:
-            dequantize_run(static_cast<const uint8_t*>(x) + i, static_cast<float*>(y) + i, stop - i, s, z);
-            break;
-          case Kind::DequantizeS8:
-            dequantize_run(static_cast<const int8_t*>(x) + i, static_cast<float*>(y) + i, stop - i, s, z);
-            break;
-        }
-        i = stop;
-      }
-    });
+  step->src_signed_ = at->first == DType::I8 && !flip;
+  if (step->epi_.mode == Int8Weights::ZeroPointSums) {
+    // Each row one position of K channels.
+    step->window_.N = rows;
+    step->window_.Cg = K;
+    step->sums_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(b.define("", DType::I32, {rows}));
+    step->writes.push_back(b.define("", DType::I32, {rows}));
   }
-  enum class Kind { QuantizeU8, QuantizeS8, DequantizeU8, DequantizeS8 } kind_ = Kind::QuantizeU8;
-  int64_t n_ = 0, inner_ = 1;
-  size_t axis_len_ = 1;
-  std::vector<float> scale_, zp_;
-};
-
-}  // namespace
-
-bool make_quantize(PlanBuilder& b, const Node& n) {
-  const bool quantize = n.op_type == "QuantizeLinear";
-  if (!n.domain.empty() || (!quantize && n.op_type != "DequantizeLinear")) return false;
-  if (n.get_int("block_size", 0) != 0 || n.get_int("precision", 0) != 0) return false;
-  auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
-  if (!x || !y || x->second != y->second) return false;
-  const auto& xs = x->second;
-  const int64_t rank = static_cast<int64_t>(xs.size());
-  const Tensor* scale = passes::constant_of(b.graph(), n.inputs[1]);
-  if (!scale || scale->dtype() != DType::F32 || scale->rank() > 1) return false;
-  ConstIn zp = const_input(b, n, 2);
-  // Per axis when the scale (or the zero point) has more than one value.
-  int64_t axis_len = 1, inner = std::max<int64_t>(shape_numel(xs), 1);
-  bool per_axis = scale->numel() != 1 || (zp.t && zp.t->numel() != 1);
-  if (per_axis) {
-    int64_t axis = n.get_int("axis", 1);
-    if (axis < 0) axis += rank;
-    if (axis < 0 || axis >= rank) return false;
-    axis_len = xs[static_cast<size_t>(axis)];
-    inner = 1;
-    for (int64_t d = axis + 1; d < rank; ++d) inner *= xs[static_cast<size_t>(d)];
-    if (inner == 0) return false;
-  }
-  auto scales = scales_of(scale, axis_len);
-  if (!scales) return false;
-
-  DType qt = quantize ? y->first : x->first;  // the integer side
-  if (!is_8bit(qt)) return false;
-  if (quantize) {
-    if (x->first != DType::F32) return false;
-    int64_t odt = n.get_int("output_dtype", 0);
-    if (odt != 0 && odt != (qt == DType::U8 ? 2 : 3)) return false;  // ONNX: UINT8 2, INT8 3
-  } else {
-    if (y->first != DType::F32) return false;
-    int64_t odt = n.get_int("output_dtype", 0);
-    if (odt != 0 && odt != 1) return false;  // FLOAT
-  }
-  auto zps = zero_points_of(zp, qt, axis_len);
-  if (!zps) return false;
-
-  auto step = std::make_unique<QuantizeStep>();
-  step->kind_ = quantize ? (qt == DType::U8 ? QuantizeStep::Kind::QuantizeU8 : QuantizeStep::Kind::QuantizeS8)
-                         : (qt == DType::U8 ? QuantizeStep::Kind::DequantizeU8 : QuantizeStep::Kind::DequantizeS8);
-  step->n_ = shape_numel(xs);
-  step->inner_ = inner;
-  step->axis_len_ = static_cast<size_t>(axis_len);
-  step->scale_ = *scales;
-  for (int32_t z : *zps) step->zp_.push_back(static_cast<float>(z));
-  step->reads = {b.plain(n.inputs[0])};
-  step->writes = {b.define(n.outputs[0], y->first, xs)};
-  step->label = n.describe() + (per_axis ? ": cpu per-axis" : ": cpu");
+  step->label = n.describe() + ": onednn int8 " + std::string(pd.impl_info_str()) +
+                mode_note(step->epi_.mode) +
+                (step->epi_.kind == Epilogue::Float ? " + float epilogue" : "");
   b.add(std::move(step));
   return true;
 }

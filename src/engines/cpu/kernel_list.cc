@@ -81,9 +81,11 @@ void register_cpu_kernels(KernelRegistry& r) {
              .priority = 10, .description = what, .supports = {}});
   };
   add_int8({"QLinearConv", "ConvInteger"}, {DType::U8, DType::I8}, "onednn",
-           "oneDNN int8 convolution: constant s8 weights (u8 shifted by their zero point), output scales, zero points");
+           "oneDNN int8 convolution (weights minus their zero point, split in two where oneDNN would saturate), "
+           "exact requantization; ConvInteger with its Cast/Mul/Add/Relu in one epilogue");
   add_int8({"QLinearMatMul", "MatMulInteger"}, {DType::U8, DType::I8}, "onednn",
-           "oneDNN int8 matmul: constant s8 weights packed once, output scales, zero points");
+           "oneDNN int8 matmul (weights as for the convolution), exact requantization or float epilogue");
+  add_int8({"DynamicQuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized min/max and quantize loops");
   add_int8({"QuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized loop, per tensor or per axis");
   add_int8({"DequantizeLinear"}, {DType::U8, DType::I8}, "cpu", "hand-written vectorized loop, per tensor or per axis");
 }

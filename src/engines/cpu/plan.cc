@@ -395,11 +395,13 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
                                      make_int8_matmul,   make_quantize,      make_control_flow,
-                                     make_rnn,           make_backward,      make_backward_rows,
+                                     make_rnn,           make_dynamic_quantize, make_backward,
+                                     make_backward_rows,
                                      // Tensor kernels of any dtype, shapes known at plan or run time.
                                      make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
                                      make_reduce_ops, make_index_ops, make_norm_ops, make_einsum};
   for (const auto& n : g.nodes) {
+    if (b.claimed_.count(&n)) continue;  // done by an earlier node's step
     b.current_ = &n;
     // Primitives size their split when created: a small node's are made for one thread.
     b.node_threads_ = node_threads(g, n, options_.threads);

@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -164,6 +165,10 @@ class PlanBuilder {
 
   // The slot holding a value (as produced; maybe blocked).
   int slot(const std::string& value) const;
+  bool has_slot(const std::string& value) const { return by_name_.count(value) > 0; }
+  // A later node whose work the current node's step does (a fusion: it defines that node's
+  // outputs itself); the plan gives it no step.
+  void claim(const Node& later) { claimed_.insert(&later); }
   Slot& at(int s) { return plan_.slots_[s]; }
   // A slot with the value in plain row-major layout, adding a reorder when it is blocked.
   int plain(const std::string& value);
@@ -219,6 +224,7 @@ class PlanBuilder {
   Plan& plan_;
   const Graph& graph_;
   std::map<std::string, int> by_name_;
+  std::set<const Node*> claimed_;
   std::map<std::pair<int, std::string>, int> reordered_;  // (slot, layout) → slot
   std::map<std::string, std::vector<size_t>> readers_;
 };
@@ -259,7 +265,8 @@ bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
 bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_elementwise.cc
 bool make_int8_conv(PlanBuilder& b, const Node& node);       // dnnl_int8.cc (QLinearConv, ConvInteger)
 bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QLinearMatMul, MatMulInteger)
-bool make_quantize(PlanBuilder& b, const Node& node);        // dnnl_int8.cc (QuantizeLinear, DequantizeLinear)
+bool make_quantize(PlanBuilder& b, const Node& node);        // quantize.cc (QuantizeLinear, DequantizeLinear)
+bool make_dynamic_quantize(PlanBuilder& b, const Node& node);  // quantize.cc (DynamicQuantizeLinear)
 bool make_backward(PlanBuilder& b, const Node& node);        // dnnl_backward.cc (hodu's *Grad ops on oneDNN)
 bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc (SoftmaxGrad, LayerNormGrad, losses)
 bool make_broadcast_ops(PlanBuilder& b, const Node& node);   // broadcast_ops.cc (binary ops of any dtype, Where, Expand, Clip)

@@ -95,7 +95,7 @@ struct PlannedModel {
   }
 };
 
-// Largest |a - b| / (atol + rtol |b|) over the elements (> 1: out of tolerance); exact for integers.
+// Largest |a - b| / (atol + rtol |b|) over the elements must be at most 1 (rtol = atol = 0: equal).
 inline void expect_close(const RuntimeValue& got, const RuntimeValue& want, double rtol, double atol,
                          const std::string& what) {
   ASSERT_EQ(got.kind, want.kind) << what;
@@ -115,7 +115,8 @@ inline void expect_close(const RuntimeValue& got, const RuntimeValue& want, doub
   double worst = 0;
   size_t at = 0;
   for (size_t i = 0; i < x.size(); ++i) {
-    double e = std::fabs(x[i] - y[i]) / (atol + rtol * std::fabs(y[i]));
+    bool same = x[i] == y[i] || (std::isnan(x[i]) && std::isnan(y[i]));
+    double e = same ? 0.0 : std::fabs(x[i] - y[i]) / (atol + rtol * std::fabs(y[i]));  // inf when exactness is asked
     if (!(e <= worst)) worst = e, at = i;
   }
   EXPECT_LE(worst, 1.0) << what << ": element " << at << " is " << (x.empty() ? 0 : x[at]) << ", expected "

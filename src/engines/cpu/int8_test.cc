@@ -1,0 +1,284 @@
+// Quantized products and DynamicQuantizeLinear on the cpu engine: exactly the interpreter's
+// results with every form of the weights (as they are, shifted with window sums for the zero point,
+// split in two), at the extremes of the 8-bit ranges (where oneDNN's non-VNNI kernels would
+// saturate), and ORT's dynamic quantization chain fused into the product. The ctest entry
+// cpu_engine_test_avx2 runs these with oneDNN capped at AVX2 (no VNNI).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/test_util.h"
+
+namespace hodu::cpu {
+namespace {
+
+using namespace testing;  // NOLINT
+
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+Tensor ints(DType dt, const std::vector<int64_t>& shape, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<uint8_t> v(static_cast<size_t>(shape_numel(shape)));
+  for (auto& x : v) x = static_cast<uint8_t>(d(rng));  // two's complement bytes for s8
+  return Tensor::from_vector(dt, shape, v);
+}
+Tensor full(DType dt, const std::vector<int64_t>& shape, int value) {
+  std::vector<uint8_t> v(static_cast<size_t>(shape_numel(shape)), static_cast<uint8_t>(value));
+  return Tensor::from_vector(dt, shape, v);
+}
+Tensor scalar8(DType dt, int v) {
+  return dt == DType::U8 ? Tensor::scalar<uint8_t>(dt, static_cast<uint8_t>(v))
+                         : Tensor::scalar<int8_t>(dt, static_cast<int8_t>(v));
+}
+
+// Every weights form the engine has ("" lets it choose).
+const char* const kForms[] = {"", "sums", "split"};
+
+struct ProductCase {
+  DType x, w;
+  int xz, wz;      // zero points
+  bool extreme;    // inputs and weights at their limits (every product pair would saturate in 16 bits)
+  int64_t group = 1;
+};
+
+Model conv_integer_model(const ProductCase& c, int64_t C, int64_t M, int64_t H) {
+  GraphBuilder b;
+  b.input("x", c.x, std::vector<int64_t>{1, C, H, H});
+  std::vector<int64_t> ws = {M, C / c.group, 3, 3};
+  Tensor w = c.extreme ? full(c.w, ws, c.w == DType::U8 ? 255 : 127)
+                       : (c.w == DType::U8 ? ints(c.w, ws, 3, 0, 255) : ints(c.w, ws, 3, -128, 127));
+  if (c.extreme) {  // half the weights at the other end
+    auto* p = static_cast<uint8_t*>(w.raw_data());
+    for (int64_t i = 0; i < w.numel(); i += 2) p[i] = c.w == DType::U8 ? 0 : 0x80;
+  }
+  b.constant("w", w);
+  b.constant("xz", scalar8(c.x, c.xz));
+  b.constant("wz", scalar8(c.w, c.wz));
+  b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"},
+         {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", c.group)});
+  b.output("y");
+  return b.finish();
+}
+
+TEST(CpuInt8, ConvIntegerIsExactInEveryWeightsForm) {
+  const ProductCase cases[] = {
+      {DType::U8, DType::I8, 0, 0, true},    {DType::U8, DType::I8, 255, 0, true}, {DType::I8, DType::I8, -128, 0, true},
+      {DType::U8, DType::U8, 0, 143, true},  {DType::U8, DType::U8, 17, 3, false}, {DType::I8, DType::U8, 5, 200, false},
+      {DType::U8, DType::I8, 9, -7, false},  {DType::U8, DType::I8, 9, -7, false, 4},
+  };
+  for (const char* form : kForms) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (const auto& c : cases) {
+      SCOPED_TRACE(::testing::Message() << "form '" << form << "' x " << dtype_name(c.x) << " w " << dtype_name(c.w)
+                                        << " xz " << c.xz << " wz " << c.wz << " extreme " << c.extreme << " group "
+                                        << c.group);
+      const int64_t C = 32, M = 24, H = 7;
+      Model m = conv_integer_model(c, C, M, H);
+      Tensor x = c.extreme ? full(c.x, {1, C, H, H}, c.x == DType::U8 ? 255 : 127)
+                           : (c.x == DType::U8 ? ints(c.x, {1, C, H, H}, 4, 0, 255) : ints(c.x, {1, C, H, H}, 4, -128, 127));
+      auto p = expect_matches_interpreter(m, {{"x", x}}, 0, 0);
+      EXPECT_EQ(p->count("(ConvInteger): onednn int8"), 1);
+    }
+  }
+}
+
+// The window sums (ZeroPointSums) over every window geometry: strides, dilations, asymmetric
+// padding, auto_pad, 1-D, 2-D and 3-D, groups.
+TEST(CpuInt8, ConvWindowGeometriesAreExact) {
+  struct Geometry {
+    std::vector<int64_t> x, w;  // x [N, C, spatial...], w [M, C/group, k...]
+    std::vector<Attribute> attrs;
+  };
+  const std::vector<Geometry> cases = {
+      {{2, 16, 9, 11}, {24, 16, 3, 2}, {Attribute::make_ints("pads", {2, 0, 1, 3}), Attribute::make_ints("strides", {2, 1})}},
+      {{1, 16, 12, 12}, {16, 16, 3, 3}, {Attribute::make_ints("dilations", {2, 3}), Attribute::make_ints("pads", {2, 3, 2, 3})}},
+      {{1, 32, 10, 10}, {32, 8, 3, 3}, {Attribute::make_int("group", 4), Attribute::make_string("auto_pad", "SAME_LOWER"),
+                                        Attribute::make_ints("strides", {2, 2})}},
+      {{1, 16, 20}, {8, 16, 5}, {Attribute::make_ints("pads", {4, 1}), Attribute::make_ints("strides", {3})}},
+      {{1, 8, 5, 6, 7}, {16, 8, 3, 1, 2}, {Attribute::make_ints("pads", {1, 0, 1, 1, 0, 0})}},
+  };
+  for (const char* form : {"", "sums"}) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (size_t i = 0; i < cases.size(); ++i) {
+      SCOPED_TRACE(::testing::Message() << "form '" << form << "' case " << i);
+      const auto& c = cases[i];
+      GraphBuilder b;
+      b.input("x", DType::U8, c.x);
+      b.constant("w", ints(DType::U8, c.w, 40 + static_cast<uint32_t>(i), 0, 255));
+      b.constant("xz", scalar8(DType::U8, 97));
+      b.constant("wz", scalar8(DType::U8, 140));
+      b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"}, c.attrs);
+      b.output("y");
+      Model m = b.finish();
+      auto p = expect_matches_interpreter(m, {{"x", ints(DType::U8, c.x, 50, 0, 255)}}, 0, 0);
+      EXPECT_EQ(p->count("(ConvInteger): onednn int8"), 1);
+    }
+  }
+}
+
+TEST(CpuInt8, MatMulIntegerAndQLinearMatMulAreExactInEveryWeightsForm) {
+  for (const char* form : kForms) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (DType a_dt : {DType::U8, DType::I8})
+      for (DType b_dt : {DType::U8, DType::I8})
+        for (bool qlinear : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "form '" << form << "' a " << dtype_name(a_dt) << " b "
+                                            << dtype_name(b_dt) << " qlinear " << qlinear);
+          const int64_t K = 96, N = 40;
+          GraphBuilder b;
+          b.input("a", a_dt, std::vector<int64_t>{2, 5, K});
+          b.constant("b", b_dt == DType::U8 ? ints(b_dt, {K, N}, 7, 0, 255) : ints(b_dt, {K, N}, 7, -128, 127));
+          b.constant("az", scalar8(a_dt, a_dt == DType::U8 ? 250 : -120));
+          b.constant("bz", scalar8(b_dt, b_dt == DType::U8 ? 30 : 100));
+          if (qlinear) {
+            b.constant("as", Tensor::scalar<float>(DType::F32, 0.03f));
+            b.constant("bs", Tensor::scalar<float>(DType::F32, 0.002f));
+            b.constant("ys", Tensor::scalar<float>(DType::F32, 0.4f));
+            b.constant("yz", scalar8(a_dt, 3));
+            b.node("QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"y"});
+          } else {
+            b.node("MatMulInteger", {"a", "b", "az", "bz"}, {"y"});
+          }
+          b.output("y");
+          Model m = b.finish();
+          Tensor a = a_dt == DType::U8 ? ints(a_dt, {2, 5, K}, 8, 0, 255) : ints(a_dt, {2, 5, K}, 8, -128, 127);
+          auto p = expect_matches_interpreter(m, {{"a", a}}, 0, 0);
+          EXPECT_EQ(p->count("onednn int8"), 1);
+        }
+  }
+}
+
+// QLinearConv requantized as the interpreter does it (in double): equal, not within a quantum.
+TEST(CpuInt8, QLinearConvRequantizesExactly) {
+  for (const char* form : kForms) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (DType x_dt : {DType::U8, DType::I8}) {
+      SCOPED_TRACE(::testing::Message() << "form '" << form << "' x " << dtype_name(x_dt));
+      const int64_t C = 16, M = 32, H = 9;
+      GraphBuilder b;
+      b.input("x", x_dt, std::vector<int64_t>{1, C, H, H});
+      b.constant("w", ints(DType::I8, {M, C, 3, 3}, 11, -128, 127));
+      b.constant("xs", Tensor::scalar<float>(DType::F32, 0.021f));
+      b.constant("xz", scalar8(x_dt, x_dt == DType::U8 ? 128 : 0));
+      std::vector<float> ws;
+      for (int64_t m = 0; m < M; ++m) ws.push_back(0.0031f + 0.0001f * static_cast<float>(m));
+      b.constant("ws", Tensor::from_vector(DType::F32, {M}, ws));
+      b.constant("wz", Tensor::from_vector(DType::I8, {M}, std::vector<int8_t>(static_cast<size_t>(M), 0)));
+      b.constant("ys", Tensor::scalar<float>(DType::F32, 0.17f));
+      b.constant("yz", scalar8(x_dt, x_dt == DType::U8 ? 120 : -3));
+      std::vector<int32_t> bias;
+      for (int64_t m = 0; m < M; ++m) bias.push_back(static_cast<int32_t>(m * 1000 - 16000));
+      b.constant("bias", Tensor::from_vector(DType::I32, {M}, bias));
+      b.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"}, {"y"},
+             {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_ints("strides", {2, 2})});
+      b.output("y");
+      Model m = b.finish();
+      Tensor x = x_dt == DType::U8 ? ints(x_dt, {1, C, H, H}, 12, 0, 255) : ints(x_dt, {1, C, H, H}, 12, -128, 127);
+      auto p = expect_matches_interpreter(m, {{"x", x}}, 0, 0);
+      EXPECT_EQ(p->count("(QLinearConv): onednn int8"), 1);
+    }
+  }
+}
+
+// ORT's quantize_dynamic writes every conv as DynamicQuantizeLinear → ConvInteger → Cast →
+// Mul(x_scale · w_scale) → Add(bias) (→ Relu): one step, float results equal to the interpreter's.
+Model dynamic_conv_model(bool per_channel, bool relu, int64_t C, int64_t M, int64_t H) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, C, H, H});
+  b.constant("w", ints(DType::U8, {M, C, 3, 3}, 21, 0, 255));
+  b.constant("wz", Tensor::scalar<uint8_t>(DType::U8, 131));
+  if (per_channel) {
+    std::vector<float> ws;
+    for (int64_t m = 0; m < M; ++m) ws.push_back(0.002f + 0.0003f * static_cast<float>(m % 7));
+    b.constant("ws", Tensor::from_vector(DType::F32, {M, 1, 1}, ws));
+  } else {
+    b.constant("ws", Tensor::scalar<float>(DType::F32, 0.0023f));
+  }
+  b.constant("bias", random_floats({1, M, 1, 1}, 22));
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xzp"});
+  b.node("Mul", {"xs", "ws"}, {"scale"});
+  b.node("ConvInteger", {"xq", "w", "xzp", "wz"}, {"acc"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Cast", {"acc"}, {"accf"}, {Attribute::make_int("to", 1)});
+  b.node("Mul", {"accf", "scale"}, {"scaled"});
+  b.node("Add", {"scaled", "bias"}, {relu ? "pre" : "y"});
+  if (relu) b.node("Relu", {"pre"}, {"y"});
+  b.output("y");
+  return b.finish();
+}
+
+TEST(CpuInt8, DynamicQuantizedConvChainIsOneExactStep) {
+  for (const char* form : kForms) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (bool per_channel : {false, true})
+      for (bool relu : {false, true}) {
+        SCOPED_TRACE(::testing::Message() << "form '" << form << "' per_channel " << per_channel << " relu " << relu);
+        Model m = dynamic_conv_model(per_channel, relu, 24, 40, 11);
+        auto p = expect_matches_interpreter(m, {{"x", random_floats({1, 24, 11, 11}, 23)}}, 0, 0);
+        EXPECT_EQ(p->count("+ float epilogue"), 1);
+        EXPECT_EQ(p->count("(Cast)"), 0);  // done by the product's step
+        EXPECT_EQ(p->count("(DynamicQuantizeLinear): cpu"), 1);
+        EXPECT_EQ(p->count(": interp"), per_channel ? 0 : 1);  // the scalar scale product
+      }
+  }
+}
+
+// The same for a transformer's linear layer: DynamicQuantizeLinear → MatMulInteger → Cast → Mul → Add.
+TEST(CpuInt8, DynamicQuantizedMatMulChainIsOneExactStep) {
+  GraphBuilder b;
+  const int64_t K = 64, N = 48;
+  b.input("x", DType::F32, std::vector<int64_t>{2, 7, K});
+  b.constant("w", ints(DType::I8, {K, N}, 31, -128, 127));
+  b.constant("wz", Tensor::scalar<int8_t>(DType::I8, 0));
+  std::vector<float> ws;
+  for (int64_t n = 0; n < N; ++n) ws.push_back(0.001f * static_cast<float>(1 + n % 5));
+  b.constant("ws", Tensor::from_vector(DType::F32, {N}, ws));
+  b.constant("bias", random_floats({N}, 32));
+  b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xzp"});
+  b.node("Mul", {"xs", "ws"}, {"scale"});
+  b.node("MatMulInteger", {"xq", "w", "xzp", "wz"}, {"acc"});
+  b.node("Cast", {"acc"}, {"accf"}, {Attribute::make_int("to", 1)});
+  b.node("Mul", {"scale", "accf"}, {"scaled"});
+  b.node("Add", {"bias", "scaled"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  auto p = expect_matches_interpreter(m, {{"x", random_floats({2, 7, K}, 33)}}, 0, 0);
+  EXPECT_EQ(p->count("(MatMulInteger): onednn int8"), 1);
+  EXPECT_EQ(p->count("+ float epilogue"), 1);
+}
+
+// DynamicQuantizeLinear alone: scale, zero point and values equal to the interpreter's, for
+// all-positive, all-negative, constant and mixed inputs past the threading chunk.
+TEST(CpuInt8, DynamicQuantizeLinearMatchesInterpreter) {
+  for (int kind = 0; kind < 4; ++kind) {
+    SCOPED_TRACE(kind);
+    const int64_t n = 100003;
+    std::vector<float> v(static_cast<size_t>(n));
+    std::mt19937 rng(kind);
+    std::uniform_real_distribution<float> d(-3.0f, 5.0f);
+    for (auto& x : v) x = kind == 0 ? d(rng) : kind == 1 ? std::fabs(d(rng)) : kind == 2 ? -std::fabs(d(rng)) : 0.75f;
+    GraphBuilder b;
+    b.input("x", DType::F32, std::vector<int64_t>{n});
+    b.node("DynamicQuantizeLinear", {"x"}, {"y", "s", "z"});
+    b.output("y");
+    b.output("s");
+    b.output("z");
+    Model m = b.finish();
+    auto p = expect_matches_interpreter(m, {{"x", Tensor::from_vector(DType::F32, {n}, v)}}, 0, 0, 2);
+    EXPECT_EQ(p->count(": interp"), 0);
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu

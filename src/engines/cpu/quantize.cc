@@ -1,0 +1,282 @@
+// QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear on the cpu engine: vectorized loops
+// (target_clones) computing exactly what the interpreter does (ONNX's numpy reference: x / s in
+// f32, round half to even, saturate).
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <type_traits>
+
+#include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/int8_common.h"
+#include "engines/cpu/row_kernels.h"
+#include "passes/graph_utils.h"
+
+namespace hodu::cpu {
+
+ConstIn const_input(const PlanBuilder& b, const Node& n, size_t i) {
+  if (!n.has_input(i)) return {};
+  return {true, passes::constant_of(b.graph(), n.inputs[i])};
+}
+
+std::optional<std::vector<float>> scales_of(const Tensor* t, int64_t count) {
+  if (!t || t->dtype() != DType::F32 || t->rank() > 1) return std::nullopt;
+  if (t->numel() != 1 && (count <= 1 || t->numel() != count)) return std::nullopt;
+  std::vector<float> v(static_cast<size_t>(t->numel()));
+  for (int64_t i = 0; i < t->numel(); ++i) v[static_cast<size_t>(i)] = static_cast<float>(t->get_double(i));
+  return v;
+}
+
+std::optional<std::vector<int32_t>> zero_points_of(const ConstIn& z, DType dt, int64_t count) {
+  if (!z.present) return std::vector<int32_t>{0};
+  if (!z.t || z.t->dtype() != dt || z.t->rank() > 1) return std::nullopt;
+  if (z.t->numel() != 1 && (count <= 1 || z.t->numel() != count)) return std::nullopt;
+  std::vector<int32_t> v;
+  for (int64_t x : z.t->to_int64s()) v.push_back(static_cast<int32_t>(x));
+  return v;
+}
+
+namespace {
+
+using vector_math::kLanes;
+
+// y = saturate(round_half_even(x / s) + z), NaN to the low end (ONNX's numpy reference).
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void quantize_run(const float* x, T* y, int64_t n,
+                                                                                  float s, float z) {
+  constexpr float lo = std::is_same_v<T, uint8_t> ? 0.0f : -128.0f, hi = std::is_same_v<T, uint8_t> ? 255.0f : 127.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    float v = std::nearbyint(x[i] / s) + z;
+    v = v >= lo ? v : lo;  // NaN too
+    v = v <= hi ? v : hi;
+    y[i] = static_cast<T>(static_cast<int32_t>(v));
+  }
+}
+
+// y = (float(x) - z) * s.
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void dequantize_run(const T* x, float* y, int64_t n,
+                                                                                    float s, float z) {
+  for (int64_t i = 0; i < n; ++i) y[i] = (static_cast<float>(x[i]) - z) * s;
+}
+
+class QuantizeStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const void* x = rs.slots[reads[0]].data();
+    void* y = rs.slots[writes[0]].data();
+    const int64_t n = n_, inner = inner_, D = static_cast<int64_t>(axis_len_);
+    const int64_t chunk = 1 << 14;
+    const int threads = n >= 4 * chunk ? rs.threads : 1;
+    parallel_for((n + chunk - 1) / chunk, threads, [&](int64_t c) {
+      int64_t i = c * chunk, end = std::min(n, i + chunk);
+      while (i < end) {
+        int64_t row = i / inner, stop = std::min(end, (row + 1) * inner);
+        size_t d = static_cast<size_t>(row % D);
+        float s = scale_[scale_.size() == 1 ? 0 : d], z = zp_[zp_.size() == 1 ? 0 : d];
+        switch (kind_) {
+          case Kind::QuantizeU8:
+            quantize_run(static_cast<const float*>(x) + i, static_cast<uint8_t*>(y) + i, stop - i, s, z);
+            break;
+          case Kind::QuantizeS8:
+            quantize_run(static_cast<const float*>(x) + i, static_cast<int8_t*>(y) + i, stop - i, s, z);
+            break;
+          case Kind::DequantizeU8:
+            dequantize_run(static_cast<const uint8_t*>(x) + i, static_cast<float*>(y) + i, stop - i, s, z);
+            break;
+          case Kind::DequantizeS8:
+            dequantize_run(static_cast<const int8_t*>(x) + i, static_cast<float*>(y) + i, stop - i, s, z);
+            break;
+        }
+        i = stop;
+      }
+    });
+  }
+  enum class Kind { QuantizeU8, QuantizeS8, DequantizeU8, DequantizeS8 } kind_ = Kind::QuantizeU8;
+  int64_t n_ = 0, inner_ = 1;
+  size_t axis_len_ = 1;
+  std::vector<float> scale_, zp_;
+};
+
+}  // namespace
+
+bool make_quantize(PlanBuilder& b, const Node& n) {
+  const bool quantize = n.op_type == "QuantizeLinear";
+  if (!n.domain.empty() || (!quantize && n.op_type != "DequantizeLinear")) return false;
+  if (n.get_int("block_size", 0) != 0 || n.get_int("precision", 0) != 0) return false;
+  auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
+  if (!x || !y || x->second != y->second) return false;
+  const auto& xs = x->second;
+  const int64_t rank = static_cast<int64_t>(xs.size());
+  const Tensor* scale = passes::constant_of(b.graph(), n.inputs[1]);
+  if (!scale || scale->dtype() != DType::F32 || scale->rank() > 1) return false;
+  ConstIn zp = const_input(b, n, 2);
+  // Per axis when the scale (or the zero point) has more than one value.
+  int64_t axis_len = 1, inner = std::max<int64_t>(shape_numel(xs), 1);
+  bool per_axis = scale->numel() != 1 || (zp.t && zp.t->numel() != 1);
+  if (per_axis) {
+    int64_t axis = n.get_int("axis", 1);
+    if (axis < 0) axis += rank;
+    if (axis < 0 || axis >= rank) return false;
+    axis_len = xs[static_cast<size_t>(axis)];
+    inner = 1;
+    for (int64_t d = axis + 1; d < rank; ++d) inner *= xs[static_cast<size_t>(d)];
+    if (inner == 0) return false;
+  }
+  auto scales = scales_of(scale, axis_len);
+  if (!scales) return false;
+
+  DType qt = quantize ? y->first : x->first;  // the integer side
+  if (!is_8bit(qt)) return false;
+  if (quantize) {
+    if (x->first != DType::F32) return false;
+    int64_t odt = n.get_int("output_dtype", 0);
+    if (odt != 0 && odt != (qt == DType::U8 ? 2 : 3)) return false;  // ONNX: UINT8 2, INT8 3
+  } else {
+    if (y->first != DType::F32) return false;
+    int64_t odt = n.get_int("output_dtype", 0);
+    if (odt != 0 && odt != 1) return false;  // FLOAT
+  }
+  auto zps = zero_points_of(zp, qt, axis_len);
+  if (!zps) return false;
+
+  auto step = std::make_unique<QuantizeStep>();
+  step->kind_ = quantize ? (qt == DType::U8 ? QuantizeStep::Kind::QuantizeU8 : QuantizeStep::Kind::QuantizeS8)
+                         : (qt == DType::U8 ? QuantizeStep::Kind::DequantizeU8 : QuantizeStep::Kind::DequantizeS8);
+  step->n_ = shape_numel(xs);
+  step->inner_ = inner;
+  step->axis_len_ = static_cast<size_t>(axis_len);
+  step->scale_ = *scales;
+  for (int32_t z : *zps) step->zp_.push_back(static_cast<float>(z));
+  step->reads = {b.plain(n.inputs[0])};
+  step->writes = {b.define(n.outputs[0], y->first, xs)};
+  step->label = n.describe() + (per_axis ? ": cpu per-axis" : ": cpu");
+  b.add(std::move(step));
+  return true;
+}
+
+
+// ---- DynamicQuantizeLinear ----
+
+namespace {
+
+// Running min and max over x[0, n), seeded with the caller's (0: the range always holds zero).
+// `v < m ? v : m` is std::min(m, v) (a NaN leaves m) and one vminps; written on vectors, as GCC
+// keeps it scalar over arrays of lanes.
+typedef float Floats8 __attribute__((vector_size(32)));
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void min_max(const float* x, int64_t n, float* lo,
+                                                                             float* hi) {
+  Floats8 mn[4], mx[4];
+  for (auto& v : mn) v = Floats8{} + *lo;
+  for (auto& v : mx) v = Floats8{} + *hi;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32)
+    for (int k = 0; k < 4; ++k) {
+      Floats8 v;
+      std::memcpy(&v, x + i + 8 * k, sizeof v);
+      mn[k] = v < mn[k] ? v : mn[k];
+      mx[k] = mx[k] < v ? v : mx[k];
+    }
+  float a = *lo, b = *hi;
+  for (int k = 0; k < 4; ++k)
+    for (int l = 0; l < 8; ++l) {
+      a = mn[k][l] < a ? mn[k][l] : a;
+      b = b < mx[k][l] ? mx[k][l] : b;
+    }
+  for (; i < n; ++i) {
+    a = x[i] < a ? x[i] : a;
+    b = b < x[i] ? x[i] : b;
+  }
+  *lo = a, *hi = b;
+}
+
+class DynamicQuantizeStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    const int64_t n = n_, chunk = 1 << 15;
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    std::vector<float>& lo = lo_;
+    std::vector<float>& hi = hi_;
+    lo.assign(static_cast<size_t>(chunks), 0.0f);
+    hi.assign(static_cast<size_t>(chunks), 0.0f);
+    parallel_for(chunks, rs.threads, [&](int64_t c) {
+      min_max(x + c * chunk, std::min(chunk, n - c * chunk), &lo[c], &hi[c]);
+    });
+    float mn = 0.0f, mx = 0.0f;
+    for (int64_t c = 0; c < chunks; ++c) {
+      mn = std::min(mn, lo[c]);
+      mx = std::max(mx, hi[c]);
+    }
+    // As the interpreter (ONNX's reference): u8 over [min(x, 0), max(x, 0)].
+    const float qmin = 0.f, qmax = 255.f;
+    float scale = (mx == mn ? 1.0f : (mx - mn)) / (qmax - qmin);
+    float zp = std::clamp(std::nearbyint(qmin - mn / scale), qmin, qmax);
+    *static_cast<float*>(rs.slots[writes[1]].data()) = scale;
+    *static_cast<uint8_t*>(rs.slots[writes[2]].data()) = static_cast<uint8_t>(zp);
+    uint8_t* y = static_cast<uint8_t*>(rs.slots[writes[0]].data());
+    if (channels_ == 0) {
+      parallel_for(chunks, rs.threads, [&](int64_t c) {
+        quantize_run(x + c * chunk, y + c * chunk, std::min(chunk, n - c * chunk), scale, zp);
+      });
+      return;
+    }
+    // NCHW in, NHWC out: blocks of positions, each channel's run quantized into a row buffer and
+    // scattered with the channel stride.
+    const int64_t C = channels_, P = planes_, block = 256, blocks = (P + block - 1) / block;
+    parallel_for(images_ * blocks, rs.threads, [&](int64_t t) {
+      const int64_t img = t / blocks, p0 = (t % blocks) * block, len = std::min(block, P - p0);
+      uint8_t q[256];
+      uint8_t* out = y + (img * P + p0) * C;
+      for (int64_t c = 0; c < C; ++c) {
+        quantize_run(x + (img * C + c) * P + p0, q, len, scale, zp);
+        for (int64_t i = 0; i < len; ++i) out[i * C + c] = q[i];
+      }
+    });
+  }
+  int64_t n_ = 0, images_ = 0, channels_ = 0, planes_ = 0;  // channels_ > 0: NCHW → NHWC
+  std::vector<float> lo_, hi_;
+};
+
+}  // namespace
+
+// DynamicQuantizeLinear(x) → y (u8), y_scale, y_zero_point. y keeps x's layout when that has no
+// padding (the int8 conv reading it then needs no reorder).
+bool make_dynamic_quantize(PlanBuilder& b, const Node& n) {
+  if (!n.domain.empty() || n.op_type != "DynamicQuantizeLinear") return false;
+  auto x = b.static_type(n.inputs[0]);
+  if (!x || x->first != DType::F32) return false;
+  const auto& xs = x->second;
+  int in = b.slot(n.inputs[0]);
+  const Slot& xsl = b.at(in);
+  std::optional<dnnl::memory::desc> md;
+  auto step = std::make_unique<DynamicQuantizeStep>();
+  step->n_ = shape_numel(xs);
+  // Read only by 2-D int8 convs (which want channels last): quantized straight into NHWC.
+  bool to_nhwc = xs.size() == 4 && !b.graph().output(n.outputs[0]) && !b.readers(n.outputs[0]).empty();
+  for (size_t r : b.readers(n.outputs[0]))
+    to_nhwc &= b.graph().nodes[r].op_type == "ConvInteger" && b.graph().nodes[r].inputs[0] == n.outputs[0];
+  if (xsl.blocked && xsl.md.get_size() == static_cast<size_t>(shape_numel(xs)) * sizeof(float)) {
+    dnnl_memory_desc_t c = xsl.md.data;
+    c.data_type = dnnl_u8;
+    md = dnnl::memory::desc(c);
+  } else {
+    in = b.plain(n.inputs[0]);
+    if (to_nhwc && xs[1] > 1) {
+      md = dnnl::memory::desc(to_dims(xs), dt::u8, tag::nhwc);
+      step->images_ = xs[0];
+      step->channels_ = xs[1];
+      step->planes_ = xs[2] * xs[3];
+    }
+  }
+  step->reads = {in};
+  step->writes.push_back(b.define(n.outputs[0], DType::U8, xs, md));
+  step->writes.push_back(b.define(n.outputs.size() > 1 ? n.outputs[1] : "", DType::F32, {}));
+  step->writes.push_back(b.define(n.outputs.size() > 2 ? n.outputs[2] : "", DType::U8, {}));
+  step->label = n.describe() + (step->channels_ ? ": cpu (into nhwc)" : md ? ": cpu (in its input's layout)" : ": cpu");
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace hodu::cpu
