@@ -28,6 +28,11 @@ bool eliminate_identities(Graph& g);
 // inputs and attributes become one. Random ops are never merged.
 bool eliminate_common_subexpressions(Graph& g);
 
+// QDQ graphs (QuantizeLinear/DequantizeLinear around Conv, MatMul, Gemm, as ORT's static
+// quantizer writes them) → QLinearConv / QLinearMatMul (a Relu before the Q: Max with the zero
+// point). Run by the cpu engine before optimize(); results within one quantum of the QDQ graph.
+bool fuse_qdq(Graph& g);
+
 // If with a constant condition → the nodes of the branch it takes, in its place (values the
 // branch defines renamed where the outer graph uses their names).
 bool inline_constant_ifs(Graph& g);

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "engines/cpu/plan.h"
+#include "ir/schema.h"
 #include "passes/passes.h"
 
 namespace hodu::cpu {
@@ -22,9 +23,13 @@ class CpuExecutable : public Executable {
       : threads_(std::max(o.threads, 1)), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     level_ = passes::optimized_level(model);
     base_ = model;
+    // QDQ graphs run on the int8 kernels (before constant folding turns their weights to float).
+    bool qdq = (level_ < 0 || level_ >= 2) && passes::fuse_qdq(base_.graph);
     if (level_ < 0) {
       level_ = kDefaultOptLevel;
       passes::optimize(base_, {level_, {}});
+    } else if (qdq) {
+      infer_types(base_.graph);
     }
     options_.threads = threads_;
     options_.dispatcher = o.dispatcher;

@@ -257,48 +257,56 @@ void float_rows(const int32_t* acc, float* y, int64_t begin, int64_t end, const 
   }
 }
 
-// float_rows for one group (its channels' sums side by side), vectorized along the channels:
-// row by row into `tile` ([rows, M]), then copied out planar or channels-last. s and b hold M
-// values; `small` when every zw'·Σ(x - zx) fits in int32 (|zw'| <= 255, |Σ| <= 255 K).
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void float_rows_one_group(
-    const int32_t* acc, float* y, int64_t begin, int64_t end, const Epilogue& e, int64_t width, const float* s,
-    const float* b, float* tile) {
-  const int64_t M = e.M;
-  for (int64_t r = begin; r < end; ++r) {
-    const int32_t* a = acc + r * width;
-    float* t = tile + (r - begin) * M;
-    if (e.mode == Int8Weights::Split) {
-      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(16 * a[m] + a[M + m]);
-    } else if (e.mode == Int8Weights::ZeroPointSums) {
-      const int32_t sr = e.sums[r];
-      const int32_t* zw = e.wzp.data();
-      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(a[m] - zw[m] * sr);
-    } else {
-      for (int64_t m = 0; m < M; ++m) t[m] = static_cast<float>(a[m]);
-    }
-    if (e.scale_first)
-      for (int64_t m = 0; m < M; ++m) t[m] = s[m] * t[m];
+// The fast epilogue, one row at a time along the channels (vectorized), where the channels'
+// sums sit side by side: one group (any form), or one channel per group (depthwise, unsplit).
+// The row's exact sums in int32 (set_fast checked they cannot overflow), then the requantization
+// or the float chain on them.
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void row_totals(const int32_t* a, int64_t M,
+                                                                                Int8Weights::Mode mode,
+                                                                                const int32_t* zw,
+                                                                                const int32_t* sums,
+                                                                                bool sum_per_channel, int32_t* t) {
+  if (mode == Int8Weights::Split) {
+    for (int64_t m = 0; m < M; ++m) t[m] = 16 * a[m] + a[M + m];
+  } else if (mode == Int8Weights::ZeroPointSums) {
+    if (sum_per_channel)
+      for (int64_t m = 0; m < M; ++m) t[m] = a[m] - zw[m] * sums[m];
     else
-      for (int64_t m = 0; m < M; ++m) t[m] = t[m] * s[m];
-    if (b) {
-      if (e.bias_first)
-        for (int64_t m = 0; m < M; ++m) t[m] = b[m] + t[m];
-      else
-        for (int64_t m = 0; m < M; ++m) t[m] = t[m] + b[m];
-    }
-    if (e.relu)
-      for (int64_t m = 0; m < M; ++m) t[m] = t[m] > 0.0f ? t[m] : 0.0f;
+      for (int64_t m = 0; m < M; ++m) t[m] = a[m] - zw[m] * sums[0];
+  } else {
+    for (int64_t m = 0; m < M; ++m) t[m] = a[m];
   }
-  const int64_t P = e.planes, rows = end - begin;
-  if (P == 0) {
-    std::memcpy(y + begin * M, tile, static_cast<size_t>(rows * M) * sizeof(float));
-    return;
-  }
-  const int64_t img = begin / P, p0 = begin - img * P;
+}
+
+// As requantize in integer_rows: (t + bias) · scale + zero point in double, round half to even,
+// clamp: the same operations, so the same bits, as the interpreter's.
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void requantize_row(
+    const int32_t* t, const int32_t* bias, const double* scale, double zp, double lo, double hi, T* y, int64_t M) {
   for (int64_t m = 0; m < M; ++m) {
-    float* out = y + (img * M + m) * P + p0;
-    for (int64_t r = 0; r < rows; ++r) out[r] = tile[r * M + m];
+    double v = static_cast<double>(t[m] + bias[m]) * scale[m] + zp;
+    v = std::max(lo, std::min(hi, v));  // vminpd/vmaxpd (no NaN here)
+    y[m] = static_cast<T>(static_cast<int32_t>(std::nearbyint(v)));
   }
+}
+
+// float(t) · s [+ b] [relu] in the graph's operand order.
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void float_row(const int32_t* t, const float* s,
+                                                                               const float* b, bool scale_first,
+                                                                               bool bias_first, bool relu, float* y,
+                                                                               int64_t M) {
+  if (scale_first)
+    for (int64_t m = 0; m < M; ++m) y[m] = s[m] * static_cast<float>(t[m]);
+  else
+    for (int64_t m = 0; m < M; ++m) y[m] = static_cast<float>(t[m]) * s[m];
+  if (b) {
+    if (bias_first)
+      for (int64_t m = 0; m < M; ++m) y[m] = b[m] + y[m];
+    else
+      for (int64_t m = 0; m < M; ++m) y[m] = y[m] + b[m];
+  }
+  if (relu)
+    for (int64_t m = 0; m < M; ++m) y[m] = y[m] > 0.0f ? y[m] : 0.0f;
 }
 
 __attribute__((target_clones("avx512f", "avx2", "default"))) void flip_signs(const uint8_t* x, uint8_t* y, int64_t n) {
@@ -307,6 +315,27 @@ __attribute__((target_clones("avx512f", "avx2", "default"))) void flip_signs(con
 
 const char* mode_note(Int8Weights::Mode m) {
   return m == Int8Weights::Split ? " (weights split in two)" : m == Int8Weights::ZeroPointSums ? " (weight zero point by window sums)" : "";
+}
+
+// Per group of `cg` channels of one position: Σ x - cg·zx.
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2", "default"))) void channel_row_sums(const T* __restrict x, int64_t groups,
+                                                                                  int64_t cg, int32_t zx,
+                                                                                  int32_t* __restrict out) {
+  if (cg == 1) {
+    for (int64_t g = 0; g < groups; ++g) out[g] = static_cast<int32_t>(x[g]) - zx;
+    return;
+  }
+  for (int64_t g = 0; g < groups; ++g) {
+    int32_t acc = 0;
+    for (int64_t c = 0; c < cg; ++c) acc += x[g * cg + c];
+    out[g] = acc - static_cast<int32_t>(cg) * zx;
+  }
+}
+
+__attribute__((target_clones("avx512f", "avx2", "default"))) void add_row(int32_t* __restrict dst,
+                                                                         const int32_t* __restrict src, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) dst[i] += src[i];
 }
 
 // Σ(x - zx) over the window of every output (and group), for ZeroPointSums. The source is
@@ -323,22 +352,14 @@ struct WindowSums {
   void run(const T* x, int32_t zx, int32_t* channel_sums, int32_t* sums, int threads) const {
     const int64_t P = positions(), C = G * Cg;
     parallel_for(N, threads, [&](int64_t n) {
-      for (int64_t p = 0; p < P; ++p) {
-        const T* px = x + (n * P + p) * C;
-        for (int64_t g = 0; g < G; ++g) {
-          int32_t acc = 0;
-          for (int64_t c = 0; c < Cg; ++c) acc += px[g * Cg + c];
-          channel_sums[(n * P + p) * G + g] = acc - static_cast<int32_t>(Cg) * zx;
-        }
-      }
+      for (int64_t p = 0; p < P; ++p) channel_row_sums(x + (n * P + p) * C, G, Cg, zx, channel_sums + (n * P + p) * G);
     });
-    const int64_t O = outputs();
     parallel_for(N * out[0], threads, [&](int64_t no) {
       const int64_t n = no / out[0], o0 = no % out[0];
       for (int64_t o1 = 0; o1 < out[1]; ++o1)
         for (int64_t o2 = 0; o2 < out[2]; ++o2) {
           int32_t* dst = sums + ((n * out[0] + o0) * out[1] * out[2] + o1 * out[2] + o2) * G;
-          for (int64_t g = 0; g < G; ++g) dst[g] = 0;
+          std::fill_n(dst, G, 0);
           for (int64_t k0 = 0; k0 < k[0]; ++k0) {
             int64_t i0 = o0 * stride[0] - pad[0] + k0 * dil[0];
             if (i0 < 0 || i0 >= in[0]) continue;
@@ -348,14 +369,12 @@ struct WindowSums {
               for (int64_t k2 = 0; k2 < k[2]; ++k2) {
                 int64_t i2 = o2 * stride[2] - pad[2] + k2 * dil[2];
                 if (i2 < 0 || i2 >= in[2]) continue;
-                const int32_t* s = channel_sums + ((n * in[0] + i0) * in[1] * in[2] + i1 * in[2] + i2) * G;
-                for (int64_t g = 0; g < G; ++g) dst[g] += s[g];
+                add_row(dst, channel_sums + ((n * in[0] + i0) * in[1] * in[2] + i1 * in[2] + i2) * G, G);
               }
             }
           }
         }
     });
-    (void)O;
   }
 };
 
@@ -386,8 +405,9 @@ class Int8Step : public Step {
     const int32_t* acc = direct_ ? nullptr : static_cast<const int32_t*>(rs.slots[writes[1]].data());
     dst_.set_data_handle(direct_ ? out : const_cast<int32_t*>(acc));
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
+    if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
     for (auto& z : zero_points_) {
-      if (z.slot >= 0)
+      if (z.slot >= 0 && z.arg == DNNL_ARG_SRC)
         *static_cast<int32_t*>(z.mem.get_data_handle()) =
             static_cast<int32_t>(rs.slots[z.slot].tensor().get_int64(0)) + z.add;
       args[DNNL_ARG_ATTR_ZERO_POINTS | z.arg] = z.mem;
@@ -395,7 +415,9 @@ class Int8Step : public Step {
     prim_.execute(rs.stream, args);
     if (direct_) return;
     if (epi_.mode == Int8Weights::ZeroPointSums) {
-      int32_t zx = zero_points_.empty() ? 0 : *static_cast<const int32_t*>(zero_points_[0].mem.get_data_handle());
+      int32_t zx = 0;
+      for (const auto& z : zero_points_)
+        if (z.arg == DNNL_ARG_SRC) zx = *static_cast<const int32_t*>(z.mem.get_data_handle());
       auto* cs = static_cast<int32_t*>(rs.slots[writes[sums_]].data());
       auto* ws = static_cast<int32_t*>(rs.slots[writes[sums_ + 1]].data());
       const void* x = src_.get_data_handle();
@@ -415,16 +437,30 @@ class Int8Step : public Step {
         f(begin, std::min(begin + grain, (c / per_span + 1) * span));
       });
     };
+    if (fast_) {
+      run_fast(rs, acc, out, each);
+      return;
+    }
     if (e.kind != Epilogue::Float) {
       if (e.out == DType::U8) each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<uint8_t*>(out), b, en, e, columns_); });
       else if (e.out == DType::I8) each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<int8_t*>(out), b, en, e, columns_); });
       else each([&](int64_t b, int64_t en) { integer_rows(acc, static_cast<int32_t*>(out), b, en, e, columns_); });
       return;
     }
+    const float *s, *bias;
+    int64_t ns, nb;
+    float_operands(rs, s, ns, bias, nb);
+    each([&](int64_t b, int64_t en) { float_rows(acc, static_cast<float*>(out), b, en, e, columns_, s, ns, bias, nb); });
+  }
+
+  // The float chain's scale and bias (null: none) and how many values each has.
+  void float_operands(RunState& rs, const float*& s, int64_t& ns, const float*& bias, int64_t& nb) const {
+    const Epilogue& e = epi_;
     const Tensor& st = rs.slots[e.scale_slot].tensor();
-    const float* s = st.data<float>();
-    const float* bias = nullptr;
-    int64_t nb = 0;
+    s = st.data<float>();
+    ns = st.numel();
+    bias = nullptr;
+    nb = 0;
     if (e.bias_slot >= 0) {
       bias = rs.slots[e.bias_slot].tensor().data<float>();
       nb = rs.slots[e.bias_slot].tensor().numel();
@@ -432,45 +468,100 @@ class Int8Step : public Step {
       bias = e.bias_const.data();
       nb = static_cast<int64_t>(e.bias_const.size());
     }
-    if (e.groups == 1 && e.mode != Int8Weights::Plain ? fast_ : e.groups == 1) {
-      // Scale and bias as M values each, the vectorized loop.
-      for (int64_t m = 0; m < e.M; ++m) {
-        sv_[m] = s[st.numel() == 1 ? 0 : m];
+  }
+
+  // The row-wise vectorized epilogue (fast_).
+  template <typename Each>
+  void run_fast(RunState& rs, const int32_t* acc, void* out, Each&& each) {
+    const Epilogue& e = epi_;
+    const int64_t M = e.M, width = columns_.width;
+    const bool per_channel_sums = e.groups > 1;
+    const float* bias = nullptr;
+    if (e.kind == Epilogue::Float) {
+      const float* s;
+      int64_t ns, nb;
+      float_operands(rs, s, ns, bias, nb);
+      for (int64_t m = 0; m < M; ++m) {
+        sv_[m] = s[ns == 1 ? 0 : m];
         if (bias) bv_[m] = bias[nb == 1 ? 0 : m];
       }
-      each([&](int64_t b, int64_t en) {
-        thread_local std::vector<float> tile;
-        tile.resize(static_cast<size_t>((en - b) * e.M));
-        float_rows_one_group(acc, static_cast<float*>(out), b, en, e, columns_.width, sv_.data(),
-                             bias ? bv_.data() : nullptr, tile.data());
-      });
-      return;
     }
     each([&](int64_t b, int64_t en) {
-      float_rows(acc, static_cast<float*>(out), b, en, e, columns_, s, st.numel(), bias, nb);
+      thread_local std::vector<int32_t> t;
+      thread_local std::vector<float> tile;
+      t.resize(static_cast<size_t>(M));
+      const bool planar = e.kind == Epilogue::Float && e.planes > 0;
+      if (planar) tile.resize(static_cast<size_t>((en - b) * M));
+      for (int64_t r = b; r < en; ++r) {
+        const int32_t* sums = e.sums ? e.sums + r * e.groups : nullptr;
+        row_totals(acc + r * width, M, e.mode, e.wzp.data(), sums, per_channel_sums, t.data());
+        if (e.kind == Epilogue::Int32) {
+          std::memcpy(static_cast<int32_t*>(out) + r * M, t.data(), static_cast<size_t>(M) * sizeof(int32_t));
+        } else if (e.kind == Epilogue::QLinear) {
+          if (e.out == DType::U8)
+            requantize_row(t.data(), bias_i_.data(), scale_d_.data(), e.zero_point, e.lo, e.hi,
+                           static_cast<uint8_t*>(out) + r * M, M);
+          else
+            requantize_row(t.data(), bias_i_.data(), scale_d_.data(), e.zero_point, e.lo, e.hi,
+                           static_cast<int8_t*>(out) + r * M, M);
+        } else {
+          float_row(t.data(), sv_.data(), bias ? bv_.data() : nullptr, e.scale_first, e.bias_first, e.relu,
+                    planar ? tile.data() + (r - b) * M : static_cast<float*>(out) + r * M, M);
+        }
+      }
+      if (!planar) return;
+      // Planar output: the chunk's rows are one image's positions.
+      const int64_t P = e.planes, img = b / P, p0 = b - img * P, rows = en - b;
+      float* y = static_cast<float*>(out);
+      for (int64_t m = 0; m < M; ++m) {
+        float* o = y + (img * M + m) * P + p0;
+        for (int64_t k = 0; k < rows; ++k) o[k] = tile[k * M + m];
+      }
     });
   }
 
-  // Whether the int32 arithmetic of float_rows_one_group cannot overflow for K products a sum.
+  // Whether the row-wise epilogue applies: the channels' sums side by side (one group, or one
+  // unsplit channel per group) and every sum of K products fits in int32 exactly.
   void set_fast(int64_t K) {
-    sv_.resize(static_cast<size_t>(epi_.M));
-    bv_.resize(static_cast<size_t>(epi_.M));
+    const Epilogue& e = epi_;
+    sv_.resize(static_cast<size_t>(e.M));
+    bv_.resize(static_cast<size_t>(e.M));
     const double bound = 255.0 * 255.0 * static_cast<double>(K);  // |sum|, |zw'·Σ(x - zx)|
-    fast_ = epi_.mode == Int8Weights::Split ? 16.0 * 128.0 * 255.0 * static_cast<double>(K) * 2 < 2147483647.0
-                                            : 2 * bound < 2147483647.0;
+    const bool fits = e.mode == Int8Weights::Split ? 2 * 16.0 * 128.0 * 255.0 * static_cast<double>(K) < 2147483647.0
+                                                   : 2 * bound + 2147483648.0 < 4294967295.0;
+    const bool side_by_side = (e.groups == 1 && e.per_group == (e.mode == Int8Weights::Split ? 2 * e.M : e.M)) ||
+                              (e.groups == e.M && e.per_group == 1 && e.mode != Int8Weights::Split);
+    fast_ = fits && side_by_side;
+    // The requantization's bias and scale per channel.
+    bias_i_.assign(static_cast<size_t>(e.M), 0);
+    scale_d_.assign(static_cast<size_t>(e.M), 0.0);
+    for (int64_t m = 0; m < e.M; ++m) {
+      if (!e.bias.empty()) bias_i_[m] = e.bias[m];
+      if (!e.scale.empty()) scale_d_[m] = e.scale[e.scale.size() == 1 ? 0 : m];
+    }
+    // Adding the bias in int32 must not overflow either.
+    if (!e.bias.empty()) {
+      int64_t most = 0;
+      for (int32_t v : e.bias) most = std::max<int64_t>(most, std::abs(static_cast<int64_t>(v)));
+      fast_ = fast_ && 2 * bound + static_cast<double>(most) < 2147483647.0;
+    }
   }
 
   dnnl::primitive prim_;
   dnnl::memory src_, dst_;
   PackedConstant weights_;
   std::vector<RuntimeZeroPoint> zero_points_;
+  PackedConstant bias_;  // oneDNN's int32 bias where it requantizes
+  bool has_bias_ = false;
   int flip_ = -1;        // an s8 source flipped to u8 (no VNNI) into writes[flip_]
   int sums_ = -1;        // ZeroPointSums: channel sums in writes[sums_], window sums in writes[sums_ + 1]
   bool src_signed_ = false;  // the source oneDNN reads is s8
   WindowSums window_;
   Columns columns_;
-  std::vector<float> sv_, bv_;  // the float chain's scale and bias, one per channel
-  bool fast_ = false;           // ZeroPointSums / Split sums fit int32: float_rows_one_group applies
+  std::vector<float> sv_, bv_;     // the float chain's scale and bias, one per channel
+  std::vector<int32_t> bias_i_;    // QLinear: the int32 bias per channel (zeros: none)
+  std::vector<double> scale_d_;    // QLinear: the requantization factor per channel
+  bool fast_ = false;              // the row-wise vectorized epilogue applies (set_fast)
   bool direct_ = false;  // oneDNN writes the output itself (ConvInteger/MatMulInteger, unsplit)
   int64_t rows_ = 0;     // else its int32 sums go to writes[1] (arena bytes of this step only)
   Epilogue epi_;
@@ -606,6 +697,69 @@ std::string fuse_float_chain(PlanBuilder& b, const Node& n, int64_t M, size_t ra
   return last;
 }
 
+// A Max with a constant or a Clip with constant bounds reading a QLinear product's output alone
+// (fuse_qdq writes them for a Relu or Clip before the QuantizeLinear): the requantization clamps
+// there instead (clamping the rounded value to integers equals rounding the clamped one). The
+// node and the bounds it leaves; null when there is none.
+struct IntegerClamp {
+  const Node* node = nullptr;
+  double lo = 0, hi = 0;
+};
+IntegerClamp find_integer_clamp(PlanBuilder& b, const Node& n, const Epilogue& e) {
+  const Graph& g = b.graph();
+  const std::string& y = n.outputs[0];
+  const auto& rd = b.readers(y);
+  IntegerClamp out{nullptr, e.lo, e.hi};
+  if (g.output(y) || rd.size() != 1) return out;
+  const Node& c = g.nodes[rd[0]];
+  if (!c.domain.empty() || (c.op_type != "Max" && c.op_type != "Clip") || c.inputs.empty() || c.inputs[0] != y)
+    return out;
+  auto bound = [&](size_t i) -> std::optional<double> {
+    if (!c.has_input(i)) return std::nullopt;
+    const Tensor* t = passes::constant_of(g, c.inputs[i]);
+    if (!t || t->dtype() != e.out || t->numel() != 1) return std::nullopt;
+    return t->get_double(0);
+  };
+  auto lo = bound(1), hi = c.op_type == "Clip" ? bound(2) : std::nullopt;
+  if (c.op_type == "Max" ? (c.inputs.size() != 2 || !lo) : ((c.has_input(1) && !lo) || (c.has_input(2) && !hi)))
+    return out;
+  if (lo) out.lo = std::max(out.lo, *lo);
+  if (hi) out.hi = std::min(out.hi, *hi);
+  out.node = &c;
+  return out;
+}
+
+// oneDNN requantizes a QLinear product itself (output scales in f32, the destination zero point,
+// the clamp as a clip post-op) where the weights run unsplit: one pass and no int32 sums, within
+// one quantum of the interpreter's double (a product on the other side of a .5 in f32).
+// HODU_CPU_INT8_EXACT=1 keeps the exact epilogue everywhere.
+bool onednn_requantizes() {
+  const char* v = std::getenv("HODU_CPU_INT8_EXACT");  // read when a plan is built
+  return !(v && *v && std::string(v) != "0");
+}
+
+// Sets oneDNN's requantization of a QLinear product on `attr` (mask: the output scales' channel
+// bit); the destination zero point's memory is appended to `zps`.
+void set_requantization(dnnl::primitive_attr& attr, dnnl::engine& eng, const Epilogue& e, const IntegerClamp& clamp,
+                        int channel_mask, std::vector<RuntimeZeroPoint>& zps) {
+  std::vector<float> scales(e.scale.begin(), e.scale.end());
+  attr.set_output_scales(scales.size() == 1 ? 0 : channel_mask, scales);
+  const double full_lo = e.out == DType::I8 ? -128 : 0, full_hi = e.out == DType::I8 ? 127 : 255;
+  if (clamp.lo > full_lo || clamp.hi < full_hi) {
+    // Before the zero point is added: clip to [lo - zp, hi - zp].
+    dnnl::post_ops po;
+    po.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip_v2, static_cast<float>(clamp.lo - e.zero_point),
+                      static_cast<float>(clamp.hi - e.zero_point));
+    attr.set_post_ops(po);
+  }
+  if (e.zero_point != 0) {
+    attr.set_zero_points(DNNL_ARG_DST, 0, {DNNL_RUNTIME_S32_VAL});
+    RuntimeZeroPoint r{DNNL_ARG_DST, dnnl::memory(dnnl::memory::desc({1}, dt::s32, tag::x), eng)};
+    *static_cast<int32_t*>(r.mem.get_data_handle()) = static_cast<int32_t>(e.zero_point);
+    zps.push_back(std::move(r));
+  }
+}
+
 }  // namespace
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) and ConvInteger(x, w, x_zp, w_zp).
@@ -642,6 +796,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   }
   if (y->first != (qlinear ? e.out : DType::I32)) return false;
   const int64_t G = win->group, per = w->numel() / M;
+  const IntegerClamp clamp = qlinear ? find_integer_clamp(b, n, e) : IntegerClamp{};
   auto channels_last = [&](const std::vector<int64_t>& s, dt type) {
     return dnnl::memory::desc(to_dims(s), type, spatial == 1 ? tag::nwc : spatial == 2 ? tag::nhwc : tag::ndhwc);
   };
@@ -656,7 +811,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   std::vector<RuntimeZeroPoint> zps;
   std::vector<int64_t> acc_shape;
   dnnl::memory::desc acc_md, w_user;
-  bool found = false;
+  const dnnl::memory::desc b_md({M}, dt::s32, tag::x);
+  bool found = false, requantized = false;
   for (int64_t pad_to : {int64_t{1}, int64_t{8}, int64_t{16}}) {
     if (pad_to > 1 && G == 1) break;
     w8 = product_weights(raw, w->dtype(), *wzp, M, per, G, pad_to, G > 1 && w->dim(1) == 1 && M == G);
@@ -668,13 +824,18 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
     dnnl::memory::dims wdims = win->weight_dims;
     wdims[G > 1 ? 1 : 0] = G > 1 ? w8.per_group : M2;
     w_user = dnnl::memory::desc(wdims, dt::s8, win->weight_tag);
-    acc_md = channels_last(acc_shape, dt::s32);
     dnnl::memory::desc w_md(wdims, dt::s8, tag::any);
     dnnl::primitive_attr attr;
     zps = set_src_zero_point(attr, b.engine(), *xzp, flip);
+    // Unsplit QLinear weights: oneDNN writes the requantized output itself.
+    requantized = qlinear && w8.mode == Int8Weights::Plain && M2 == M && onednn_requantizes();
+    if (requantized) set_requantization(attr, b.engine(), e, clamp, 1 << 1, zps);
+    acc_md = requantized ? channels_last(ys, dnnl_dtype(e.out)) : channels_last(acc_shape, dt::s32);
     try {
       pd = dnnl::convolution_forward::primitive_desc(
-          win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, nullptr, acc_md), attr, b.engine());
+          win->desc(dnnl::algorithm::convolution_direct, src_md, w_md, requantized && !e.bias.empty() ? &b_md : nullptr,
+                    acc_md),
+          attr, b.engine());
     } catch (const dnnl::error&) {
       continue;
     }
@@ -694,7 +855,14 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   // ConvInteger alone, unsplit: oneDNN's int32 output is the result.
   std::string out_name = n.outputs[0];
   DType out_dt = qlinear ? e.out : DType::I32;
-  if (!qlinear) {
+  if (qlinear) {
+    if (clamp.node) {
+      e.lo = clamp.lo;
+      e.hi = clamp.hi;
+      out_name = clamp.node->outputs[0];
+      b.claim(*clamp.node);
+    }
+  } else {
     std::string fused = fuse_float_chain(b, n, M, ys.size(), 1, e);
     if (!fused.empty()) {
       out_name = fused;
@@ -702,9 +870,13 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
     }
   }
   auto step = std::make_unique<Int8Step>();
-  step->direct_ = e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain && acc_shape[1] == M;
+  step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain && acc_shape[1] == M);
   step->prim_ = dnnl::convolution_forward(pd);
   step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
+  if (requantized && !e.bias.empty()) {
+    step->bias_ = pack_constant(b.engine(), Tensor::from_vector(DType::I32, {M}, e.bias), b_md, pd.bias_desc());
+    step->has_bias_ = true;
+  }
   step->zero_points_ = std::move(zps);
   for (auto& z : step->zero_points_)
     if (z.slot >= 0) step->reads.push_back(z.slot);
@@ -800,11 +972,15 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   const int64_t rows = shape_numel(as) / K, N2 = w8.per_group;
   Tensor w_s8 = Tensor::from_vector(DType::I8, {N2, K}, w8.rows);
   const bool flip = flip_s8_source(at->first);
+  const IntegerClamp clamp = qlinear ? find_integer_clamp(b, n, e) : IntegerClamp{};
+  // Unsplit QLinear weights: oneDNN writes the requantized output itself.
+  const bool requantized = qlinear && w8.mode == Int8Weights::Plain && onednn_requantizes();
   dnnl::memory::desc a_md = plain_md({rows, K}, flip ? dt::u8 : dnnl_dtype(at->first)),
-                     acc_md = plain_md({rows, N2}, dt::s32);
+                     acc_md = requantized ? plain_md({rows, N}, dnnl_dtype(e.out)) : plain_md({rows, N2}, dt::s32);
   dnnl::memory::desc w_user({K, N2}, dt::s8, tag::ba), w_md({K, N2}, dt::s8, tag::any);
   dnnl::primitive_attr attr;
   auto zps = set_src_zero_point(attr, b.engine(), *azp, flip);
+  if (requantized) set_requantization(attr, b.engine(), e, clamp, 1 << 1, zps);
   dnnl::matmul::primitive_desc pd;
   try {
     pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_md, w_md, acc_md), attr, b.engine());
@@ -814,7 +990,14 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   if (reference_impl(pd.impl_info_str())) return false;
   std::string out_name = n.outputs[0];
   DType out_dt = qlinear ? e.out : DType::I32;
-  if (!qlinear) {
+  if (qlinear) {
+    if (clamp.node) {
+      e.lo = clamp.lo;
+      e.hi = clamp.hi;
+      out_name = clamp.node->outputs[0];
+      b.claim(*clamp.node);
+    }
+  } else {
     std::string fused = fuse_float_chain(b, n, N, ys.size(), ys.size() - 1, e);
     if (!fused.empty()) {
       out_name = fused;
@@ -822,7 +1005,7 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
     }
   }
   auto step = std::make_unique<Int8Step>();
-  step->direct_ = e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain;
+  step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain);
   step->prim_ = dnnl::matmul(pd);
   step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
   step->zero_points_ = std::move(zps);

@@ -128,14 +128,18 @@ TEST(CpuInt8, ConvWindowGeometriesAreExact) {
   }
 }
 
+// MatMulInteger exactly; QLinearMatMul exactly with HODU_CPU_INT8_EXACT, else (unsplit weights:
+// oneDNN requantizes in f32) within one quantum.
 TEST(CpuInt8, MatMulIntegerAndQLinearMatMulAreExactInEveryWeightsForm) {
-  for (const char* form : kForms) {
+  for (const char* form : kForms)
+  for (bool exact : {true, false}) {
     ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    ScopedEnv exact_env("HODU_CPU_INT8_EXACT", exact ? "1" : nullptr);
     for (DType a_dt : {DType::U8, DType::I8})
       for (DType b_dt : {DType::U8, DType::I8})
         for (bool qlinear : {false, true}) {
-          SCOPED_TRACE(::testing::Message() << "form '" << form << "' a " << dtype_name(a_dt) << " b "
-                                            << dtype_name(b_dt) << " qlinear " << qlinear);
+          SCOPED_TRACE(::testing::Message() << "form '" << form << "' exact " << exact << " a " << dtype_name(a_dt)
+                                            << " b " << dtype_name(b_dt) << " qlinear " << qlinear);
           const int64_t K = 96, N = 40;
           GraphBuilder b;
           b.input("a", a_dt, std::vector<int64_t>{2, 5, K});
@@ -154,18 +158,22 @@ TEST(CpuInt8, MatMulIntegerAndQLinearMatMulAreExactInEveryWeightsForm) {
           b.output("y");
           Model m = b.finish();
           Tensor a = a_dt == DType::U8 ? ints(a_dt, {2, 5, K}, 8, 0, 255) : ints(a_dt, {2, 5, K}, 8, -128, 127);
-          auto p = expect_matches_interpreter(m, {{"a", a}}, 0, 0);
+          auto p = expect_matches_interpreter(m, {{"a", a}}, 0, exact || !qlinear ? 0 : 1);
           EXPECT_EQ(p->count("onednn int8"), 1);
         }
   }
 }
 
-// QLinearConv requantized as the interpreter does it (in double): equal, not within a quantum.
+// QLinearConv requantized as the interpreter does it (in double) where the engine's epilogue does
+// it (split or shifted weights, HODU_CPU_INT8_EXACT): equal; by oneDNN (unsplit weights) within
+// one quantum.
 TEST(CpuInt8, QLinearConvRequantizesExactly) {
-  for (const char* form : kForms) {
+  for (const char* form : kForms)
+  for (bool exact : {true, false}) {
     ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    ScopedEnv exact_env("HODU_CPU_INT8_EXACT", exact ? "1" : nullptr);
     for (DType x_dt : {DType::U8, DType::I8}) {
-      SCOPED_TRACE(::testing::Message() << "form '" << form << "' x " << dtype_name(x_dt));
+      SCOPED_TRACE(::testing::Message() << "form '" << form << "' exact " << exact << " x " << dtype_name(x_dt));
       const int64_t C = 16, M = 32, H = 9;
       GraphBuilder b;
       b.input("x", x_dt, std::vector<int64_t>{1, C, H, H});
@@ -186,7 +194,7 @@ TEST(CpuInt8, QLinearConvRequantizesExactly) {
       b.output("y");
       Model m = b.finish();
       Tensor x = x_dt == DType::U8 ? ints(x_dt, {1, C, H, H}, 12, 0, 255) : ints(x_dt, {1, C, H, H}, 12, -128, 127);
-      auto p = expect_matches_interpreter(m, {{"x", x}}, 0, 0);
+      auto p = expect_matches_interpreter(m, {{"x", x}}, 0, exact || *form ? 0 : 1);
       EXPECT_EQ(p->count("(QLinearConv): onednn int8"), 1);
     }
   }

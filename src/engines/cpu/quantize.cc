@@ -191,6 +191,15 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default"))) void min_max(co
   *lo = a, *hi = b;
 }
 
+// out[p * C + c] = tile[c * stride + p] for p < len.
+__attribute__((target_clones("avx512f", "avx2", "default"))) void transpose_bytes(const uint8_t* __restrict tile,
+                                                                                 int64_t stride,
+                                                                                 uint8_t* __restrict out, int64_t C,
+                                                                                 int64_t len) {
+  for (int64_t p = 0; p < len; ++p)
+    for (int64_t c = 0; c < C; ++c) out[p * C + c] = tile[c * stride + p];
+}
+
 class DynamicQuantizeStep : public Step {
  public:
   void run(RunState& rs) override {
@@ -222,17 +231,16 @@ class DynamicQuantizeStep : public Step {
       });
       return;
     }
-    // NCHW in, NHWC out: blocks of positions, each channel's run quantized into a row buffer and
-    // scattered with the channel stride.
-    const int64_t C = channels_, P = planes_, block = 256, blocks = (P + block - 1) / block;
+    // NCHW in, NHWC out: blocks of positions, each channel's run quantized into a tile
+    // [C, positions], then written out position by position (stores in order).
+    const int64_t C = channels_, P = planes_, block = std::max<int64_t>(16, std::min<int64_t>(256, 32768 / C));
+    const int64_t blocks = (P + block - 1) / block;
     parallel_for(images_ * blocks, rs.threads, [&](int64_t t) {
       const int64_t img = t / blocks, p0 = (t % blocks) * block, len = std::min(block, P - p0);
-      uint8_t q[256];
-      uint8_t* out = y + (img * P + p0) * C;
-      for (int64_t c = 0; c < C; ++c) {
-        quantize_run(x + (img * C + c) * P + p0, q, len, scale, zp);
-        for (int64_t i = 0; i < len; ++i) out[i * C + c] = q[i];
-      }
+      thread_local std::vector<uint8_t> tile;
+      tile.resize(static_cast<size_t>(C * block));
+      for (int64_t c = 0; c < C; ++c) quantize_run(x + (img * C + c) * P + p0, tile.data() + c * block, len, scale, zp);
+      transpose_bytes(tile.data(), block, y + (img * P + p0) * C, C, len);
     });
   }
   int64_t n_ = 0, images_ = 0, channels_ = 0, planes_ = 0;  // channels_ > 0: NCHW → NHWC
