@@ -4,13 +4,16 @@
 //   DQ(x) → Conv(·, DQ(w) [, DQ(b) | b]) [→ Relu | Clip] → Q  ⇒  QLinearConv [→ Max | Clip on int8]
 //   DQ(a) → MatMul(·, DQ(b)) [→ Relu | Clip] → Q             ⇒  QLinearMatMul [→ Max | Clip]
 //   DQ(a) → Gemm(·, DQ(B) [, DQ(C) | C]) [→ ...] → Q          ⇒  Reshape → QLinearConv 1x1 → Reshape
+// A per-tensor DQ first moves below Reshape/Flatten/Squeeze/Unsqueeze/Transpose (they commute).
 // The integer ops compute the sums exactly and round once, where the QDQ graph rounds its float
 // convolution: results agree within one quantum. Q(Relu(y)) = Max(Q(y), y_zero_point) and
 // Q(Clip(y, a, b)) = Clip(Q(y), Q(a), Q(b)) exactly (the rounding is monotone).
 // Scales and zero points must be constants; the DQ's inputs stay for their other readers.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
+#include "ir/schema.h"
 #include "passes/graph_utils.h"
 #include "passes/passes.h"
 
@@ -82,16 +85,39 @@ bool fuse_qdq(Graph& g) {
     erase_nodes(g, constants);
     changed = true;
   }
+  // A per-tensor DQ moves below the shape ops reading it (DQ → Reshape ≡ Reshape → DQ), so that
+  // the products after them see their DQ.
+  for (size_t k = 0; k < g.nodes.size(); ++k) {
+    Node& r = g.nodes[k];
+    if (!r.domain.empty() || !(is_reshape_op(r) || r.op_type == "Transpose") || !r.has_input(0)) continue;
+    auto d = dequantize_of(g, r.inputs[0]);
+    if (!d || !per_tensor(*d)) continue;
+    const Node dq = *d->node;
+    std::string y = r.outputs[0];
+    std::string moved = g.unique_name(y + "/quantized");
+    r.inputs[0] = dq.inputs[0];
+    r.outputs[0] = moved;
+    g.value_types.erase(y);
+    Node after = dq;
+    after.name = dq.name + "/after_" + r.name;
+    after.inputs[0] = moved;
+    after.outputs = {y};
+    g.nodes.insert(g.nodes.begin() + static_cast<std::ptrdiff_t>(k) + 1, std::move(after));
+    changed = true;
+  }
+  infer_types(g);  // the shapes and integer types the patterns check
   auto uses = use_counts(g);
   auto readers = consumers(g);
   std::set<size_t> removed;
   std::map<size_t, std::vector<Node>> replace;
   // The dtype of a value, also before type inference: a QuantizeLinear's output has its zero
   // point's (u8 without one).
-  auto value_dtype = [&](const std::string& v) {
+  std::function<DType(const std::string&)> value_dtype = [&](const std::string& v) -> DType {
     if (const Tensor* t = constant_of(g, v)) return t->dtype();
     if (auto t = g.type_of(v); t && t->is_tensor() && t->dtype != DType::Undefined) return t->dtype;
     int p = g.producer_of(v);
+    if (p >= 0 && g.nodes[p].domain.empty() && (is_reshape_op(g.nodes[p]) || g.nodes[p].op_type == "Transpose"))
+      return value_dtype(g.nodes[p].inputs[0]);
     if (p >= 0 && g.nodes[p].op_type == "QuantizeLinear" && g.nodes[p].domain.empty()) {
       const Node& q = g.nodes[p];
       if (!q.has_input(2)) return DType::U8;

@@ -288,5 +288,97 @@ TEST(CpuInt8, DynamicQuantizeLinearMatchesInterpreter) {
   }
 }
 
+// A QDQ graph as ORT's static quantizer writes it: x quantized once, then per branch
+// DQ → Conv / MatMul / Gemm (weights s8 per channel, int32 biases) [→ Relu | Clip] → Q → DQ.
+// The engine runs every branch as one int8 product with the clamp in its requantization, within
+// one quantum of the interpreter on the QDQ graph itself.
+Model qdq_model() {
+  GraphBuilder b;
+  const int64_t C = 8, M = 12, H = 10;
+  b.input("x", DType::F32, std::vector<int64_t>{1, C, H, H});
+  auto f = [](float v) { return Tensor::scalar<float>(DType::F32, v); };
+  b.constant("xs", f(0.03f));
+  b.constant("xz", Tensor::scalar<uint8_t>(DType::U8, 128));
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+  std::vector<float> ws;
+  for (int64_t m = 0; m < M; ++m) ws.push_back(0.004f + 0.0004f * static_cast<float>(m));
+  b.constant("w", ints(DType::I8, {M, C, 3, 3}, 61, -127, 127));
+  b.constant("ws", Tensor::from_vector(DType::F32, {M}, ws));
+  b.constant("wz", Tensor::from_vector(DType::I8, {M}, std::vector<int8_t>(static_cast<size_t>(M), 0)));
+  b.node("DequantizeLinear", {"w", "ws", "wz"}, {"wd"}, {Attribute::make_int("axis", 0)});
+  std::vector<float> bs;
+  std::vector<int32_t> bq;
+  for (int64_t m = 0; m < M; ++m) {
+    bs.push_back(0.03f * ws[m]);
+    bq.push_back(static_cast<int32_t>(m * 40 - 200));
+  }
+  b.constant("b", Tensor::from_vector(DType::I32, {M}, bq));
+  b.constant("bs", Tensor::from_vector(DType::F32, {M}, bs));
+  b.constant("bz", Tensor::from_vector(DType::I32, {M}, std::vector<int32_t>(static_cast<size_t>(M), 0)));
+  b.node("DequantizeLinear", {"b", "bs", "bz"}, {"bd"}, {Attribute::make_int("axis", 0)});
+  const char* acts[] = {"", "Relu", "Clip"};
+  for (int i = 0; i < 3; ++i) {
+    std::string k = std::to_string(i);
+    b.node("Conv", {"xd", "wd", "bd"}, {"c" + k}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    std::string pre = "c" + k;
+    if (*acts[i]) {
+      if (std::string(acts[i]) == "Clip") {
+        b.constant("lo", f(0.0f));
+        b.constant("hi", f(0.9f));
+        b.node("Clip", {pre, "lo", "hi"}, {"a" + k});
+      } else {
+        b.node("Relu", {pre}, {"a" + k});
+      }
+      pre = "a" + k;
+    }
+    b.constant("ys" + k, f(0.011f));
+    b.constant("yz" + k, Tensor::scalar<uint8_t>(DType::U8, static_cast<uint8_t>(100 + 10 * i)));
+    b.node("QuantizeLinear", {pre, "ys" + k, "yz" + k}, {"q" + k});
+    b.node("DequantizeLinear", {"q" + k, "ys" + k, "yz" + k}, {"y" + k});
+    b.output("y" + k);
+  }
+  // MatMul and Gemm branches on the flattened input.
+  b.constant("shape", int64s({1, C * H * H}));
+  b.node("Reshape", {"xd", "shape"}, {"flat"});
+  b.constant("fm", ints(DType::I8, {C * H * H, 16}, 62, -127, 127));
+  b.constant("fms", f(0.002f));
+  b.constant("fmz", Tensor::scalar<int8_t>(DType::I8, 0));
+  b.node("DequantizeLinear", {"fm", "fms", "fmz"}, {"fmd"});
+  b.node("MatMul", {"flat", "fmd"}, {"mm"});
+  b.constant("gw", ints(DType::I8, {10, C * H * H}, 63, -127, 127));
+  b.node("DequantizeLinear", {"gw", "fms", "fmz"}, {"gwd"});
+  b.constant("gb", random_floats({10}, 64, 0.5f));
+  b.node("Gemm", {"flat", "gwd", "gb"}, {"gm"}, {Attribute::make_int("transB", 1)});
+  for (const char* o : {"mm", "gm"}) {
+    std::string s = o;
+    b.constant(s + "_s", f(0.2f));
+    b.constant(s + "_z", Tensor::scalar<uint8_t>(DType::U8, 120));
+    b.node("QuantizeLinear", {s, s + "_s", s + "_z"}, {s + "_q"});
+    b.node("DequantizeLinear", {s + "_q", s + "_s", s + "_z"}, {s + "_y"});
+    b.output(s + "_y");
+  }
+  return b.finish();
+}
+
+TEST(CpuInt8, QdqGraphRunsOnInt8Products) {
+  Model m = qdq_model();
+  auto feeds = std::map<std::string, RuntimeValue>{{"x", random_floats({1, 8, 10, 10}, 65)}};
+  auto want = interp::Interpreter(m).run(feeds);
+  for (bool exact : {true, false}) {
+    ScopedEnv exact_env("HODU_CPU_INT8_EXACT", exact ? "1" : nullptr);
+    PlannedModel p(m, feeds);
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), want.size());
+    // Within one quantum of each output's scale (0.011 for the convs, 0.2 for the products).
+    for (size_t i = 0; i < got.size(); ++i)
+      expect_close(got[i], want[i], 0, (i < 3 ? 0.011 : 0.2) * 1.001, "output " + std::to_string(i));
+    EXPECT_EQ(p.count("(QLinearConv): onednn int8"), 4);  // three convs and the Gemm
+    EXPECT_EQ(p.count("(QLinearMatMul): onednn int8"), 1);
+    EXPECT_EQ(p.count("(Max)") + p.count("(Clip)") + p.count("(Conv)") + p.count("(MatMul)"), 0);
+    EXPECT_EQ(p.count(": interp"), 0);
+  }
+}
+
 }  // namespace
 }  // namespace hodu::cpu

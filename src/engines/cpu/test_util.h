@@ -70,6 +70,7 @@ struct PlannedModel {
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& [name, v] : feeds)
       if (v.is_tensor()) shapes[name] = v.tensor.shape();
+    passes::fuse_qdq(model.graph);  // as CpuExecutable prepares a model
     passes::optimize(model, {3, shapes});
     PlanOptions o;
     o.threads = threads;
