@@ -33,6 +33,10 @@ bool eliminate_common_subexpressions(Graph& g);
 // point). Run by the cpu engine before optimize(); results within one quantum of the QDQ graph.
 bool fuse_qdq(Graph& g);
 
+// f16/bf16 graphs computed in f32 (half_widening.cc): initializers converted, intermediate values
+// f32, casts at the f16/bf16 graph inputs and outputs. For engines whose kernels are f32.
+bool widen_half_precision(Graph& g);
+
 // If with a constant condition → the nodes of the branch it takes, in its place (values the
 // branch defines renamed where the outer graph uses their names).
 bool inline_constant_ifs(Graph& g);

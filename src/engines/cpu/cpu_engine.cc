@@ -23,12 +23,11 @@ class CpuExecutable : public Executable {
       : threads_(std::max(o.threads, 1)), engine_(dnnl::engine::kind::cpu, 0), stream_(engine_) {
     level_ = passes::optimized_level(model);
     base_ = model;
-    // QDQ graphs run on the int8 kernels (before constant folding turns their weights to float).
-    bool qdq = (level_ < 0 || level_ >= 2) && passes::fuse_qdq(base_.graph);
+    bool rewritten = engine_rewrites(base_, level_);
     if (level_ < 0) {
       level_ = kDefaultOptLevel;
       passes::optimize(base_, {level_, {}});
-    } else if (qdq) {
+    } else if (rewritten) {
       infer_types(base_.graph);
     }
     options_.threads = threads_;
@@ -117,6 +116,15 @@ class CpuEngine : public Engine {
 };
 
 }  // namespace
+
+bool engine_rewrites(Model& m, int level) {
+  // f16/bf16 models run on the f32 kernels (HODU_CPU_HALF=keep: as written, on the interpreter's).
+  const char* half = std::getenv("HODU_CPU_HALF");
+  bool widened = !(half && std::string(half) == "keep") && passes::widen_half_precision(m.graph);
+  // QDQ graphs run on the int8 kernels (before constant folding turns their weights to float).
+  bool qdq = (level < 0 || level >= 2) && passes::fuse_qdq(m.graph);
+  return widened || qdq;
+}
 
 std::shared_ptr<Engine> make_cpu_engine() { return std::make_shared<CpuEngine>(); }
 

@@ -8,6 +8,7 @@
 
 namespace hodu {
 class KernelRegistry;
+struct Model;
 }
 
 namespace hodu::cpu {
@@ -22,5 +23,10 @@ void apply_isa_cap();
 
 // Optimization level used when the model does not say (passes::optimized_level).
 constexpr int kDefaultOptLevel = 3;
+
+// The engine's own rewrites of a model before passes::optimize (level: the model's recorded
+// optimization level, -1 none): f16/bf16 computation widened to f32 (HODU_CPU_HALF=keep leaves
+// it), QDQ graphs fused into integer ops. True when anything changed.
+bool engine_rewrites(Model& m, int level);
 
 }  // namespace hodu::cpu

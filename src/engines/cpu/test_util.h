@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "engines/cpu/cpu_engine.h"
 #include "engines/cpu/plan.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
@@ -70,7 +71,7 @@ struct PlannedModel {
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& [name, v] : feeds)
       if (v.is_tensor()) shapes[name] = v.tensor.shape();
-    passes::fuse_qdq(model.graph);  // as CpuExecutable prepares a model
+    engine_rewrites(model, -1);  // as CpuExecutable prepares a model
     passes::optimize(model, {3, shapes});
     PlanOptions o;
     o.threads = threads;
