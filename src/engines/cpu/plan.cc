@@ -56,11 +56,17 @@ class AliasStep : public Step {
     writes = {to};
   }
   void run(RunState& rs) override {
-    rs.slots[writes[0]].value = RuntimeValue(rs.slots[reads[0]].tensor().reshape(shape_));
+    if (!fixed_) rs.slots[writes[0]].value = RuntimeValue(rs.slots[reads[0]].tensor().reshape(shape_));
+  }
+  // A view of bytes in the arena is the same every run: set once, when the arena is placed.
+  void fix(std::vector<Slot>& slots) {
+    slots[writes[0]].value = RuntimeValue(slots[reads[0]].tensor().reshape(shape_));
+    fixed_ = true;
   }
 
  private:
   std::vector<int64_t> shape_;
+  bool fixed_ = false;
 };
 
 }  // namespace
@@ -517,6 +523,14 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     if (sl.kind == Slot::Kind::Output) {
       HODU_CHECK(!sl.blocked, ErrorCode::Internal, "graph output '{}' left in a blocked layout", sl.name);
       sl.value = RuntimeValue(Tensor::empty(sl.dtype, sl.shape));
+    }
+  // Views of arena bytes (Reshape and friends of intermediates) never change: no step at run time.
+  for (auto& st : steps_)
+    if (auto* alias = dynamic_cast<AliasStep*>(st.get())) {
+      const Slot& root = slots_[b.root_of(alias->reads[0])];
+      if ((root.kind == Slot::Kind::Arena || root.kind == Slot::Kind::Part) && !slots_[alias->reads[0]].blocked &&
+          slots_[alias->reads[0]].value.is_tensor())
+        alias->fix(slots_);
     }
   if (options_.verbose)
     for (const auto& st : steps_) std::fprintf(stderr, "cpu: %s\n", st->label.c_str());
