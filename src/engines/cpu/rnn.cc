@@ -3,7 +3,8 @@
 // initial states, sequence_lens, layout 0/1.
 //
 // Where oneDNN's RNN primitives compute exactly ONNX's cell (rnn_onednn.cc decides) they run
-// the whole sequence. Everywhere else a hand loop: the input projection of every step at once
+// the whole sequence. Everywhere else (other activations, clip, input_forget, sequence_lens,
+// weights that are inputs) a hand loop: the input projection of every step at once
 // (one oneDNN matmul, W packed once, both biases folded in), then per step the recurrent
 // product h·Rᵀ (a GEMV per batch row for small batches, a oneDNN matmul otherwise) and one
 // fused loop over the gates (activations on vector_math's exp).

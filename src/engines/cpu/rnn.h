@@ -31,7 +31,7 @@ struct RnnSpec {
 // nullopt otherwise (the interpreter's kernel reports what is wrong).
 std::optional<RnnSpec> rnn_spec(PlanBuilder& b, const Node& n);
 // Adds a step running the node on oneDNN's RNN primitive when it matches the spec exactly
-// (rnn_onednn.cc); false otherwise. HODU_CPU_RNN=loop never, =onednn wherever it matches.
+// (rnn_onednn.cc); false otherwise. HODU_CPU_RNN=loop: never (tests run both).
 bool make_onednn_rnn(PlanBuilder& b, const Node& n, const RnnSpec& spec);
 
 }  // namespace hodu::cpu

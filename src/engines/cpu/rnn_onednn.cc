@@ -8,9 +8,10 @@
 // packed. One primitive per direction (a bidirectional node runs left-to-right, then
 // right-to-left) over the time-major [S, B, I] input; outputs copied into ONNX's layout.
 //
-// oneDNN runs the whole sequence in its own kernels (input GEMM over all steps, fused gates):
-// used for sequences of kMinSteps steps and more; a step or two (streaming models such as
-// Silero VAD feed one) run faster on the engine's loop, which has no primitive call per gate.
+// oneDNN runs the whole sequence in its own kernels (input GEMM over all steps, fused gates): as
+// fast as the engine's loop or faster at every size measured (one step of one row, Silero VAD's
+// LSTM: 8.2 against 9.4 us; a bidirectional GRU of 50 steps: 5.5 against 12.3 ms), so it runs
+// every node it matches.
 #include <cstdlib>
 #include <cstring>
 
@@ -21,8 +22,6 @@
 
 namespace hodu::cpu {
 namespace {
-
-constexpr int64_t kMinSteps = 4;
 
 // Source gate of each oneDNN gate (ONNX W rows are gate-major).
 std::vector<int64_t> gate_order(RnnSpec::Cell cell) {
@@ -136,7 +135,6 @@ bool make_onednn_rnn(PlanBuilder& b, const Node& n, const RnnSpec& spec) {
   const char* force = std::getenv("HODU_CPU_RNN");
   std::string mode = force ? force : "";
   if (mode == "loop") return false;
-  if (mode != "onednn" && spec.seq < kMinSteps) return false;
   if (!matches(b, n, spec)) return false;
   const int64_t S = spec.seq, Bn = spec.batch, H = spec.hidden, I = spec.input, G = spec.gates;
   const auto order = gate_order(spec.cell);

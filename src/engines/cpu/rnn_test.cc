@@ -184,16 +184,17 @@ TEST(CpuRnn, LargeHiddenSizeOnTwoThreadsMatchesInterpreter) {
   }
 }
 
-// Without HODU_CPU_RNN: oneDNN for sequences of 4 steps and more, the loop for shorter ones.
-TEST(CpuRnn, DefaultChoiceDependsOnSequenceLength) {
-  for (int64_t seq : {1, 16}) {
+// Without HODU_CPU_RNN: oneDNN wherever it computes ONNX's cell, the loop elsewhere (a clip).
+TEST(CpuRnn, OneDnnWhereItMatches) {
+  for (bool clip : {false, true}) {
     RnnCase c;
-    c.seq = seq;
+    c.seq = 3;
     c.bias = true;
+    c.clip = clip ? 0.5f : 0.0f;
     Built m = build(c, 3);
     auto p = expect_matches_interpreter(m.model, m.feeds, 1e-4, 1e-5);
-    EXPECT_EQ(p->count("onednn rnn"), seq >= 4 ? 1 : 0);
-    EXPECT_EQ(p->count("cpu rnn loop"), seq >= 4 ? 0 : 1);
+    EXPECT_EQ(p->count("onednn rnn"), clip ? 0 : 1);
+    EXPECT_EQ(p->count("cpu rnn loop"), clip ? 1 : 0);
   }
 }
 
