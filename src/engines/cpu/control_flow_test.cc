@@ -5,6 +5,7 @@
 #include "engines/cpu/subgraph.h"
 #include "engines/cpu/test_util.h"
 #include "passes/passes.h"
+#include "runtime/profiler.h"
 
 namespace hodu::cpu {
 namespace {
@@ -236,6 +237,27 @@ TEST(CpuControlFlow, LoopIterationsAllocateNothingOnceWarm) {
   // Per run: the scan output's buffer (the caller held the last one) and the graph outputs.
   EXPECT_LE(allocations(300), 4u);
   EXPECT_LE(allocations(20), 4u);
+}
+
+// In a profile, a body's steps sit inside their control-flow step (depth 1), so that per-op
+// totals (depth 0) count each moment once.
+TEST(CpuControlFlow, ProfileNestsBodySteps) {
+  Model m = if_model(true);
+  PlannedModel p(m, {{"x", random_floats({2, 3}, 2)}, {"c", boolean(true)}});
+  Profiler profiler;
+  profiler.start();
+  p.run({{"x", random_floats({2, 3}, 2)}, {"c", boolean(true)}});
+  profiler.stop();
+  int top = 0, nested = 0;
+  for (const auto& e : profiler.events()) {
+    if (e.category != "Node") continue;
+    (e.depth == 0 ? top : nested)++;
+    if (e.depth == 0) {
+      EXPECT_TRUE(e.op == "If" || e.op == "Sigmoid") << e.op;
+    }
+  }
+  EXPECT_EQ(top, 2);
+  EXPECT_GE(nested, 2);  // the branch's Mul and Add
 }
 
 TEST(CpuControlFlow, FreeValuesAreTheOuterNamesABodyReads) {

@@ -18,6 +18,8 @@ namespace {
 
 constexpr size_t kAlign = 64;
 
+thread_local int plan_depth = 0;  // Plan::run calls in progress on this thread
+
 size_t align_up(size_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
 std::string layout_key(const dnnl::memory::desc& md) {
@@ -651,6 +653,10 @@ std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnn
   }
   RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get(), seed_salt};
   Profiler* profiler = Profiler::active();
+  struct Nesting {  // plans run inside a step of another plan (subgraphs) count one deeper
+    Nesting() { ++plan_depth; }
+    ~Nesting() { --plan_depth; }
+  } nesting;
   for (auto& step : steps_) {
     rs.threads = step->threads > 0 ? step->threads : options_.threads;
     if (omp_get_max_threads() != rs.threads) omp_set_num_threads(rs.threads);
@@ -683,6 +689,7 @@ std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnn
       e.ts_us = t0;
       e.dur_us = profiler->now_us() - t0;
       e.tid = profiler_thread_id();
+      e.depth = plan_depth - 1;  // a subgraph's steps inside their If/Loop/Scan step's span
       profiler->add(std::move(e));
     }
   }
