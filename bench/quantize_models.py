@@ -92,6 +92,19 @@ def add_init(g, name, array):
     return name
 
 
+def with_nodes(model, nodes, opset):
+    """The model with these nodes, the initializers they read and at least this opset."""
+    g = model.graph
+    del g.node[:]
+    g.node.extend(nodes)
+    used = {i for n in g.node for i in n.input}
+    keep = [i for i in g.initializer if i.name in used]
+    del g.initializer[:]
+    g.initializer.extend(keep)
+    model.opset_import[0].version = max(model.opset_import[0].version, opset)
+    return model
+
+
 def quantize_u8(w):
     """Asymmetric u8 over [min(w, 0), max(w, 0)], per tensor (the tool's QUInt8 weights)."""
     lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
@@ -136,14 +149,7 @@ def dynamic(model):
             b = inits[n.input[2]]
             bname = add_init(g, p + "_bias_reshaped", b.reshape(1, -1, 1, 1))
             nodes.append(helper.make_node("Add", [scaled, bname], [n.output[0]], name=p + "_bias_add"))
-    del g.node[:]
-    g.node.extend(nodes)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
-    model.opset_import[0].version = max(model.opset_import[0].version, 11)
-    return model
+    return with_nodes(model, nodes, 11)
 
 
 def calibrate(model, shape, runs=4):
@@ -250,14 +256,7 @@ def qdq(model, shape):
             for o in n.output:
                 if wanted(o):
                     quantize_act(o)
-    del g.node[:]
-    g.node.extend(nodes)
-    used = {i for n in g.node for i in n.input}
-    keep = [i for i in g.initializer if i.name in used]
-    del g.initializer[:]
-    g.initializer.extend(keep)
-    model.opset_import[0].version = max(model.opset_import[0].version, 13)
-    return model
+    return with_nodes(model, nodes, 13)
 
 
 MODELS = {

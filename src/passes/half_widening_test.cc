@@ -9,6 +9,7 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "passes/passes.h"
+#include "passes/test_graph.h"
 
 namespace hodu::passes {
 namespace {
@@ -26,13 +27,7 @@ Model half_model(DType half) {
   g.set_initializer("b", Tensor::from_vector<float>(DType::F32, {4}, {0.5f, -1, 2, 0}).cast(half));
   auto node = [&](const std::string& op, std::vector<std::string> ins, const std::string& out,
                   std::vector<Attribute> attrs = {}) {
-    Node n;
-    n.name = out;
-    n.op_type = op;
-    n.inputs = std::move(ins);
-    n.outputs = {out};
-    n.attributes = std::move(attrs);
-    g.nodes.push_back(std::move(n));
+    g.nodes.push_back(hodu::testing::test_node(op, std::move(ins), {out}, std::move(attrs)));
   };
   node("MatMul", {"x", "w"}, "mm");
   node("Add", {"mm", "b"}, "a");

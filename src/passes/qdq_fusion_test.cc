@@ -9,20 +9,13 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "passes/passes.h"
+#include "passes/test_graph.h"
 
 namespace hodu::passes {
 namespace {
 
-Node qnode(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
-           std::vector<Attribute> attrs = {}) {
-  Node n;
-  n.name = outs[0];
-  n.op_type = op;
-  n.inputs = std::move(ins);
-  n.outputs = std::move(outs);
-  n.attributes = std::move(attrs);
-  return n;
-}
+using hodu::testing::count_op;
+using hodu::testing::test_node;
 
 Model qdq_conv(bool quantized_weights) {
   Model m;
@@ -52,29 +45,23 @@ Model qdq_conv(bool quantized_weights) {
   g.set_initializer("ys", Tensor::scalar<float>(DType::F32, 0.2f));
   g.set_initializer("yz", Tensor::scalar<uint8_t>(DType::U8, 30));
   g.set_initializer("flat", Tensor::from_vector<int64_t>(DType::I64, {2}, {1, C * H * H}));
-  g.nodes.push_back(qnode("QuantizeLinear", {"x", "xs", "xz"}, {"xq"}));
-  g.nodes.push_back(qnode("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}));
+  g.nodes.push_back(test_node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"}));
+  g.nodes.push_back(test_node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"}));
   if (quantized_weights) {
     g.set_initializer("w", Tensor::from_vector(DType::I8, {M, C, 3, 3}, w));
-    g.nodes.push_back(qnode("DequantizeLinear", {"w", "ws", "wz"}, {"wd"}, {Attribute::make_int("axis", 0)}));
+    g.nodes.push_back(test_node("DequantizeLinear", {"w", "ws", "wz"}, {"wd"}, {Attribute::make_int("axis", 0)}));
   } else {
     g.set_initializer("wd", Tensor::from_vector(DType::F32, {M, C, 3, 3}, wf));
   }
-  g.nodes.push_back(qnode("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {Attribute::make_int("axis", 0)}));
-  g.nodes.push_back(qnode("Conv", {"xd", "wd", "bd"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})}));
-  g.nodes.push_back(qnode("Relu", {"c"}, {"r"}));
-  g.nodes.push_back(qnode("QuantizeLinear", {"r", "ys", "yz"}, {"y"}));
-  g.nodes.push_back(qnode("Reshape", {"xd", "flat"}, {"xflat"}));
+  g.nodes.push_back(test_node("DequantizeLinear", {"bq", "bs", "bz"}, {"bd"}, {Attribute::make_int("axis", 0)}));
+  g.nodes.push_back(test_node("Conv", {"xd", "wd", "bd"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})}));
+  g.nodes.push_back(test_node("Relu", {"c"}, {"r"}));
+  g.nodes.push_back(test_node("QuantizeLinear", {"r", "ys", "yz"}, {"y"}));
+  g.nodes.push_back(test_node("Reshape", {"xd", "flat"}, {"xflat"}));
   g.outputs.push_back({"y", {}, ""});
   g.outputs.push_back({"xflat", {}, ""});
   infer_types(g);
   return m;
-}
-
-int count(const Graph& g, const std::string& op) {
-  int n = 0;
-  for (const auto& node : g.nodes) n += node.op_type == op;
-  return n;
 }
 
 TEST(QdqFusion, ConvWithReluBecomesQLinearConvAndMax) {
@@ -87,9 +74,9 @@ TEST(QdqFusion, ConvWithReluBecomesQLinearConvAndMax) {
   auto want = interp::Interpreter(m).run(feeds);
   Model f = m;
   EXPECT_TRUE(fuse_qdq(f.graph));
-  EXPECT_EQ(count(f.graph, "QLinearConv"), 1);
-  EXPECT_EQ(count(f.graph, "Max"), 1);
-  EXPECT_EQ(count(f.graph, "Conv") + count(f.graph, "Relu"), 0);
+  EXPECT_EQ(count_op(f.graph, "QLinearConv"), 1);
+  EXPECT_EQ(count_op(f.graph, "Max"), 1);
+  EXPECT_EQ(count_op(f.graph, "Conv") + count_op(f.graph, "Relu"), 0);
   // The Reshape now reads the quantized input, a DequantizeLinear after it.
   const int reshape = f.graph.producer_of("xflat");
   ASSERT_GE(reshape, 0);
@@ -108,8 +95,8 @@ TEST(QdqFusion, FloatWeightsStay) {
   Model m = qdq_conv(false);
   Model f = m;
   fuse_qdq(f.graph);
-  EXPECT_EQ(count(f.graph, "QLinearConv"), 0);
-  EXPECT_EQ(count(f.graph, "Conv"), 1);
+  EXPECT_EQ(count_op(f.graph, "QLinearConv"), 0);
+  EXPECT_EQ(count_op(f.graph, "Conv"), 1);
 }
 
 }  // namespace

@@ -41,19 +41,7 @@ size_t read_outer(PlanBuilder& b, const Subgraph& sg, std::vector<int>& reads) {
 int define_output(PlanBuilder& b, const std::string& name, bool arena) {
   auto t = b.static_type(name);
   if (arena && t && byte_sized(t->first)) return b.define(name, t->first, t->second);
-  int id = b.define(name, DType::Undefined, {});
-  Slot& sl = b.at(id);
-  sl.kind = Slot::Kind::Dynamic;
-  sl.is_static = false;
-  sl.bytes = 0;
-  if (auto vt = b.graph().type_of(name); vt && vt->is_tensor()) {
-    sl.dtype = vt->dtype;
-    if (auto d = vt->shape.to_static()) {
-      sl.shape = *d;
-      sl.is_static = true;
-    }
-  }
-  return id;
+  return b.define_dynamic(name);
 }
 
 // Sets a control-flow node's output slot to `v`: copied into an arena slot, or held (its own copy

@@ -21,13 +21,7 @@ struct Body {
   }
   Body& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
              std::vector<Attribute> attrs = {}) {
-    Node n;
-    n.name = outs[0];
-    n.op_type = op;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    n.attributes = std::move(attrs);
-    g->nodes.push_back(std::move(n));
+    g->nodes.push_back(hodu::testing::test_node(op, std::move(ins), std::move(outs), std::move(attrs)));
     return *this;
   }
   Body& output(const std::string& name, DType dt, Shape shape) {

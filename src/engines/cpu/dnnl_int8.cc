@@ -729,6 +729,23 @@ IntegerClamp find_integer_clamp(PlanBuilder& b, const Node& n, const Epilogue& e
   return out;
 }
 
+// The product's last value and its type once the nodes its epilogue does are claimed: the clamp
+// after a QLinear product, ORT's dynamic-quantization chain after an integer one.
+std::pair<std::string, DType> claim_epilogue_nodes(PlanBuilder& b, const Node& n, bool qlinear,
+                                                    const IntegerClamp& clamp, int64_t M, size_t rank,
+                                                    size_t channel_axis, Epilogue& e) {
+  if (qlinear) {
+    if (!clamp.node) return {n.outputs[0], e.out};
+    e.lo = clamp.lo;
+    e.hi = clamp.hi;
+    b.claim(*clamp.node);
+    return {clamp.node->outputs[0], e.out};
+  }
+  std::string fused = fuse_float_chain(b, n, M, rank, channel_axis, e);
+  if (fused.empty()) return {n.outputs[0], DType::I32};
+  return {fused, DType::F32};
+}
+
 // oneDNN requantizes a QLinear product itself (output scales in f32, the destination zero point,
 // the clamp as a clip post-op) where the weights run unsplit: one pass and no int32 sums, within
 // one quantum of the interpreter's double (a product on the other side of a .5 in f32).
@@ -852,23 +869,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   w_shape[0] = acc_shape[1];
   Tensor w_s8 = Tensor::from_vector(DType::I8, w_shape, w8.rows);
 
-  // ConvInteger alone, unsplit: oneDNN's int32 output is the result.
-  std::string out_name = n.outputs[0];
-  DType out_dt = qlinear ? e.out : DType::I32;
-  if (qlinear) {
-    if (clamp.node) {
-      e.lo = clamp.lo;
-      e.hi = clamp.hi;
-      out_name = clamp.node->outputs[0];
-      b.claim(*clamp.node);
-    }
-  } else {
-    std::string fused = fuse_float_chain(b, n, M, ys.size(), 1, e);
-    if (!fused.empty()) {
-      out_name = fused;
-      out_dt = DType::F32;
-    }
-  }
+  auto [out_name, out_dt] = claim_epilogue_nodes(b, n, qlinear, clamp, M, ys.size(), 1, e);
   auto step = std::make_unique<Int8Step>();
   step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain && acc_shape[1] == M);
   step->prim_ = dnnl::convolution_forward(pd);
@@ -988,22 +989,7 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
     return false;
   }
   if (reference_impl(pd.impl_info_str())) return false;
-  std::string out_name = n.outputs[0];
-  DType out_dt = qlinear ? e.out : DType::I32;
-  if (qlinear) {
-    if (clamp.node) {
-      e.lo = clamp.lo;
-      e.hi = clamp.hi;
-      out_name = clamp.node->outputs[0];
-      b.claim(*clamp.node);
-    }
-  } else {
-    std::string fused = fuse_float_chain(b, n, N, ys.size(), ys.size() - 1, e);
-    if (!fused.empty()) {
-      out_name = fused;
-      out_dt = DType::F32;
-    }
-  }
+  auto [out_name, out_dt] = claim_epilogue_nodes(b, n, qlinear, clamp, N, ys.size(), ys.size() - 1, e);
   auto step = std::make_unique<Int8Step>();
   step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain);
   step->prim_ = dnnl::matmul(pd);

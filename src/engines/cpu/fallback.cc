@@ -113,19 +113,7 @@ void make_fallback(PlanBuilder& b, const Node& node) {
   }
   for (const auto& out : node.outputs) {
     if (out.empty()) continue;
-    int id = b.define(out, DType::Undefined, {});
-    Slot& sl = b.at(id);
-    sl.kind = Slot::Kind::Dynamic;
-    sl.is_static = false;
-    sl.bytes = 0;
-    if (auto t = b.graph().type_of(out); t && t->is_tensor()) {
-      sl.dtype = t->dtype;
-      if (auto d = t->shape.to_static()) {
-        sl.shape = *d;
-        sl.is_static = true;
-      }
-    }
-    step->writes.push_back(id);
+    step->writes.push_back(b.define_dynamic(out));
   }
   step->label = node.describe() + ": interp";
   b.add(std::move(step));

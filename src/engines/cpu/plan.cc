@@ -228,6 +228,22 @@ int PlanBuilder::define(const std::string& value, DType dtype, std::vector<int64
   return id;
 }
 
+int PlanBuilder::define_dynamic(const std::string& value) {
+  int id = define(value, DType::Undefined, {});
+  Slot& sl = at(id);
+  sl.kind = Slot::Kind::Dynamic;
+  sl.is_static = false;
+  sl.bytes = 0;
+  if (auto t = graph_.type_of(value); t && t->is_tensor()) {
+    sl.dtype = t->dtype;
+    if (auto d = t->shape.to_static()) {
+      sl.shape = *d;
+      sl.is_static = true;
+    }
+  }
+  return id;
+}
+
 int PlanBuilder::define_alias(const std::string& value, int of, std::vector<int64_t> shape) {
   Slot s;
   s.name = value;

@@ -178,6 +178,9 @@ class PlanBuilder {
   int define(const std::string& value, DType dtype, std::vector<int64_t> shape,
              std::optional<dnnl::memory::desc> md = std::nullopt);
   int define_alias(const std::string& value, int of, std::vector<int64_t> shape);
+  // Defines the slot of a value a step sets at run time (allocating it itself): dtype and shape
+  // from the graph's type where it has one.
+  int define_dynamic(const std::string& value);
   // Defines `value` as bytes inside slot `of` (an Arena or Part slot, or an Alias of one) at byte
   // `offset`, in layout `md` (plain when it is the plain layout of `shape`). The plan places `of`
   // to cover both.

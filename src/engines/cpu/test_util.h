@@ -16,6 +16,7 @@
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
 #include "passes/passes.h"
+#include "passes/test_graph.h"
 
 namespace hodu::cpu::testing {
 
@@ -28,13 +29,7 @@ struct GraphBuilder {
   void output(const std::string& name) { g.outputs.push_back({name, {}, ""}); }
   Node& node(const std::string& op, std::vector<std::string> ins, std::vector<std::string> outs,
              std::vector<Attribute> attrs = {}) {
-    Node n;
-    n.name = outs.empty() || outs[0].empty() ? op : outs[0];
-    n.op_type = op;
-    n.inputs = std::move(ins);
-    n.outputs = std::move(outs);
-    n.attributes = std::move(attrs);
-    g.nodes.push_back(std::move(n));
+    g.nodes.push_back(hodu::testing::test_node(op, std::move(ins), std::move(outs), std::move(attrs)));
     return g.nodes.back();
   }
   void constant(const std::string& name, Tensor t) { g.set_initializer(name, std::move(t)); }
