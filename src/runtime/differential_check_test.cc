@@ -107,6 +107,13 @@ TEST(DifferentialCheck, ComparesIntegersExactlyAndNaNsByPlace) {
   Tensor a = Tensor::from_vector<int64_t>(DType::I64, {2}, {1, (int64_t{1} << 60) + 1});
   Tensor b = Tensor::from_vector<int64_t>(DType::I64, {2}, {1, int64_t{1} << 60});
   EXPECT_FALSE(compare_values("i", a, b, 1e-4, 1e-6).matches);  // equal as doubles, not as ints
+  EXPECT_NE(compare_values("i", a, b, 1e-4, 1e-6).note.find("1 of 2 elements differ"), std::string::npos);
+  Tensor q1 = Tensor::from_vector<uint8_t>(DType::U8, {3}, {7, 9, 250});
+  Tensor q2 = Tensor::from_vector<uint8_t>(DType::U8, {3}, {7, 10, 249});
+  ValueDifference dq = compare_values("q", q1, q2, 1e-4, 1e-6);
+  EXPECT_FALSE(dq.matches);
+  EXPECT_EQ(dq.max_abs, 1.0);  // one quantum, not a wrapped byte
+  EXPECT_NE(dq.to_string().find("2 of 3 elements differ"), std::string::npos) << dq.to_string();
   Tensor n1 = Tensor::from_vector<float>(DType::F32, {2}, {NAN, 1.0f});
   Tensor n2 = Tensor::from_vector<float>(DType::F32, {2}, {1.0f, NAN});
   EXPECT_FALSE(compare_values("f", n1, n2, 1e-4, 1e-6).matches);

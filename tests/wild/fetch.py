@@ -224,7 +224,8 @@ def ensure_refs(cache, model, model_file, version):
         meta_path = os.path.join(folder, "meta.json")
         want = {"model_sha256": model_sha, "ort": version, "inputs": model["inputs"], "size": size,
                 "inputs_version": W.INPUTS_VERSION, "ort_level": model.get("ort_level", {}).get("level", "all"),
-                "noise": bool(model["tolerance"].get("ort_noise"))}
+                "noise": bool(model["tolerance"].get("ort_noise")),
+                "fusion": bool(model["tolerance"].get("ort_fusion"))}
         if os.path.isfile(meta_path):
             with open(meta_path) as f:
                 meta = json.load(f)
@@ -260,6 +261,18 @@ def ensure_refs(cache, model, model_file, version):
                 rel, mx, _ = W.compare(a, b)
                 meta["ort_noise"][out] = [rel, mx]
             shutil.rmtree(os.path.join(folder, "ort_noise"))
+        if want["fusion"] and want["ort_level"] != "all":
+            # How far ONNX Runtime moves when it runs the same model with its own graph
+            # optimizations (QDQ pairs fused into int8 kernels, integer sums requantized once):
+            # the rounding a fused int8 path may legitimately change on these inputs.
+            run_ort(model_file, os.path.join(folder, "ort_fused"), feeds, "all")
+            meta["ort_fusion"] = {}
+            for out in outputs:
+                a = np.load(os.path.join(folder, "ort_fused", W.sanitize(out) + ".npy"))
+                b = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
+                rel, mx, _ = W.compare(a, b)
+                meta["ort_fusion"][out] = [rel, mx]
+            shutil.rmtree(os.path.join(folder, "ort_fused"))
         with open(meta_path, "w") as f:
             json.dump(meta, f, indent=1)
         folders.append(folder)

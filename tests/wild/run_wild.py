@@ -110,6 +110,9 @@ def tolerance_for(model, meta, output):
     noise = (meta.get("ort_noise") or {}).get(output)
     if noise:
         allowed = max(allowed, 2.0 * noise[0])
+    fusion = (meta.get("ort_fusion") or {}).get(output)
+    if fusion:
+        allowed = max(allowed, 2.0 * fusion[0])
     return allowed, float(tol.get("atol", 0.0))
 
 
