@@ -13,6 +13,7 @@ packages=(
   python3-torchvision  # real architectures for aot_vs_ort and bench/export_zoo.py
   graphviz valgrind
   libcpp-httplib-dev  # hodugaki's HTTP server and client (src/distributed)
+  libopenmpi-dev openmpi-bin  # hodugaki train: data-parallel training over MPI (src/distributed/training)
   libjpeg62-turbo-dev libpng-dev libtiff-dev libwebp-dev libopenjp2-7-dev python3-pil
   clang gcc-aarch64-linux-gnu libc6-dev-arm64-cross qemu-user  # hodu build: .ll/.bc, aarch64 cross builds
 )

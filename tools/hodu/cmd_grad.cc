@@ -9,16 +9,16 @@
 #include "core/error.h"
 #include "formats/model_io.h"
 #include "formats/tensor_io.h"
+#include "optimizer_options.h"
 #include "passes/autodiff.h"
 
 namespace hodu::cli {
 namespace {
 
 struct GradArgs {
-  std::string in, out, loss, wrt, optimizer, state;
+  std::string in, out, loss, wrt, state;
   bool all_params = false, seed_input = false;
-  float momentum = 0, dampening = 0, weight_decay = -1, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f;
-  bool nesterov = false, amsgrad = false, maximize = false;
+  OptimizerArgs opt;
 };
 
 std::vector<std::string> split_names(const std::string& s) {
@@ -39,20 +39,11 @@ int run_grad(const GradArgs& a) {
     HODU_CHECK(!wrt.empty(), ErrorCode::InvalidArgument, "{} has no float initializer to train", a.in);
   }
   Model out = m;
-  if (a.optimizer.empty()) {
+  if (a.opt.optimizer.empty()) {
     out.graph = passes::build_gradient_graph(m.graph, {a.loss, wrt, a.seed_input});
   } else {
     HODU_CHECK(!a.seed_input, ErrorCode::InvalidArgument, "--seed-input is for gradient graphs, not training steps");
-    passes::OptimizerSpec o;
-    if (a.optimizer == "sgd") {
-      o = passes::OptimizerSpec::sgd(a.momentum, a.dampening, a.nesterov, a.weight_decay < 0 ? 0 : a.weight_decay);
-    } else {
-      float wd = a.weight_decay >= 0 ? a.weight_decay : a.optimizer == "adamw" ? 1e-2f : 0.f;
-      o = a.optimizer == "adam" ? passes::OptimizerSpec::adam(a.beta1, a.beta2, a.eps, wd)
-                                : passes::OptimizerSpec::adamw(a.beta1, a.beta2, a.eps, wd);
-      o.amsgrad = a.amsgrad;
-    }
-    o.maximize = a.maximize;
+    passes::OptimizerSpec o = optimizer_spec(a.opt);
     out.graph = passes::build_training_step(m.graph, a.loss, wrt, o);
     if (!a.state.empty()) {
       NamedTensors state;
@@ -85,17 +76,7 @@ CommandFn add_grad_command(CLI::App& app) {
                "every float initializer of rank >= 1 but BatchNormalization statistics and exporter constants ('::')");
   app.add_flag("--seed-input", a->seed_input, "dL/dloss comes from a new input grad.<loss> instead of ones");
   app.add_option("-o,--output", a->out, "output model; its extension picks the format")->required();
-  app.add_option("--optimizer", a->optimizer, "build a training step with sgd, adam or adamw")
-      ->check(CLI::IsMember({"sgd", "adam", "adamw"}));
-  app.add_option("--momentum", a->momentum, "SGD momentum (0)");
-  app.add_option("--dampening", a->dampening, "SGD dampening (0)");
-  app.add_flag("--nesterov", a->nesterov, "SGD with Nesterov momentum");
-  app.add_option("--weight-decay", a->weight_decay, "weight decay (SGD/Adam 0, AdamW 0.01)");
-  app.add_option("--beta1", a->beta1, "Adam/AdamW beta1 (0.9)");
-  app.add_option("--beta2", a->beta2, "Adam/AdamW beta2 (0.999)");
-  app.add_option("--eps", a->eps, "Adam/AdamW eps (1e-8)");
-  app.add_flag("--amsgrad", a->amsgrad, "Adam/AdamW with amsgrad");
-  app.add_flag("--maximize", a->maximize, "ascend instead of descend");
+  add_optimizer_options(app, a->opt, "build a training step with sgd, adam or adamw");
   app.add_option("--state", a->state, "with --optimizer: write the initial params and state here (.npz, ...)");
   return [a] { return run_grad(*a); };
 }

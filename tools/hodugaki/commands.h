@@ -1,5 +1,4 @@
-// hodugaki's command line: one file per subcommand (serve, infer; train joins
-// them when the C++ training frontend lands). Each add_*_command registers its
+// hodugaki's command line: one file per subcommand (serve, infer, train). Each add_*_command registers its
 // options on the CLI11 app and returns the function that runs it.
 #pragma once
 #include <CLI/CLI.hpp>
@@ -11,5 +10,6 @@ using CommandFn = std::function<int()>;
 
 CommandFn add_serve_command(CLI::App& app);
 CommandFn add_infer_command(CLI::App& app);
+CommandFn add_train_command(CLI::App& app);
 
 }  // namespace hodu::gaki

@@ -1,6 +1,6 @@
 // hodugaki: distributed computing on hodu. `hodugaki --help` lists the commands:
-// serve (a KServe v2 model server), infer (its client); train (data-parallel
-// training over MPI) is planned (docs/hodugaki.md).
+// serve (a KServe v2 model server), infer (its client), train (data-parallel
+// training over MPI) (docs/hodugaki.md).
 #include <map>
 
 #include "cli_main.h"
@@ -8,10 +8,10 @@
 
 int main(int argc, char** argv) {
   hodu::cli::restart_with_short_omp_spin(argv);  // as hodu does (tools/hodu/cli_main.cc says why)
-  CLI::App app{"hodugaki: serve hodu models over the network (KServe v2) and call them"};
+  CLI::App app{"hodugaki: serve hodu models over the network (KServe v2), call them, and train across processes (MPI)"};
   app.set_version_flag("--version", std::string("hodugaki ") + HODU_VERSION);
   app.require_subcommand(1);
-  app.footer("Training across processes (hodugaki train, over MPI) is not built yet. See docs/hodugaki.md.");
+  app.footer("Training runs under MPI: mpirun -np N hodugaki train MODEL ... See docs/hodugaki.md.");
   std::map<CLI::App*, hodu::gaki::CommandFn> commands;
   auto add = [&](const char* name, const char* help, hodu::gaki::CommandFn (*fn)(CLI::App&)) {
     CLI::App* sub = app.add_subcommand(name, help);
@@ -20,5 +20,7 @@ int main(int argc, char** argv) {
   add("serve", "serve models over HTTP with the KServe v2 protocol, with dynamic batching and /metrics",
       hodu::gaki::add_serve_command);
   add("infer", "send inputs to a KServe v2 server and print or save the outputs", hodu::gaki::add_infer_command);
+  add("train", "data-parallel training of a model with a loss, over MPI (mpirun -np N hodugaki train ...)",
+      hodu::gaki::add_train_command);
   return hodu::cli::run_subcommand(app, commands, argc, argv);
 }
