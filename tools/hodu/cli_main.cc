@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <sstream>
 
 #include "core/error.h"
 
@@ -20,10 +21,15 @@ void restart_with_short_omp_spin(char** argv) {
     execv("/proc/self/exe", argv);
 }
 
-int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv) {
+int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv,
+                   bool quiet_parse) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (quiet_parse) {
+      std::ostringstream discard;
+      return app.exit(e, discard, discard);
+    }
     return app.exit(e);
   }
   try {

@@ -12,7 +12,9 @@ namespace hodu::cli {
 // OMP_WAIT_POLICY or GOMP_SPINCOUNT (cli_main.cc says why); returns otherwise.
 void restart_with_short_omp_spin(char** argv);
 
-// Parses the command line and runs the chosen subcommand's function.
-int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv);
+// Parses the command line and runs the chosen subcommand's function. `quiet_parse`: parse errors
+// and --help print nothing (the ranks but the first of an MPI job, which all parse the same line).
+int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv,
+                   bool quiet_parse = false);
 
 }  // namespace hodu::cli

@@ -1,10 +1,22 @@
 // hodugaki: distributed computing on hodu. `hodugaki --help` lists the commands:
 // serve (a KServe v2 model server), infer (its client), train (data-parallel
 // training over MPI) (docs/hodugaki.md).
+#include <cstdlib>
 #include <map>
 
 #include "cli_main.h"
 #include "commands.h"
+
+namespace {
+
+// This process's rank in an MPI job, from the launcher's environment (mpirun, srun), -1 outside one.
+int launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
+  return -1;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   hodu::cli::restart_with_short_omp_spin(argv);  // as hodu does (tools/hodu/cli_main.cc says why)
@@ -22,5 +34,6 @@ int main(int argc, char** argv) {
   add("infer", "send inputs to a KServe v2 server and print or save the outputs", hodu::gaki::add_infer_command);
   add("train", "data-parallel training of a model with a loss, over MPI (mpirun -np N hodugaki train ...)",
       hodu::gaki::add_train_command);
-  return hodu::cli::run_subcommand(app, commands, argc, argv);
+  // Under mpirun every rank parses the same line: only the first prints a parse error or --help.
+  return hodu::cli::run_subcommand(app, commands, argc, argv, launcher_rank() > 0);
 }

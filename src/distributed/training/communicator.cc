@@ -63,12 +63,6 @@ bool Environment::threads_supported() {
   return provided >= MPI_THREAD_SERIALIZED;
 }
 
-int Environment::launcher_rank() {
-  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"})
-    if (const char* v = std::getenv(var); v && *v) return std::atoi(v);
-  return -1;
-}
-
 Communicator Communicator::world() {
   HODU_CHECK(mpi_initialized(), ErrorCode::InvalidArgument,
              "MPI is not initialized: create a hodu::distributed::Environment first");

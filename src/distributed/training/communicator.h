@@ -27,9 +27,6 @@ class Environment {
   Environment& operator=(const Environment&) = delete;
   // Whether MPI lets a second thread make the calls (MPI_THREAD_SERIALIZED or more).
   static bool threads_supported();
-  // The rank a launcher (mpirun, srun) gave this process, read from its environment
-  // variables before MPI is initialized; -1 when none did.
-  static int launcher_rank();
 
  private:
   bool initialized_here_ = false;
