@@ -3,6 +3,7 @@
 // Data-parallel training over MPI (`mpirun -np N hodugaki train ...`; alone it is a world of one
 // rank): distributed::Trainer does the work; this file parses, reports and writes the results.
 // Rank 0 prints the loss curve and writes the checkpoints and the trained model.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -190,7 +191,8 @@ int train(const TrainArgs& a) {
   std::string reduce;
   if (comm.size() > 1)
     reduce = fmt::format(", all-reduce {:.3f} of which {:.3f} exposed ({:.0f}% hidden)", per(rs.reduce_ms),
-                         per(rs.exposed_ms), rs.reduce_ms > 0 ? 100.0 * (1 - rs.exposed_ms / rs.reduce_ms) : 0.0);
+                         per(rs.exposed_ms),
+                         rs.reduce_ms > 0 ? std::max(0.0, 100.0 * (1 - rs.exposed_ms / rs.reduce_ms)) : 0.0);
   const std::string timing =
       fmt::format("{:.3f} ms/step (forward+backward {:.3f}{}, update {:.3f})", per(tm.step_ms), per(tm.compute_ms),
                   reduce, per(tm.update_ms));

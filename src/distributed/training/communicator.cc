@@ -46,6 +46,12 @@ Environment::Environment(int* argc, char*** argv) {
   MPI_Finalized(&done);
   HODU_CHECK(!done, ErrorCode::InvalidArgument, "MPI was finalized already; it cannot start again in this process");
   if (mpi_initialized()) return;
+  // A rank waiting in MPI yields the core (unless the user set it): each rank's kernel threads
+  // fill the host's cores and its reducer thread waits in MPI_Allreduce beside them, so
+  // Open MPI's busy polling took the cores the peers' backward needed (measured on the MLP of
+  // bench/train_mpi at -np 2 on this loaded 2-core machine, ms a step: 616 and 700 polling
+  // against 302 and 307 yielding through shared memory; 319 and 261 against 281 and 172 with CMA).
+  setenv("OMPI_MCA_mpi_yield_when_idle", "1", 0);
   int provided = 0;
   check(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
   initialized_here_ = true;
