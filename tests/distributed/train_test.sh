@@ -7,7 +7,8 @@
 #    final weights to 1e-5 relative), for SGD with momentum and one bucket, SGD with small buckets
 #    overlapped with the backward, and Adam;
 #  - a run killed mid-way (one rank SIGKILLed; the launcher SIGTERMed) resumes from its last
-#    checkpoint to the uninterrupted run's final weights bit for bit;
+#    checkpoint to the uninterrupted run's final weights bit for bit; a run resumed on 1 rank with
+#    the same global batch matches 2 ranks throughout to 1e-5;
 #  - bad arguments, a missing loss name, a loss that is not one number, a resume that does not fit
 #    exit 1 with a clear message, printed once under mpirun.
 # Skips (77), saying why, without mpirun or without Debian's torch and sklearn. Prints "N passed, M failed".
@@ -137,6 +138,16 @@ expect_ok "resume after the launcher was stopped" "resumed from" mpi 2 "${run[@]
   -o "$tmp/cut2.onnx" --losses "$tmp/cut2.npy"
 compare "stopped launcher, resumed = uninterrupted (bit for bit)" "$tmp/full.onnx" "$tmp/full.npy" "$tmp/cut2.onnx" \
   "$tmp/cut2.npy" 0
+
+# Resumed on another number of ranks with the same global batch: the same rows, sums in another order.
+short=("$gaki" train "$model" "${common[@]}" --lr 0.02 --momentum 0.9 --seed 1)
+expect_ok "2 ranks, 200 steps" "step 200/200" mpi 2 "${short[@]}" --batch 16 --steps 200 -o "$tmp/r2.onnx" \
+  --losses "$tmp/r2.npy"
+expect_ok "2 ranks, first 100 steps" "step 100/100" mpi 2 "${short[@]}" --batch 16 --steps 100 --checkpoint "$tmp/rn" \
+  -o "$tmp/rn.onnx"
+expect_ok "resumed on 1 rank with --batch 32" "resumed from .*step-00000100 at step 100" "${short[@]}" --batch 32 \
+  --steps 200 --checkpoint "$tmp/rn" --resume -o "$tmp/r1.onnx" --losses "$tmp/r1.npy"
+compare "resumed on 1 rank = 2 ranks throughout (1e-5)" "$tmp/r1.onnx" "$tmp/r1.npy" "$tmp/r2.onnx" "$tmp/r2.npy" 1e-5
 
 # --- errors ---
 # expect_usage NAME REGEX CMD... : a command-line mistake: exit 1-127 and REGEX in the output
