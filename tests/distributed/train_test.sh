@@ -184,6 +184,9 @@ expect_error "a batch larger than the data" "fewer than one global batch \(1000 
   mpi 2 "${base[@]}" --batch 1000 --input x=x
 expect_error "bad --input" "--input 'x': expected INPUT=ARRAY" "${base[@]}" --batch 16 --input x
 expect_error "--input of an unknown model input" "'z=x': the model has no input 'z'" "${base[@]}" --batch 16 --input z=x
+out=$("${base[@]}" --batch 16 --checkpoint /proc/nope 2>&1); rc=$?
+[ $rc -eq 1 ] && grep -q "error: --checkpoint '/proc/nope': cannot create" <<<"$out" && ! grep -q "step 1/" <<<"$out" && ok ||
+  bad "a checkpoint folder that cannot be made fails before training (exit $rc)" "$out"
 expect_error "--resume without --checkpoint" "--resume needs --checkpoint" "${base[@]}" --batch 16 --resume
 expect_error "a used checkpoint folder without --resume" "already holds checkpoints \(step-00001500\): pass --resume" \
   "${base[@]}" --batch 32 --checkpoint "$tmp/full"

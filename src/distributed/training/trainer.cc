@@ -1,5 +1,8 @@
 #include "distributed/training/trainer.h"
 
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 
@@ -58,6 +61,12 @@ int64_t Trainer::restore() {
   std::optional<CheckpointData> ckpt;
   run_agreed(comm_, [&] {
     if (!root || options_.checkpoint_dir.empty()) return;
+    // A folder that cannot be written fails now, not at the first checkpoint hours later.
+    std::error_code ec;
+    std::filesystem::create_directories(options_.checkpoint_dir, ec);
+    HODU_CHECK(!ec && access(options_.checkpoint_dir.c_str(), W_OK) == 0, ErrorCode::Io,
+               "--checkpoint '{}': cannot create or write the folder: {}", options_.checkpoint_dir,
+               ec ? ec.message() : std::string(std::strerror(errno)));
     auto latest = latest_checkpoint(options_.checkpoint_dir);
     if (!options_.resume) {
       HODU_CHECK(!latest, ErrorCode::InvalidArgument,
