@@ -23,6 +23,7 @@ usage: /usr/bin/python3 bench/train_mpi/run.py [--hodugaki build/bin/hodugaki] [
 import argparse
 import os
 import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -116,6 +117,7 @@ def main():
             med = [statistics.median(x[i] for x in r) for i in range(4)]
             hidden = f"{max(0.0, 100 * (1 - med[3] / med[2])):.0f}%" if med[2] > 0 else "-"
             print(f"{c:16} {r[0][4]:7d} {med[0]:9.2f} {med[1]:9.2f} {med[2]:10.2f} {med[3]:8.2f} {hidden:>7}")
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":
