@@ -58,17 +58,19 @@ async function main() {
   }
   for (let i = 0; i < warmup; ++i) await session.run(feeds);
   const times = [];
+  const cpu0 = process.cpuUsage();
   for (let i = 0; i < iters; ++i) {
     t0 = process.hrtime.bigint();
     await session.run(feeds);
     times.push(ms());
   }
+  const cpu = process.cpuUsage(cpu0);  // microseconds, every thread of the process
   if (profile) session.endProfiling();
   const sorted = [...times].sort((a, b) => a - b);
   console.log(JSON.stringify({
     engine: 'onnxruntime', threads, load_ms: loadMs, first_run_ms: firstMs, median_ms: percentile(sorted, 0.5),
     p90_ms: percentile(sorted, 0.9), min_ms: sorted[0], mean_ms: times.reduce((a, b) => a + b, 0) / times.length,
-    iters, warmup, peak_rss_mb: peakRssMb(),
+    iters, warmup, peak_rss_mb: peakRssMb(), cpu_ms: (cpu.user + cpu.system) / 1e3 / iters,
   }));
 }
 

@@ -451,7 +451,9 @@ bool make_activation_grad(PlanBuilder& b, const Node& n) {
 
 }  // namespace
 
-bool make_backward(PlanBuilder& b, const Node& n) {
+namespace {
+
+bool make_backward_step(PlanBuilder& b, const Node& n) {
   if (n.domain.empty() && n.op_type == "BatchNormalization") return make_batch_norm_training(b, n);
   if (n.domain != "hodu") return false;
   if (n.op_type == "ConvGrad") return make_conv_grad(b, n);
@@ -459,6 +461,16 @@ bool make_backward(PlanBuilder& b, const Node& n) {
   if (n.op_type == "BatchNormGrad") return make_batch_norm_grad(b, n);
   if (n.op_type == "ActivationGrad") return make_activation_grad(b, n);
   return false;
+}
+
+}  // namespace
+
+bool make_backward(PlanBuilder& b, const Node& n) {
+  if (!make_backward_step(b, n)) return false;
+  // oneDNN's backward primitives split their work (and size their barriers) for the team they
+  // were created for: a run on fewer threads waits at a barrier forever.
+  b.keep_all_threads();
+  return true;
 }
 
 }  // namespace hodu::cpu

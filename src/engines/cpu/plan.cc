@@ -373,7 +373,8 @@ bool has_empty_tensor(const PlanBuilder& b, const Node& n) {
 
 Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
            const PlanOptions& options, dnnl::engine& engine)
-    : model_(model), options_(options), engine_(engine), interp_(model, {options.threads, 0}) {
+    : model_(model), options_(options), engine_(engine), interp_(model, {options.threads, 0}),
+      governor_(options.threads) {
   // oneDNN sizes a primitive's parallel split when it is created: with the OpenMP default here,
   // a plan for 1 thread would run its convolutions on every core.
   omp_set_num_threads(options_.threads);
@@ -610,6 +611,8 @@ std::vector<RuntimeValue> Plan::run(const std::map<std::string, RuntimeValue>& i
     if (it != inputs.end()) feeds[i] = it->second;
     else HODU_CHECK(model_.graph.initializer(name), ErrorCode::InvalidArgument, "missing input '{}'", name);
   }
+  // All threads or one for this run (the ThreadGovernor: one while other processes keep the cores busy).
+  ThreadGovernor::Run governed(governor_);
   return run(feeds, stream, nullptr, run_index * 0x9E3779B97F4A7C15ull);
 }
 
@@ -621,7 +624,10 @@ std::optional<std::vector<int64_t>> Plan::output_shape(size_t i) const {
 
 std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnnl::stream& stream,
                                     const std::vector<Tensor>* into, uint64_t seed_salt) {
-  omp_set_num_threads(options_.threads);
+  // One inside a run the ThreadGovernor put on one thread (OpenMP's active levels are 0 then),
+  // a subgraph's run within it too.
+  const int threads = omp_get_max_active_levels() == 0 ? 1 : options_.threads;
+  omp_set_num_threads(threads);
   HODU_CHECK(inputs.size() == feed_slots_.size(), ErrorCode::Internal, "{} inputs for a plan of {}", inputs.size(),
              feed_slots_.size());
   for (size_t i = 0; i < feed_slots_.size(); ++i) {
@@ -667,14 +673,14 @@ std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnn
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
     }
   }
-  RunState rs{slots_, options_.threads, engine_, stream, interp_, arena_.get(), seed_salt};
+  RunState rs{slots_, threads, engine_, stream, interp_, arena_.get(), seed_salt};
   Profiler* profiler = Profiler::active();
   struct Nesting {  // plans run inside a step of another plan (subgraphs) count one deeper
     Nesting() { ++plan_depth; }
     ~Nesting() { --plan_depth; }
   } nesting;
   for (auto& step : steps_) {
-    rs.threads = step->threads > 0 ? step->threads : options_.threads;
+    rs.threads = step->threads > 0 ? std::min(step->threads, threads) : threads;
     if (omp_get_max_threads() != rs.threads) omp_set_num_threads(rs.threads);
     double t0 = profiler ? profiler->now_us() : 0;
     try {

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/runtime_value.h"
+#include "engines/cpu/thread_governor.h"
 #include "engines/interp/interpreter.h"
 #include "ir/graph.h"
 
@@ -126,6 +127,8 @@ class Plan {
   // "<x>.next" outputs are copied into the tensor fed as "<x>" at the end of a run.
   std::vector<std::string> in_place_outputs() const;
   int fallback_count() const { return fallbacks_; }
+  // Whether every run uses all the plan's threads (ThreadGovernor::pin), for tests.
+  bool threads_pinned() const { return governor_.pinned(); }
 
  private:
   friend class PlanBuilder;
@@ -148,6 +151,7 @@ class Plan {
   size_t arena_bytes_ = 0;
   int fallbacks_ = 0;
   interp::Interpreter interp_;
+  ThreadGovernor governor_;  // all threads or one, run by run
 };
 
 // Used by the kernel factories while a plan is built.
@@ -201,6 +205,8 @@ class PlanBuilder {
   // Static type of a value, when known.
   std::optional<std::pair<DType, std::vector<int64_t>>> static_type(const std::string& value) const;
   void add(std::unique_ptr<Step> step);
+  // The plan's runs keep all their threads even on busy cores (ThreadGovernor::pin).
+  void keep_all_threads() { plan_.governor_.pin(); }
   // Constant `t` reordered from layout `from` (its bytes as stored) into `to`. `value` names the
   // graph value `t` is, or is empty for a tensor derived from one (scaled, converted): only a
   // value's exact copy lets its original go (PlanOptions::release_weights).
