@@ -228,7 +228,9 @@ CommandFn add_bench_command(CLI::App& app) {
   app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
   app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
   app.add_option("--engine", a->engine, "engine (default: best for the device)");
-  app.add_option("--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("--threads", a->threads,
+                 "threads (default: physical cores); the cpu engine runs on one while other processes keep the "
+                 "cores busy (HODU_THREAD_POLICY=fixed: always all)");
   app.add_option("--max-isa", a->max_isa,
                  "highest instruction set the kernels may use: baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx "
                  "(sets HODU_MAX_ISA; default: the CPU's)");

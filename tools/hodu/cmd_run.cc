@@ -230,7 +230,9 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("-f,--format", a->format, "output format: pretty, json, npy, hdt")->capture_default_str();
   app.add_option("-o,--output-dir", a->out_dir, "write each output to DIR/<name>.<format>");
   app.add_option("-d,--device", a->device, "device: cpu or cuda:N")->capture_default_str();
-  app.add_option("--threads", a->threads, "threads (default: physical cores)");
+  app.add_option("--threads", a->threads,
+                 "threads (default: physical cores); the cpu engine runs on one while other processes keep the "
+                 "cores busy (HODU_THREAD_POLICY=fixed: always all)");
   app.add_option("--engine", a->engine, "built-in engine: cpu, interp, native (default: best for the device)");
   app.add_option("--seed", a->seed, "seed for random ops")->capture_default_str();
   app.add_option("--policy", a->policy, "policy JSON file: {\"execution\": {...}, \"kernels\": {...}}");
