@@ -75,8 +75,10 @@ pid_t this_thread() { return static_cast<pid_t>(syscall(SYS_gettid)); }
 ThreadGovernor::Policy ThreadGovernor::policy() {
   static const Policy p = [] {
     const char* v = std::getenv("HODU_THREAD_POLICY");
-    if (v && std::strcmp(v, "fixed") == 0) return Policy::Fixed;
-    if (v && std::strcmp(v, "one") == 0) return Policy::One;
+    if (!v || !*v || std::strcmp(v, "adaptive") == 0) return Policy::Adaptive;
+    if (std::strcmp(v, "fixed") == 0) return Policy::Fixed;
+    if (std::strcmp(v, "one") == 0) return Policy::One;
+    std::fprintf(stderr, "hodu: warning: HODU_THREAD_POLICY=%s is not adaptive, fixed or one; using adaptive\n", v);
     return Policy::Adaptive;
   }();
   return p;
