@@ -359,12 +359,20 @@ dnnl::memory memory_of(RunState& rs, int slot, const dnnl::memory::desc& md) {
 
 namespace {
 
+// A value with a 0 dim, other than an empty 1-D parameter input: exporters give an
+// optional parameter that way (Resize's roi and scales from paddle2onnx and tf2onnx), and
+// the kernels read it as "not given". Inputs of ops whose every input is data count.
 bool has_empty_tensor(const PlanBuilder& b, const Node& n) {
+  static const std::set<std::string> all_data = {"Concat", "Sum", "Mean", "Max", "Min"};
+  const bool params_after_first = n.domain.empty() && !all_data.count(n.op_type);
   for (const auto* names : {&n.inputs, &n.outputs})
-    for (const auto& v : *names) {
+    for (size_t i = 0; i < names->size(); ++i) {
+      const std::string& v = (*names)[i];
       if (v.empty()) continue;
       auto t = b.static_type(v);
-      if (t && std::find(t->second.begin(), t->second.end(), 0) != t->second.end()) return true;
+      if (!t || std::find(t->second.begin(), t->second.end(), 0) == t->second.end()) continue;
+      if (names == &n.inputs && i > 0 && params_after_first && t->second.size() == 1) continue;
+      return true;
     }
   return false;
 }

@@ -383,6 +383,21 @@ TEST(CpuTensorKernels, ResizeModes) {
   u8.order = {"x", "", "scales"};
   u8.attrs = {Attribute::make_string("mode", "nearest")};
   check(u8, "Resize nearest u8");
+  // paddle2onnx and tf2onnx give the unused roi (and scales, when sizes are given) as empty
+  // 1-D constants: still the resize kernel, not the interpreter's (PaddleOCR det ran its six
+  // Resizes there, a quarter of its run).
+  Case p2o;
+  p2o.op = "Resize";
+  p2o.inputs = {{"x", rand_tensor(DType::F32, {1, 4, 5, 6}, seed++)}};
+  p2o.consts = {{"roi", f32s({})}, {"scales", f32s({1, 1, 2, 2})}};
+  p2o.order = {"x", "roi", "scales"};
+  p2o.attrs = {Attribute::make_string("mode", "nearest"), Attribute::make_string("coordinate_transformation_mode", "asymmetric"),
+               Attribute::make_string("nearest_mode", "floor")};
+  check(p2o, "Resize with an empty roi");
+  Case p2o_sizes = p2o;
+  p2o_sizes.consts = {{"roi", f32s({})}, {"scales", f32s({})}, {"sizes", i64s({1, 4, 9, 13})}};
+  p2o_sizes.order = {"x", "roi", "scales", "sizes"};
+  check(p2o_sizes, "Resize with empty roi and scales");
   Case crop;
   crop.op = "Resize";
   crop.inputs = {{"x", rand_tensor(DType::F32, {1, 1, 6, 6}, seed++)}};
