@@ -249,6 +249,25 @@ TEST(CpuEngine, BatchNormOfAConcatRunsOnOneDnn) {
   EXPECT_EQ(bn, 1);
 }
 
+// A tagger's output layer: LogSoftmax over the classes on the engine's row kernel, with
+// rows far apart in scale (a large logit must not overflow the sum of exponentials).
+TEST(CpuEngine, LogSoftmaxRunsOnItsRowKernel) {
+  Builder b;
+  b.input("x", Shape({Dim(3), Dim(5), Dim(37)}));
+  b.constant("k", {37}, 81);
+  b.node("Mul", {"x", "k"}, {"s"});
+  b.node("LogSoftmax", {"s"}, {"y"}, {Attribute::make_int("axis", -1)});
+  b.output("y");
+  Model m = b.finish();
+  Tensor x = random_tensor({3, 5, 37}, 82);
+  for (int64_t i = 0; i < 37; ++i) x.data<float>()[i] *= 400.0f;  // a row of huge logits
+  expect_matches_interp(m, {{"x", RuntimeValue(x)}});
+  expect_matches_interp(m, {{"x", RuntimeValue(x)}}, 2);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(m, {{"x", {3, 5, 37}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0);
+}
+
 TEST(CpuEngine, SmallCnnUsesOneDnnWithoutFallback) {
   Model m = small_cnn();
   passes::optimize(m, {3, {{"x", {1, 3, 16, 16}}}});

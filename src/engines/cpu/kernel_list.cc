@@ -26,6 +26,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"Gelu"}, "hodu", "onednn", "oneDNN eltwise gelu");
   add({"Add", "Sum", "Sub", "Mul", "Div", "Max", "Min"}, "", "onednn", "oneDNN binary with broadcasting (any layout)");
   add({"Softmax", "LayerNormalization"}, "", "cpu", "hand-written row kernel, AVX2 or portable");
+  add({"LogSoftmax"}, "", "cpu", "row kernel over the last axis (sum of exponentials in double)");
   add({"BatchNormalization"}, "", "onednn", "oneDNN batch normalization at inference, any layout (one no conv absorbed)");
   add({"LayerNorm"}, "hodu", "cpu", "hand-written row kernel, AVX2 or portable");
   add({"Reshape", "Flatten", "Squeeze", "Unsqueeze"}, "", "cpu", "a view, no copy");

@@ -1,7 +1,9 @@
-// Softmax over the last axis and hodu.LayerNorm / LayerNormalization over the
+// Softmax and LogSoftmax over the last axis and hodu.LayerNorm / LayerNormalization over the
 // last axis: hand-written row kernels, rows split over the threads. BatchNormalization at
 // inference that no conv absorbed (DenseNet's, on concatenated features): oneDNN's, on
 // its input's layout.
+#include <algorithm>
+#include <cmath>
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/plan.h"
@@ -18,6 +20,28 @@ class SoftmaxStep : public Step {
     float* y = rs.slots[writes[0]].value.tensor.data<float>();
     int64_t n = n_;
     parallel_for(rows_, rs.threads, [&](int64_t r) { softmax_row(x + r * n, nullptr, 0, y + r * n, n, n); });
+  }
+  int64_t rows_ = 0, n_ = 0;
+};
+
+// log(softmax(x)) = x - max - log(sum(exp(x - max))): the sum in double, so rows of
+// thousands of classes keep the interpreter's accuracy.
+class LogSoftmaxStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = rs.slots[reads[0]].tensor().data<float>();
+    float* y = rs.slots[writes[0]].value.tensor.data<float>();
+    const int64_t n = n_;
+    parallel_for(rows_, rs.threads, [&](int64_t r) {
+      const float* xr = x + r * n;
+      float* yr = y + r * n;
+      float mx = -INFINITY;
+      for (int64_t i = 0; i < n; ++i) mx = std::max(mx, xr[i]);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(xr[i] - mx));
+      const float shift = mx + static_cast<float>(std::log(sum));
+      for (int64_t i = 0; i < n; ++i) yr[i] = xr[i] - shift;
+    });
   }
   int64_t rows_ = 0, n_ = 0;
 };
@@ -108,14 +132,25 @@ bool make_batch_norm(PlanBuilder& b, const Node& n) {
 bool make_normalization(PlanBuilder& b, const Node& n) {
   if (make_batch_norm(b, n)) return true;
   bool softmax = n.domain.empty() && n.op_type == "Softmax";
+  bool log_softmax = n.domain.empty() && n.op_type == "LogSoftmax";
   bool ln = (n.domain == "hodu" && n.op_type == "LayerNorm") ||
             (n.domain.empty() && n.op_type == "LayerNormalization" && !n.has_output(1) && !n.has_output(2));
-  if (!softmax && !ln) return false;
+  if (!softmax && !log_softmax && !ln) return false;
   auto x = b.static_type(n.inputs[0]);
   if (!x || x->first != DType::F32 || x->second.empty()) return false;
   const auto& xs = x->second;
   if (last_axis(n.get_int("axis", -1), xs.size()) != static_cast<int64_t>(xs.size()) - 1) return false;
   int64_t cols = xs.back(), rows = cols ? shape_numel(xs) / cols : 0;
+  if (log_softmax) {
+    auto step = std::make_unique<LogSoftmaxStep>();
+    step->rows_ = rows;
+    step->n_ = cols;
+    step->reads = {b.plain(n.inputs[0])};
+    step->writes = {b.define(n.outputs[0], DType::F32, xs)};
+    step->label = n.describe() + ": cpu";
+    b.add(std::move(step));
+    return true;
+  }
   if (softmax) {
     auto step = std::make_unique<SoftmaxStep>();
     step->rows_ = rows;
