@@ -341,6 +341,66 @@ TEST(CpuTensorKernels, SplitPadTileDepthToSpaceTrilu) {
     }
 }
 
+// Products whose operand shapes the plan cannot know (a Slice with run-time starts, as a
+// Loop's outputs are): sgemm per run, not the interpreter.
+TEST(CpuTensorKernels, ProductsOverShapesKnownWhileRunning) {
+  uint32_t seed = 90;
+  struct P {
+    std::string op;
+    std::vector<int64_t> x, w;
+    bool ta, tb, bias;
+  };
+  const std::vector<P> cases = {{"Gemm", {7, 8}, {3, 8}, false, true, true},  {"Gemm", {7, 8}, {8, 3}, false, false, false},
+                                {"Gemm", {8, 7}, {3, 8}, true, true, true},   {"MatMul", {2, 7, 8}, {8, 5}, false, false, false},
+                                {"MatMul", {3, 7, 8}, {1, 8, 4}, false, false, false}, {"MatMul", {7, 8}, {8}, false, false, false}};
+  for (const auto& p : cases) {
+    Model m;
+    m.opset_imports[""] = 21;
+    Graph& g = m.graph;
+    g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape::from(p.x)), ""});
+    g.inputs.push_back({"start", ValueType::tensor(DType::I64, Shape::from(std::vector<int64_t>{1})), ""});
+    g.set_initializer("end", i64s({100}));
+    // The rows (axis 0 of Gemm's A, the row axis of MatMul's) are sliced; with transA axis 0 is
+    // K, which must stay whole: the slice starts at 0 there, its size still unknown to the plan.
+    const int64_t axis = p.op == "Gemm" ? 0 : static_cast<int64_t>(p.x.size()) - 2;
+    g.set_initializer("axis", i64s({axis}));
+    g.set_initializer("w", rand_tensor(DType::F32, p.w, seed++));
+    g.set_initializer("c", rand_tensor(DType::F32, {p.tb ? p.w[0] : p.w.back()}, seed++));
+    Node s;
+    s.name = "slice";
+    s.op_type = "Slice";
+    s.inputs = {"x", "start", "end", "axis"};
+    s.outputs = {"xs"};
+    g.nodes.push_back(s);
+    Node n;
+    n.name = "product";
+    n.op_type = p.op;
+    n.inputs = {"xs", "w"};
+    if (p.bias) n.inputs.push_back("c");
+    n.outputs = {"y"};
+    if (p.op == "Gemm") n.attributes = {Attribute::make_int("transA", p.ta), Attribute::make_int("transB", p.tb),
+                                        Attribute::make_float("alpha", 0.75f), Attribute::make_float("beta", 1.5f)};
+    g.nodes.push_back(n);
+    g.outputs.push_back({"y", {}, ""});
+    infer_types(g);
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(rand_tensor(DType::F32, p.x, seed++))},
+                                                 {"start", RuntimeValue(i64s({p.ta ? 0 : 2}))}};
+    auto want = interp::Interpreter(m).run(feeds);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    for (int threads : {1, 2}) {
+      PlanOptions o;
+      o.threads = threads;
+      Plan plan(m, {{"x", p.x}, {"start", {1}}}, o, eng);
+      const std::string choices = fmt::format("{}", fmt::join(plan.kernel_choices(), "; "));
+      EXPECT_NE(choices.find("'product' (" + p.op + "): cpu sgemm"), std::string::npos) << choices;
+      auto got = plan.run(feeds, stream);
+      expect_close(got[0].tensor, want[0].tensor, 1e-5, p.op);
+      EXPECT_EQ(got[0].tensor.shape(), want[0].tensor.shape());
+    }
+  }
+}
+
 TEST(CpuTensorKernels, ResizeModes) {
   uint32_t seed = 60;
   struct R {

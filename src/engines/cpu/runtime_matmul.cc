@@ -1,0 +1,152 @@
+// MatMul and Gemm over f32 values whose shapes are known only while running (a Loop's
+// outputs, a Slice with run-time starts): make_matmul builds oneDNN primitives for the
+// shapes the plan knows and refuses these. Each run's product is oneDNN's sgemm (no
+// primitive to create per shape), one call per batch matrix.
+#include <oneapi/dnnl/dnnl.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "engines/cpu/plan.h"
+#include "engines/cpu/row_kernels.h"
+#include "engines/cpu/tensor_step.h"
+
+namespace hodu::cpu {
+namespace {
+
+void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, const float* B, float beta,
+           float* C) {
+  if (M == 0 || N == 0) return;
+  if (K == 0) {  // an empty sum: beta * C
+    for (int64_t i = 0; i < M * N; ++i) C[i] = beta == 0 ? 0.0f : beta * C[i];
+    return;
+  }
+  const dnnl_status_t st = dnnl_sgemm(ta ? 'T' : 'N', tb ? 'T' : 'N', M, N, K, alpha, A, ta ? M : K, B, tb ? K : N, beta,
+                                      C, N);
+  HODU_CHECK(st == dnnl_success, ErrorCode::Internal, "oneDNN sgemm failed ({}) on {}x{}x{}", static_cast<int>(st), M,
+             N, K);
+}
+
+// numpy's matmul: 1-D operands promoted (and their dim dropped), batch dims broadcast.
+class RuntimeMatMulStep : public TensorStep {
+ public:
+  void configure(const std::vector<const Tensor*>& in) override {
+    std::vector<int64_t> a = in[0]->shape(), b = in[1]->shape();
+    HODU_CHECK(!a.empty() && !b.empty(), ErrorCode::InvalidArgument, "{}: MatMul of a scalar", label);
+    a_vec_ = a.size() == 1;
+    b_vec_ = b.size() == 1;
+    if (a_vec_) a.insert(a.begin(), 1);
+    if (b_vec_) b.push_back(1);
+    M_ = a[a.size() - 2];
+    K_ = a.back();
+    N_ = b.back();
+    HODU_CHECK(b[b.size() - 2] == K_, ErrorCode::InvalidArgument, "{}: MatMul inner dims differ ({} and {})", label, K_,
+               b[b.size() - 2]);
+    const size_t rank = std::max(a.size(), b.size());
+    a.insert(a.begin(), rank - a.size(), 1);
+    b.insert(b.begin(), rank - b.size(), 1);
+    batch_.assign(rank - 2, 0);
+    a_batch_ = b_batch_ = batch_;
+    for (size_t d = 0; d + 2 < rank; ++d) {
+      HODU_CHECK(a[d] == b[d] || a[d] == 1 || b[d] == 1, ErrorCode::InvalidArgument,
+                 "{}: MatMul batch dims {} and {} do not broadcast", label, a[d], b[d]);
+      batch_[d] = std::max(a[d], b[d]);
+      a_batch_[d] = a[d];
+      b_batch_[d] = b[d];
+    }
+    out_shape_ = batch_;
+    if (!a_vec_) out_shape_.push_back(M_);
+    if (!b_vec_) out_shape_.push_back(N_);
+  }
+
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    Tensor& y = out(rs, 0, DType::F32, out_shape_);
+    const float* A = in[0]->data<float>();
+    const float* B = in[1]->data<float>();
+    float* C = y.data<float>();
+    const int64_t count = shape_numel(batch_);
+    for (int64_t q = 0; q < count; ++q) {
+      // The batch index q in the output's batch dims, read back in each operand's (broadcast) dims.
+      int64_t rest = q, ai = 0, bi = 0, as = 1, bs = 1;
+      for (size_t d = batch_.size(); d-- > 0;) {
+        const int64_t i = rest % batch_[d];
+        rest /= batch_[d];
+        ai += (a_batch_[d] == 1 ? 0 : i) * as;
+        bi += (b_batch_[d] == 1 ? 0 : i) * bs;
+        as *= a_batch_[d];
+        bs *= b_batch_[d];
+      }
+      sgemm(false, false, M_, N_, K_, 1.0f, A + ai * M_ * K_, B + bi * K_ * N_, 0.0f, C + q * M_ * N_);
+    }
+    (void)rs;
+  }
+
+ private:
+  bool a_vec_ = false, b_vec_ = false;
+  int64_t M_ = 0, N_ = 0, K_ = 0;
+  std::vector<int64_t> batch_, a_batch_, b_batch_, out_shape_;
+};
+
+// Y = alpha * A' * B' + beta * C, C broadcast to [M, N].
+class RuntimeGemmStep : public TensorStep {
+ public:
+  RuntimeGemmStep(bool ta, bool tb, float alpha, float beta) : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta) {}
+
+  void configure(const std::vector<const Tensor*>& in) override {
+    const Tensor &a = *in[0], &b = *in[1];
+    HODU_CHECK(a.rank() == 2 && b.rank() == 2, ErrorCode::InvalidArgument, "{}: Gemm takes 2-D A and B (ranks {}, {})",
+               label, a.rank(), b.rank());
+    M_ = ta_ ? a.dim(1) : a.dim(0);
+    K_ = ta_ ? a.dim(0) : a.dim(1);
+    N_ = tb_ ? b.dim(0) : b.dim(1);
+    const int64_t kb = tb_ ? b.dim(1) : b.dim(0);
+    HODU_CHECK(kb == K_, ErrorCode::InvalidArgument, "{}: Gemm inner dims differ ({} and {})", label, K_, kb);
+    if (in.size() > 2 && in[2]) {
+      const auto& c = in[2]->shape();
+      HODU_CHECK(c.size() <= 2, ErrorCode::InvalidArgument, "{}: Gemm's C has rank {}", label, c.size());
+      c_rows_ = c.size() == 2 ? c[0] : 1;
+      c_cols_ = c.empty() ? 1 : c.back();
+      HODU_CHECK((c_rows_ == 1 || c_rows_ == M_) && (c_cols_ == 1 || c_cols_ == N_), ErrorCode::InvalidArgument,
+                 "{}: Gemm's C does not broadcast to [{}, {}]", label, M_, N_);
+    }
+  }
+
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    Tensor& y = out(rs, 0, DType::F32, {M_, N_});
+    float* Y = y.data<float>();
+    const bool with_c = in.size() > 2 && in[2] && beta_ != 0.0f;
+    if (with_c) {
+      const float* c = in[2]->data<float>();
+      const int64_t N = N_, cr = c_rows_, cc = c_cols_;
+      parallel_for(M_, M_ * N_ >= (1 << 15) ? rs.threads : 1, [&](int64_t i) {
+        const float* row = c + (cr == 1 ? 0 : i) * cc;
+        for (int64_t j = 0; j < N; ++j) Y[i * N + j] = row[cc == 1 ? 0 : j];
+      });
+    }
+    sgemm(ta_, tb_, M_, N_, K_, alpha_, in[0]->data<float>(), in[1]->data<float>(), with_c ? beta_ : 0.0f, Y);
+  }
+
+ private:
+  bool ta_, tb_;
+  float alpha_, beta_;
+  int64_t M_ = 0, N_ = 0, K_ = 0, c_rows_ = 1, c_cols_ = 1;
+};
+
+}  // namespace
+
+bool make_runtime_matmul(PlanBuilder& b, const Node& n) {
+  if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm") || n.inputs.size() < 2) return false;
+  for (size_t i = 0; i < n.inputs.size(); ++i)
+    if (!n.inputs[i].empty() && dtype_of(b, n.inputs[i]) != DType::F32) return false;
+  if (n.op_type == "MatMul") {
+    add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(), {DType::F32}, "sgemm (shapes known while running)");
+    return true;
+  }
+  add_tensor_step(b, n,
+                  std::make_unique<RuntimeGemmStep>(n.get_int("transA", 0) != 0, n.get_int("transB", 0) != 0,
+                                                    n.get_float("alpha", 1.0f), n.get_float("beta", 1.0f)),
+                  {DType::F32}, "sgemm (shapes known while running)");
+  return true;
+}
+
+}  // namespace hodu::cpu
