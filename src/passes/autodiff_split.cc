@@ -63,6 +63,109 @@ Graph joint_graph(const Graph& forward, const std::vector<std::string>& outputs,
   return build_gradient_graph(g, {objective, wrt, /*seed_input=*/false});
 }
 
+// Who produces each value and what each node reads, and the nodes some values depend on.
+struct NodeIndex {
+  explicit NodeIndex(const Graph& g) : graph(g), reads(g.nodes.size()) {
+    for (size_t k = 0; k < g.nodes.size(); ++k) {
+      for (const auto& o : g.nodes[k].outputs)
+        if (!o.empty()) producer[o] = k;
+      reads[k] = reads_of(g.nodes[k]);
+    }
+  }
+  std::vector<bool> ancestors(const std::vector<std::string>& roots) const {
+    std::vector<bool> in(graph.nodes.size(), false);
+    std::vector<std::string> stack = roots;
+    while (!stack.empty()) {
+      std::string v = std::move(stack.back());
+      stack.pop_back();
+      auto it = producer.find(v);
+      if (it == producer.end() || in[it->second]) continue;
+      in[it->second] = true;
+      for (const auto& x : reads[it->second]) stack.push_back(x);
+    }
+    return in;
+  }
+  const Graph& graph;
+  std::map<std::string, size_t> producer;
+  std::vector<std::set<std::string>> reads;
+};
+
+// Shape(v) of a forward value in the backward half, written from v's type where that is known
+// (numbers, and symbols read from the Shape of a graph input that has them), so the backward
+// neither keeps v nor gets its shape as a run-time value an engine cannot plan with.
+void shapes_from_types(Graph& j, const std::vector<bool>& forward_side) {
+  std::map<std::string, std::pair<std::string, int64_t>> symbol_source;  // symbol → (input, axis)
+  for (const auto& in : j.inputs)
+    if (in.type.is_tensor() && in.type.shape.rank_known())
+      for (int64_t a = 0; a < in.type.shape.rank(); ++a)
+        if (in.type.shape[a].is_symbolic()) symbol_source.emplace(in.type.shape[a].symbol, std::make_pair(in.name, a));
+  std::map<size_t, std::vector<Node>> replacement;
+  for (size_t k = 0; k < j.nodes.size(); ++k) {
+    const Node& n = j.nodes[k];
+    if (forward_side[k] || !n.domain.empty() || n.op_type != "Shape" || n.inputs.empty() || j.input(n.inputs[0]))
+      continue;
+    auto t = j.type_of(n.inputs[0]);
+    if (!t || !t->is_tensor() || !t->shape.rank_known()) continue;
+    std::vector<Dim> dims = t->shape.dims();
+    const int64_t rank = static_cast<int64_t>(dims.size());
+    auto clamp = [&](int64_t i) { return std::clamp<int64_t>(i < 0 ? i + rank : i, 0, rank); };
+    const int64_t start = clamp(n.get_int("start", 0)), end = clamp(n.get_int("end", rank));
+    dims = std::vector<Dim>(dims.begin() + start, dims.begin() + std::max(start, end));
+    bool known = std::all_of(dims.begin(), dims.end(), [&](const Dim& d) {
+      return d.is_known() || (d.is_symbolic() && symbol_source.count(d.symbol));
+    });
+    if (!known) continue;
+    std::vector<Node> nodes;
+    std::vector<std::string> parts;
+    std::vector<int64_t> run;  // consecutive known dims, one constant
+    auto flush = [&] {
+      if (run.empty()) return;
+      std::string c = j.unique_name(n.name + "/dims");
+      j.set_initializer(c, Tensor::from_vector(DType::I64, {static_cast<int64_t>(run.size())}, run));
+      parts.push_back(c);
+      run.clear();
+    };
+    for (const auto& d : dims) {
+      if (d.is_known()) {
+        run.push_back(d.value);
+        continue;
+      }
+      flush();
+      const auto& [src, axis] = symbol_source.at(d.symbol);
+      std::string idx = j.unique_name(n.name + "/axis");
+      j.set_initializer(idx, Tensor::from_vector(DType::I64, {1}, std::vector<int64_t>{axis}));
+      std::string shape = j.unique_name(n.name + "/source_shape");
+      nodes.push_back(make_node(shape, "Shape", {src}));
+      nodes.back().name = shape;
+      std::string dim = j.unique_name(n.name + "/" + d.symbol);
+      nodes.push_back(make_node(dim, "Gather", {shape, idx}));
+      parts.push_back(dim);
+    }
+    flush();
+    if (parts.empty()) {  // a scalar's shape: an empty 1-D tensor
+      std::string c = j.unique_name(n.name + "/dims");
+      j.set_initializer(c, Tensor::from_vector(DType::I64, {0}, std::vector<int64_t>{}));
+      parts.push_back(c);
+    }
+    Node out = make_node(n.outputs[0], parts.size() == 1 ? "Identity" : "Concat", parts,
+                         parts.size() == 1 ? std::vector<Attribute>{} : std::vector<Attribute>{Attribute::make_int("axis", 0)});
+    out.name = n.name;
+    nodes.push_back(std::move(out));
+    replacement[k] = std::move(nodes);
+  }
+  if (replacement.empty()) return;
+  std::vector<Node> nodes;
+  for (size_t k = 0; k < j.nodes.size(); ++k) {
+    auto it = replacement.find(k);
+    if (it == replacement.end()) {
+      nodes.push_back(std::move(j.nodes[k]));
+    } else {
+      for (auto& r : it->second) nodes.push_back(std::move(r));
+    }
+  }
+  j.nodes = std::move(nodes);
+}
+
 }  // namespace
 
 ForwardBackward split_gradient_graph(const Graph& forward_in, const SplitRequest& request) {
@@ -95,30 +198,13 @@ ForwardBackward split_gradient_graph(const Graph& forward_in, const SplitRequest
   const size_t n_fwd_outputs = forward.outputs.size();
   const std::set<std::string> seed_set(r.seeds.begin(), r.seeds.end());
 
-  std::map<std::string, size_t> producer;
-  for (size_t k = 0; k < j.nodes.size(); ++k)
-    for (const auto& o : j.nodes[k].outputs)
-      if (!o.empty()) producer[o] = k;
-  std::vector<std::set<std::string>> reads(j.nodes.size());
-  for (size_t k = 0; k < j.nodes.size(); ++k) reads[k] = reads_of(j.nodes[k]);
-
-  // The nodes the values in `roots` depend on.
-  auto ancestors = [&](const std::vector<std::string>& roots) {
-    std::vector<bool> in(j.nodes.size(), false);
-    std::vector<std::string> stack = roots;
-    while (!stack.empty()) {
-      std::string v = std::move(stack.back());
-      stack.pop_back();
-      auto it = producer.find(v);
-      if (it == producer.end() || in[it->second]) continue;
-      in[it->second] = true;
-      for (const auto& x : reads[it->second]) stack.push_back(x);
-    }
-    return in;
-  };
   std::vector<std::string> fwd_roots, grad_roots;
   for (size_t i = 0; i < j.outputs.size(); ++i) (i < n_fwd_outputs ? fwd_roots : grad_roots).push_back(j.outputs[i].name);
-  const std::vector<bool> is_fwd_root = ancestors(fwd_roots), is_grad_root = ancestors(grad_roots);
+  shapes_from_types(j, NodeIndex(j).ancestors(fwd_roots));
+  const NodeIndex index(j);
+  const auto& producer = index.producer;
+  const auto& reads = index.reads;
+  const std::vector<bool> is_fwd_root = index.ancestors(fwd_roots), is_grad_root = index.ancestors(grad_roots);
 
   enum class Side { None, Forward, Backward };
   std::vector<Side> side(j.nodes.size(), Side::None);
@@ -138,8 +224,10 @@ ForwardBackward split_gradient_graph(const Graph& forward_in, const SplitRequest
     if (dep) continue;
     // Shape/Size of a forward value, and integer arithmetic on such shapes and constants, run in
     // the forward: the backward then gets the small result instead of the tensor.
-    bool shape_op = n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size");
-    bool int_math = !n.inputs.empty() && !has_subgraph(n) &&
+    bool shape_op = n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size") && !n.inputs.empty() &&
+                    producer.count(n.inputs[0]);
+    bool int_math = !has_subgraph(n) &&
+                    std::any_of(reads[k].begin(), reads[k].end(), [&](const std::string& v) { return moved_values.count(v) > 0; }) &&
                     std::all_of(reads[k].begin(), reads[k].end(),
                                 [&](const std::string& v) { return moved_values.count(v) || constant_of(j, v); }) &&
                     std::all_of(n.outputs.begin(), n.outputs.end(),

@@ -79,7 +79,7 @@ class _Capture:
     def __init__(self, owner, inputs, dynamic_batch=True, check=False):
         self.owner = owner
         module = owner.module
-        self.training = any(m.training for m in module.modules())
+        self.training = any(m.training for m in owner._submodules)
         self.input_names = owner.input_names
         self.dynamic_batch = dynamic_batch
         self.example_batch = next((x.shape[0] for x in inputs if x.dim() > 0), None)
@@ -93,6 +93,7 @@ class _Capture:
         graph_inputs = {i["name"] for i in model.inputs}
         # The state the graph reads (the exporter drops inputs nothing reads).
         self.state = [(name, t) for name, t, _ in state if name in graph_inputs]
+        self.state_names = {name for name, _ in self.state}
         self.data_inputs = {n for n in self.input_names if n in graph_inputs}
         self.graph_inputs = graph_inputs
         by_name = dict(self.state)
@@ -234,8 +235,9 @@ class _HoduFunction(torch.autograd.Function):
     def backward(ctx, *grads):
         plan, cap = ctx.plan, ctx.cap
         feeds = dict(ctx.hodu_saved)
+        state = cap.owner.state_feeds
         for n, t in zip(ctx.keep_names, ctx.saved_tensors):
-            feeds[n] = t.detach()
+            feeds[n] = state.get(n, t) if n in cap.state_names else t.detach()
         grad_of = dict(zip(cap.out_names, grads))
         for seed in plan.seeds:
             g = grad_of[seed[len("grad."):]]
@@ -267,7 +269,8 @@ class CompiledModule(torch.nn.Module):
             p.execution.threads if p is not None and p.execution.threads else torch.get_num_threads())
         self.policy_json = p.to_json() if p is not None else ""
         self.state_feeds = _StateFeeds()
-        self.batch_norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+        self._submodules = list(module.modules())  # their train/eval flags pick the capture
+        self.batch_norms = [m for m in self._submodules if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
         for m in self.batch_norms:
             if m.training and m.track_running_stats and m.momentum is None:
                 raise CaptureError(f"hodu.torch.compile: {self.what(self._sub_path(m))}: BatchNorm with "
@@ -302,7 +305,7 @@ class CompiledModule(torch.nn.Module):
 
     # ---- captures ----
     def _capture(self, inputs, check=False):
-        modes = tuple(m.training for m in self.module.modules())
+        modes = tuple(m.training for m in self._submodules)
         key = (modes, _signature(inputs))
         with self._lock:
             cap = self._captures.get(key)
@@ -315,7 +318,7 @@ class CompiledModule(torch.nn.Module):
     def _static_capture(self, inputs):
         """For a module whose trace depends on the batch size (a reshape to a number): a capture
         for these exact shapes."""
-        modes = tuple(m.training for m in self.module.modules())
+        modes = tuple(m.training for m in self._submodules)
         key = (modes, "static", tuple((x.dtype, tuple(x.shape)) for x in inputs))
         with self._lock:
             cap = self._captures.get(key)
