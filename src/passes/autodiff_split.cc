@@ -177,19 +177,23 @@ ForwardBackward split_gradient_graph(const Graph& forward_in, const SplitRequest
   }
   std::vector<std::string> outputs = request.outputs;
   if (outputs.empty()) {
-    for (const auto& o : forward.outputs)
-      if (o.type.is_tensor() && (o.type.dtype == DType::Undefined || is_float(o.type.dtype))) outputs.push_back(o.name);
+    for (const auto& o : forward.outputs) {
+      auto t = forward.type_of(o.name);
+      if (!t || t->kind == ValueType::Kind::Unknown || (t->is_tensor() && (t->dtype == DType::Undefined || is_float(t->dtype))))
+        outputs.push_back(o.name);
+    }
     if (outputs.empty())
       fail(ErrorCode::InvalidArgument, "autodiff split: graph '{}' has no float output to differentiate",
            forward.name);
   }
   std::set<std::string> seen;
   for (const auto& y : outputs) {
-    const Value* o = forward.output(y);
-    if (!o) fail(ErrorCode::InvalidArgument, "autodiff split: '{}' is not an output of graph '{}'", y, forward.name);
-    if (o->type.is_tensor() && o->type.dtype != DType::Undefined && !is_float(o->type.dtype))
+    if (!forward.output(y))
+      fail(ErrorCode::InvalidArgument, "autodiff split: '{}' is not an output of graph '{}'", y, forward.name);
+    auto t = forward.type_of(y);
+    if (t && t->is_tensor() && t->dtype != DType::Undefined && !is_float(t->dtype))
       fail(ErrorCode::InvalidArgument, "autodiff split: output '{}' has dtype {}; gradients need a float tensor", y,
-           dtype_name(o->type.dtype));
+           dtype_name(t->dtype));
     if (!seen.insert(y).second) fail(ErrorCode::InvalidArgument, "autodiff split: output '{}' named twice", y);
   }
 

@@ -30,11 +30,12 @@ OPSET = 17
 
 class CaptureError(UnsupportedOperationError):
     """A module (or part of one) that hodu.torch cannot capture or differentiate. `module` is
-    the submodule's qualified name ("" for the root), `op` the op that failed when known."""
+    the submodule's qualified name ("" for the root), `op` the op that failed when known, and
+    `reason` what failed, without the module's name."""
 
-    def __init__(self, message, module="", op=None):
+    def __init__(self, message, module="", op=None, reason=None):
         super().__init__(message)
-        self.module, self.op = module, op
+        self.module, self.op, self.reason = module, op, reason if reason is not None else message
 
 
 @contextlib.contextmanager

@@ -26,6 +26,13 @@ _RANDOM_OPS = {"Dropout", "RandomNormal", "RandomUniform", "RandomNormalLike", "
 _FLOAT_DTYPES = {"f16", "bf16", "f32", "f64"}
 
 
+def capture_error(owner, where, op, reason):
+    """CaptureError "hodu.torch.compile: module 'blocks.0' (Attn), op X: <reason> (...)"."""
+    return CaptureError(f"hodu.torch.compile: {owner.what(where)}{', op ' + op if op else ''}: {reason} "
+                        "(hodu.torch.compile(..., fallback=True) runs it in PyTorch)",
+                        module=owner.path(where), op=op, reason=reason)
+
+
 def _feed(t, what):
     """A torch tensor as a hodu feed (hodu packs strided ones)."""
     if not isinstance(t, torch.Tensor):
@@ -84,10 +91,13 @@ class _Capture:
         self.dynamic_batch = dynamic_batch
         self.example_batch = next((x.shape[0] for x in inputs if x.dim() > 0), None)
         state = _capture.state_entries(module)
+        failed = None
         try:
             exported = _capture.export(module, inputs, self.input_names, state, dynamic_batch=dynamic_batch)
         except CaptureError as e:
-            raise owner.localize(e, inputs) from e.__cause__
+            failed = e
+        if failed is not None:  # located outside the handler, once the failed export's frames are gone
+            raise owner.localize(failed, inputs)
         self.out_names, self.out_spec = exported.output_names, exported.output_spec
         model = _hodu.load(exported.onnx)
         graph_inputs = {i["name"] for i in model.inputs}
@@ -116,26 +126,23 @@ class _Capture:
         got = self.outputs(self.run(self.inference(), self.feeds(inputs)))
         for name, g, e in zip(self.out_names, got, expected):
             if tuple(g.shape) != tuple(e.shape):
-                raise CaptureError(f"hodu.torch.compile: {self.owner.what()}: output {name} has shape "
-                                   f"{tuple(g.shape)} on hodu but {tuple(e.shape)} in PyTorch", self.owner.path(""))
+                raise capture_error(self.owner, "", None, f"output {name} has shape {tuple(g.shape)} on hodu but "
+                                    f"{tuple(e.shape)} in PyTorch")
             if e.is_floating_point() and e.numel():
                 e64, g64 = e.double(), g.double()
                 err = float((g64 - e64).norm() / max(float(e64.norm()), 1e-30))
                 if not err <= 1e-3:
-                    raise CaptureError(f"hodu.torch.compile: {self.owner.what()}: output {name} differs from "
-                                       f"PyTorch's on the example inputs (relative L2 error {err:.2e})",
-                                       self.owner.path(""))
+                    raise capture_error(self.owner, "", None, f"output {name} differs from PyTorch's on the "
+                                        f"example inputs (relative L2 error {err:.2e})")
             elif not torch.equal(g, e):
-                raise CaptureError(f"hodu.torch.compile: {self.owner.what()}: output {name} differs from PyTorch's "
-                                   "on the example inputs", self.owner.path(""))
+                raise capture_error(self.owner, "", None, f"output {name} differs from PyTorch's on the example inputs")
 
     def error(self, e):
         """A hodu error about a node as a CaptureError naming the module it came from."""
         where, op = _capture.locate(str(e))
         if not where and not op:
             return e
-        return CaptureError(f"hodu.torch.compile: {self.owner.what(where)}{', op ' + op if op else ''}: {e}",
-                            module=self.owner.path(where), op=op)
+        return capture_error(self.owner, where, op, str(e))
 
     def session(self, model, random=True):
         seed = 0
@@ -273,9 +280,8 @@ class CompiledModule(torch.nn.Module):
         self.batch_norms = [m for m in self._submodules if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
         for m in self.batch_norms:
             if m.training and m.track_running_stats and m.momentum is None:
-                raise CaptureError(f"hodu.torch.compile: {self.what(self._sub_path(m))}: BatchNorm with "
-                                   "momentum=None (a cumulative average) is not supported; give it a momentum",
-                                   self.path(self._sub_path(m)), "BatchNormalization")
+                raise capture_error(self, self._sub_path(m), None, "BatchNorm with momentum=None (a cumulative "
+                                    "average) is not supported; give it a momentum")
         self._captures = {}
         self._lock = threading.Lock()
         self._warned_static = False
@@ -289,7 +295,10 @@ class CompiledModule(torch.nn.Module):
         return ".".join(p for p in (self._path, where) if p)
 
     def what(self, where=""):
-        sub = self.module.get_submodule(where) if where else self.module
+        try:
+            sub = self.module.get_submodule(where) if where else self.module
+        except AttributeError:  # a scope name that is not a submodule's path
+            sub, where = self.module, ""
         name = self.path(where)
         return f"module '{name}' ({type(sub).__name__})" if name else f"module {type(sub).__name__}"
 
@@ -384,7 +393,7 @@ def _as_inputs(example_inputs, module):
         if not isinstance(x, torch.Tensor):
             raise CaptureError(f"hodu.torch.compile: module {type(module).__name__}: input {i} is a "
                                f"{type(x).__name__}; compiled modules take tensors only (pass fallback=True "
-                               "to run such a module in PyTorch)")
+                               "to run such a module in PyTorch)", reason=f"input {i} is a {type(x).__name__}")
         if x.device.type != "cpu":
             raise InvalidArgumentError(f"hodu.torch runs on the CPU; example input {i} is on {x.device}")
     return inputs

@@ -15,7 +15,7 @@ import torch
 
 from . import capture as _capture
 from .capture import CaptureError
-from .compiled import CompiledModule
+from .compiled import CompiledModule, capture_error
 
 
 def compile(module, example_inputs, policy=None, fallback=False, threads=None):
@@ -44,7 +44,7 @@ def compile(module, example_inputs, policy=None, fallback=False, threads=None):
         compiled, eager = _compile_or_split(module, "", tuple(inputs), {}, records, policy, threads, e)
         for path, kind, reason in eager:
             where = f"'{path}' ({kind})" if path else kind
-            warnings.warn(f"hodu.torch.compile: running {where} in PyTorch: {reason}", RuntimeWarning, stacklevel=2)
+            warnings.warn(f"hodu.torch.compile: {where} runs in PyTorch: {reason}", RuntimeWarning, stacklevel=2)
         return compiled
 
 
@@ -133,7 +133,7 @@ def _compile_or_split(module, path, args, kwargs, records, policy, threads, erro
                 error = e
         else:
             error = "called with arguments that are not tensors"
-    eager = [(path, type(module).__name__, str(error))]
+    eager = [(path, type(module).__name__, getattr(error, "reason", str(error)))]
     swaps = []
     for container, name, p in _frontier(module, path, records):
         child, a, k = records[p]
@@ -145,10 +145,19 @@ def _compile_or_split(module, path, args, kwargs, records, policy, threads, erro
     return PartlyCompiled(module, swaps, eager), eager
 
 
+def _forget(error):
+    """Drops the tracebacks of a failed export: while its frames (and the half-converted graph
+    they hold) live, the next torch.onnx.export in this process fails in its shape inference."""
+    while error is not None:
+        error.__traceback__ = None
+        error = error.__cause__ or error.__context__
+
+
 def localize(owner, error, inputs):
     """`error` (the whole module's capture failed) as a CaptureError naming the innermost
     submodule whose own capture fails the same way."""
     path, op = "", error.op
+    _forget(error)
     try:
         records = _record_calls(owner.module, tuple(inputs), {})
         module = owner.module
@@ -162,12 +171,11 @@ def localize(owner, error, inputs):
                     _capture.export(child, a, _capture.input_names(child, len(a)), _capture.state_entries(child))
                 except CaptureError as e:
                     found, op = (p, child), e.op or op
+                    _forget(e)
                     break
             if found is None:
                 break
             path, module = found
     except Exception:  # locating is best effort: the original error still says what failed
         pass
-    return CaptureError(f"hodu.torch.compile: {owner.what(path)}{', op ' + op if op else ''}: {error} "
-                        "(hodu.torch.compile(..., fallback=True) runs it in PyTorch)",
-                        module=owner.path(path), op=op)
+    return capture_error(owner, path, op, error.reason)
