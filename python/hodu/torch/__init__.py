@@ -9,7 +9,8 @@ compile(module, example_inputs, policy=None, fallback=False, threads=None) -> to
     forward on hodu's cpu engine and its backward as hodu's autodiff graph inside a
     torch.autograd.Function; parameters are shared with hodu without copies.
 ops: torch.ops.hodu.{matmul, linear, conv2d, attention, layer_norm, gelu, softmax}, hodu's
-    kernels as torch operators with their backward (load_ops() registers them).
+    kernels as torch operators with their backward (importing hodu.torch registers them;
+    hodu.torch.ops.set_policy picks hodu's kernels, torch's, or "auto" per family).
 """
 try:
     import torch as _torch  # noqa: F401
@@ -20,5 +21,9 @@ except ImportError as e:  # pragma: no cover - exercised by a test without torch
 from .capture import CaptureError
 from .compiled import CompiledModule
 from .fallback import compile
+from . import ops
+from .ops import load_ops
 
-__all__ = ["compile", "CompiledModule", "CaptureError"]
+load_ops()
+
+__all__ = ["compile", "CompiledModule", "CaptureError", "ops", "load_ops"]

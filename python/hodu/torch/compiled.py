@@ -263,8 +263,9 @@ class CompiledModule(torch.nn.Module):
     and state_dict are the wrapped module's: optimizers, train()/eval(), load_state_dict and
     torch.save work as on the module itself."""
 
-    def __init__(self, module, example_inputs, policy=None, threads=None, path=""):
+    def __init__(self, module, example_inputs, policy=None, threads=None, path="", static_shapes=False):
         super().__init__()
+        self._static_shapes = static_shapes  # every input shape traced and planned on its own (torch.ops.hodu)
         if not isinstance(module, torch.nn.Module):
             raise InvalidArgumentError(f"hodu.torch.compile: expected a torch.nn.Module, got {type(module).__name__}")
         self.module = module
@@ -314,6 +315,8 @@ class CompiledModule(torch.nn.Module):
 
     # ---- captures ----
     def _capture(self, inputs, check=False):
+        if self._static_shapes:
+            return self._static_capture(inputs)
         modes = tuple(m.training for m in self._submodules)
         key = (modes, _signature(inputs))
         with self._lock:
