@@ -342,3 +342,23 @@ def test_import_hodu_without_torch():
             "    print('ImportError:', e)\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert "ImportError: hodu.torch needs PyTorch" in out
+
+
+def test_inputs_with_other_leading_dims():
+    """Inputs whose dim 0 is not the batch (a weight and a bias passed in) get symbols of their
+    own; the backward reads each symbol from its own input (it once read the batch from w)."""
+    class Linear(nn.Module):
+        def forward(self, x, w, b):
+            return F.linear(x, w, b)
+
+    torch.manual_seed(0)
+    x = torch.randn(4, 6, 16, requires_grad=True)
+    compiled = hodu.torch.compile(Linear(), (x, torch.randn(48, 16), torch.randn(48)))
+    for out_features in (48, 16):
+        w = torch.randn(out_features, 16, requires_grad=True)
+        b = torch.randn(out_features, requires_grad=True)
+        g = torch.randn(4, 6, out_features)
+        got = torch.autograd.grad(compiled(x, w, b), (x, w, b), g)
+        want = torch.autograd.grad(F.linear(x, w, b), (x, w, b), g)
+        for name, a, e in zip("xwb", got, want):
+            assert rel(a, e) < 1e-5, (out_features, name, rel(a, e))

@@ -125,20 +125,31 @@ void shapes_from_types(Graph& j, const std::vector<bool>& forward_side) {
       parts.push_back(c);
       run.clear();
     };
+    // One Shape per source input and one Gather per symbol: the names made here are not in the
+    // graph yet, so unique_name alone would give two of them the same name.
+    std::map<std::string, std::string> source_shape, symbol_dim;
     for (const auto& d : dims) {
       if (d.is_known()) {
         run.push_back(d.value);
         continue;
       }
       flush();
+      if (auto it = symbol_dim.find(d.symbol); it != symbol_dim.end()) {
+        parts.push_back(it->second);
+        continue;
+      }
       const auto& [src, axis] = symbol_source.at(d.symbol);
       std::string idx = j.unique_name(n.name + "/axis");
       j.set_initializer(idx, Tensor::from_vector(DType::I64, {1}, std::vector<int64_t>{axis}));
-      std::string shape = j.unique_name(n.name + "/source_shape");
-      nodes.push_back(make_node(shape, "Shape", {src}));
-      nodes.back().name = shape;
+      auto [sit, added] = source_shape.emplace(src, "");
+      if (added) {
+        sit->second = j.unique_name(n.name + "/shape_of_" + src);
+        nodes.push_back(make_node(sit->second, "Shape", {src}));
+        nodes.back().name = sit->second;
+      }
       std::string dim = j.unique_name(n.name + "/" + d.symbol);
-      nodes.push_back(make_node(dim, "Gather", {shape, idx}));
+      nodes.push_back(make_node(dim, "Gather", {sit->second, idx}));
+      symbol_dim[d.symbol] = dim;
       parts.push_back(dim);
     }
     flush();
