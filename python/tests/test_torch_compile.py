@@ -362,3 +362,32 @@ def test_inputs_with_other_leading_dims():
         want = torch.autograd.grad(F.linear(x, w, b), (x, w, b), g)
         for name, a, e in zip("xwb", got, want):
             assert rel(a, e) < 1e-5, (out_features, name, rel(a, e))
+
+
+class _Recurrent(nn.Module):
+    def __init__(self, kind):
+        super().__init__()
+        self.rnn = kind(8, 16, batch_first=True)
+        self.head = nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+@pytest.mark.parametrize("kind", [nn.LSTM, nn.GRU], ids=["lstm", "gru"])
+def test_weights_the_exporter_bakes_are_refused(kind):
+    """torch.onnx.export makes recurrent weights constants: no silent stale, untrained weights,
+    but an error naming the module; with fallback=True that module runs in PyTorch and every
+    parameter gets torch's gradient."""
+    torch.manual_seed(0)
+    model, x = _Recurrent(kind), torch.randn(2, 5, 8)
+    with pytest.raises(hodu.torch.CaptureError, match=r"module 'rnn' \((LSTM|GRU)\).*baked parameter 'rnn.weight"):
+        hodu.torch.compile(model, x)
+    eager = copy.deepcopy(model)
+    with pytest.warns(RuntimeWarning, match="'rnn'"):
+        compiled = hodu.torch.compile(model, x, fallback=True)
+    compiled(x).sum().backward()
+    eager(x).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert p.grad is not None, name
+        assert rel(p.grad, q.grad) < 1e-5, name

@@ -13,7 +13,7 @@ import threading
 import warnings
 
 import torch
-from torch.utils._pytree import tree_unflatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 from .. import _hodu
 from ..errors import HoduError, InvalidArgumentError
@@ -288,6 +288,15 @@ class CompiledModule(torch.nn.Module):
         self._warned_static = False
         self._n_inputs = len(inputs)
         cap = self._capture(inputs, check=True)
+        baked = _baked_parameters(module, inputs, {id(t) for _, t in cap.state})
+        if baked:
+            name = baked[0]
+            where = name.rsplit(".", 1)[0] if "." in name else ""
+            sub = module.get_submodule(where) if where else module
+            raise capture_error(self, where, type(sub).__name__,
+                                f"torch.onnx.export baked parameter '{name}' into the graph as a constant (it "
+                                "does so with LSTM, GRU and RNN weights), so hodu would neither train it nor "
+                                "see an optimizer's step")
         if any(p.requires_grad for _, p in cap.state) and cap.diff_outputs:
             cap.plan(tuple(n for n, t in cap.state if t.requires_grad))  # autodiff errors now, not at backward
 
@@ -382,6 +391,28 @@ class CompiledModule(torch.nn.Module):
 
     def extra_repr(self):
         return f"threads={self.threads}"
+
+
+def _baked_parameters(module, inputs, fed):
+    """Names of the parameters the module's forward differentiates through that the capture does
+    not feed (ids in `fed`): the exporter made them constants. One eager forward and backward
+    finds them, and only when some trainable parameter is not fed (the buffers are restored)."""
+    missing = [(n, p) for n, p in module.named_parameters() if p.requires_grad and id(p) not in fed]
+    if not missing:
+        return []
+    buffers = [(b, b.detach().clone()) for b in module.buffers()]
+    try:
+        with torch.enable_grad(), torch.random.fork_rng(devices=[]):
+            flat = [y for y in tree_flatten(module(*inputs))[0]
+                    if isinstance(y, torch.Tensor) and y.requires_grad and y.is_floating_point()]
+            if not flat:
+                return []
+            grads = torch.autograd.grad(sum(y.sum() for y in flat), [p for _, p in missing], allow_unused=True)
+    finally:
+        with torch.no_grad():
+            for b, saved in buffers:
+                b.copy_(saved)
+    return [n for (n, _), g in zip(missing, grads) if g is not None]
 
 
 def _as_inputs(example_inputs, module):
