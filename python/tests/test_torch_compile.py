@@ -391,3 +391,30 @@ def test_weights_the_exporter_bakes_are_refused(kind):
     for (name, p), q in zip(model.named_parameters(), eager.parameters()):
         assert p.grad is not None, name
         assert rel(p.grad, q.grad) < 1e-5, name
+
+
+def test_fallback_part_whose_input_gradient_hodu_cannot_take():
+    """GroupNorm's weight gradient needs no InstanceNormalization gradient but its input's does:
+    inside a model (fed activations that require grad) it is found at compile time, and with
+    fallback=True it runs in PyTorch instead of failing at the first backward."""
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 8, 3, padding=1)
+            self.norm = nn.GroupNorm(2, 8)
+            self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+
+        def forward(self, x):
+            return F.interpolate(self.up(F.silu(self.norm(self.conv(x)))), scale_factor=0.5, mode="bilinear")
+
+    torch.manual_seed(0)
+    model, x = Net(), torch.randn(2, 3, 8, 8)
+    eager = copy.deepcopy(model)
+    with pytest.warns(RuntimeWarning, match="'norm' \\(GroupNorm\\) runs in PyTorch"):
+        compiled = hodu.torch.compile(model, x, fallback=True)
+    assert "conv" not in [p for p, _, _ in compiled.eager_parts]
+    g = torch.randn(2, 4, 8, 8)
+    (compiled(x) * g).sum().backward()
+    (eager(x) * g).sum().backward()
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        assert rel(p.grad, q.grad) < 1e-5, name

@@ -300,6 +300,19 @@ class CompiledModule(torch.nn.Module):
         if any(p.requires_grad for _, p in cap.state) and cap.diff_outputs:
             cap.plan(tuple(n for n, t in cap.state if t.requires_grad))  # autodiff errors now, not at backward
 
+    def plan_input_gradients(self, inputs):
+        """Differentiates the capture for `inputs` with respect to its float inputs too, now (a
+        submodule inside a model gets activations that require grad): a CaptureError here
+        rather than at the first backward."""
+        cap = self._capture(inputs)
+        if not cap.diff_outputs:
+            return
+        names = list(cap.input_names) + [n for n, _ in cap.state]
+        needs = [x.is_floating_point() for x in inputs] + [t.requires_grad for _, t in cap.state]
+        wrt = tuple(n for n, need in zip(names, needs) if need and n in cap.graph_inputs)
+        if wrt:
+            cap.plan(wrt)
+
     # ---- names for messages ----
     def path(self, where=""):
         return ".".join(p for p in (self._path, where) if p)

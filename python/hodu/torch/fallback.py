@@ -128,7 +128,10 @@ def _compile_or_split(module, path, args, kwargs, records, policy, threads, erro
     if error is None:
         if _tensor_call(args, kwargs):
             try:
-                return CompiledModule(module, args, policy, threads, path=path), []
+                compiled = CompiledModule(module, args, policy, threads, path=path)
+                if path:  # a part of a model: fed activations that require grad
+                    compiled.plan_input_gradients(args)
+                return compiled, []
             except CaptureError as e:
                 error = e
         else:
