@@ -2,7 +2,6 @@
 float32 results close to PyTorch's, the work done by hodu (seen in a hodu profile), an eager
 model built from the ops trained like its torch twin, and the per-family policy (hodu kernel
 names, "torch", "auto" with its logged choice)."""
-import json
 import logging
 
 import pytest
@@ -14,6 +13,7 @@ import torch.nn.functional as F  # noqa: E402
 import hodu  # noqa: E402
 import hodu.torch  # noqa: E402
 from hodu.policies import KernelPolicy  # noqa: E402
+from torch_models import dispatched  # noqa: E402
 
 ops = torch.ops.hodu
 
@@ -76,32 +76,18 @@ def test_f32_follows_torch(op, expected, shapes):
         torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
-def dispatched(fn, tmp_path):
-    """{op: {kernels}} hodu's dispatcher chose while fn ran (a hodu profile's dispatch events)."""
-    path = tmp_path / "trace.json"
-    with hodu.runtime.profile(path):
-        fn()
-    trace = json.loads(path.read_text())
-    seen = {}
-    for e in trace["traceEvents"] if isinstance(trace, dict) else trace:
-        a = e.get("args", {})
-        if a.get("what") == "kernel":
-            seen.setdefault(a["op_name"], set()).add(a["choice"])
-    return seen
-
-
 def test_hodu_does_the_work_and_policy_picks_kernels(tmp_path):
     x, w = torch.randn(2, 3, 8, 8, requires_grad=True), torch.randn(4, 3, 3, 3, requires_grad=True)
-    seen = dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path)
+    seen = dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path / "trace.json")
     assert "onednn" in seen.get("Conv", set()) | seen.get("FusedConv", set()), seen
     assert seen.get("ConvGrad") == {"onednn"}, seen
     hodu.torch.ops.set_policy(KernelPolicy(conv="reference"))
-    seen = dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path)
+    seen = dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path / "trace.json")
     assert seen.get("ConvGrad") == {"reference"}, seen
     assert (seen.get("Conv", set()) | seen.get("FusedConv", set())) == {"reference"}, seen
     # "torch": PyTorch's own kernel, nothing runs on hodu.
     hodu.torch.ops.set_policy({"conv": "torch"})
-    assert dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path) == {}
+    assert dispatched(lambda: ops.conv2d(x, w).sum().backward(), tmp_path / "trace.json") == {}
 
 
 def test_auto_times_and_logs_its_choice(caplog):

@@ -12,22 +12,13 @@ import hodu  # noqa: E402
 import hodu.torch  # noqa: E402
 from hodu.errors import InvalidArgumentError  # noqa: E402
 from hodu.policies import KernelPolicy, Policy  # noqa: E402
-from torch_models import CNN, Transformer, cnn_batches, token_batches  # noqa: E402
+from torch_models import CNN, Transformer, cnn_batches, dispatched, token_batches  # noqa: E402
 
 
 def kernels_run(compiled, x, tmp_path):
-    """{op: {kernels}} the dispatcher chose for one forward and backward (a hodu profile's
-    dispatch events; the sessions are planned on first use, inside the profile)."""
-    path = tmp_path / "trace.json"
-    with hodu.runtime.profile(path):
-        F.cross_entropy(compiled(x), torch.zeros(x.shape[0], dtype=torch.long)).backward()
-    seen = {}
-    trace = json.loads(path.read_text())
-    for e in trace["traceEvents"] if isinstance(trace, dict) else trace:
-        args = e.get("args", {})
-        if args.get("what") == "kernel":
-            seen.setdefault(args["op_name"], set()).add(args["choice"])
-    return seen
+    """{op: {kernels}} the dispatcher chose for one forward and backward."""
+    return dispatched(lambda: F.cross_entropy(compiled(x), torch.zeros(x.shape[0], dtype=torch.long)).backward(),
+                      tmp_path / "trace.json")
 
 
 def test_kernel_policy_families_json(tmp_path):

@@ -1,4 +1,6 @@
-"""Small torch modules the hodu.torch tests and bench/torch train: a CNN and a transformer."""
+"""Small torch modules the hodu.torch tests and bench/torch train: a CNN and a transformer; and
+dispatched(), the kernels hodu chose while a function ran."""
+import json
 import math
 
 import torch
@@ -74,3 +76,18 @@ def token_batches(n, batch, seed=1):
     g = torch.Generator().manual_seed(seed)
     return [(torch.randint(0, 32, (batch, 16), generator=g), torch.randint(0, 10, (batch,), generator=g))
             for _ in range(n)]
+
+
+def dispatched(fn, path):
+    """{op: {kernels}} hodu's dispatcher chose while fn() ran: the dispatch events of a hodu
+    profile written to `path` (sessions are planned on first use, so inside the profile)."""
+    import hodu
+    with hodu.runtime.profile(path):
+        fn()
+    trace = json.loads(path.read_text())
+    seen = {}
+    for e in trace["traceEvents"] if isinstance(trace, dict) else trace:
+        a = e.get("args", {})
+        if a.get("what") == "kernel":
+            seen.setdefault(a["op_name"], set()).add(a["choice"])
+    return seen
