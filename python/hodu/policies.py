@@ -1,7 +1,10 @@
 """Policies are data: how a model should run (runtime/policy.h, docs/runtime.md).
 
     KernelPolicy(matmul="cublasLt", Conv=["onednn", "reference"])
-        per-op preferred kernels, most preferred first (op names match case-insensitively)
+        per-op preferred kernels, most preferred first (op names match case-insensitively);
+        a key may name a family of ops (matmul, conv, attention, layer_norm, gelu, softmax);
+        "auto" is the registered default, "hodu" hodu's own hand-written kernels;
+        precision="fp32" (optional) overrides the execution policy's precision
     ExecutionPolicy(precision="fp32", cuda_graphs=False, threads=0, deterministic=False, engine="", device="cpu")
     Policy(execution=ExecutionPolicy(...), kernels=KernelPolicy(...))
 
@@ -70,8 +73,15 @@ class _PolicyPart:
 
 
 class KernelPolicy(_PolicyPart):
-    """Per-op preferred kernel names: KernelPolicy(matmul="cublasLt"),
-    KernelPolicy({"Conv": ["onednn", "reference"]})."""
+    """Per-op (or per-family) preferred kernel names: KernelPolicy(matmul="onednn",
+    softmax="hodu", precision="fp32"), KernelPolicy({"Conv": ["onednn", "reference"]}).
+
+    Families (a key covers each of its ops that has one of the listed kernels; the
+    others keep their default): matmul (MatMul, Gemm, FusedMatMul, FusedGemm), conv
+    (Conv, FusedConv, ConvGrad), attention, layer_norm (LayerNormalization,
+    LayerNorm, LayerNormGrad), gelu, softmax (Softmax, LogSoftmax, SoftmaxGrad).
+    Kernel names: "onednn", "hodu" (hodu's own loops, registered as "cpu"),
+    "reference" (the interpreter's), "auto" (the registered default)."""
 
     _FILE_KEY = "kernels"
 
@@ -93,6 +103,12 @@ class KernelPolicy(_PolicyPart):
         except TypeError as e:
             raise InvalidArgumentError(f"kernel policy: {e}") from None
         self._preferred = json.loads(_hodu.normalize_policy("kernels", text))
+        self._precision = self._preferred.pop("precision", None)
+
+    @property
+    def precision(self):
+        """The kernels' compute precision ("fp32", ...), or None (the execution policy's)."""
+        return self._precision
 
     @property
     def preferred(self):
@@ -119,7 +135,10 @@ class KernelPolicy(_PolicyPart):
         return len(self._preferred)
 
     def to_dict(self):
-        return self.preferred
+        d = self.preferred
+        if self._precision is not None:
+            d["precision"] = self._precision
+        return d
 
     @classmethod
     def from_json(cls, text_or_dict):
@@ -127,10 +146,11 @@ class KernelPolicy(_PolicyPart):
         return cls(d)
 
     def __eq__(self, other):
-        return isinstance(other, KernelPolicy) and self._preferred == other._preferred
+        return (isinstance(other, KernelPolicy) and self._preferred == other._preferred
+                and self._precision == other._precision)
 
     def __repr__(self):
-        return f"KernelPolicy({self._preferred!r})"
+        return f"KernelPolicy({self.to_dict()!r})"
 
 
 class ExecutionPolicy(_PolicyPart):

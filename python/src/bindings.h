@@ -23,6 +23,7 @@ void bind_session(py::module_& m);
 void bind_runtime(py::module_& m);
 void bind_compiler(py::module_& m);
 void bind_package(py::module_& m);
+void bind_training(py::module_& m);
 
 // JSON text → json; InvalidArgument "<what>: not valid JSON: ..." when malformed.
 nlohmann::json parse_json(const std::string& text, const std::string& what);

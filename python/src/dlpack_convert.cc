@@ -141,9 +141,10 @@ Tensor tensor_from_dlpack(py::handle obj, const std::string& what) {
   void* data = static_cast<char*>(dl.data) + dl.byte_offset;
   auto storage = Storage::wrap(data, dtype_storage_bytes(dtype, extent), [managed] { release_managed(managed); },
                                device);
-  Tensor t = Tensor::from_storage(dtype, shape, std::move(storage));
-  if (dl.strides && strides != contiguous_strides(shape)) t = t.as_strided(shape, strides, 0);
-  return t;
+  // A strided view may reach fewer elements than it has (a broadcast's stride 0: torch's expand).
+  if (dl.strides && strides != contiguous_strides(shape))
+    return Tensor::from_storage(dtype, {extent}, std::move(storage)).as_strided(shape, strides, 0);
+  return Tensor::from_storage(dtype, shape, std::move(storage));
 }
 
 py::capsule tensor_to_dlpack(const Tensor& t) {

@@ -11,4 +11,5 @@ PYBIND11_MODULE(_hodu, m) {
   hodu::python::bind_runtime(m);
   hodu::python::bind_compiler(m);
   hodu::python::bind_package(m);
+  hodu::python::bind_training(m);
 }

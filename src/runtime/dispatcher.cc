@@ -45,16 +45,37 @@ std::vector<std::string> names_for_op(const KernelRegistry& registry, const std:
 
 }  // namespace
 
+// A policy's kernel name as the registry knows it: "hodu" (hodu's own kernels) is registered as "cpu".
+static bool names_kernel(const std::string& policy_name, const std::string& registered) {
+  return policy_name == registered || (policy_name == "hodu" && registered == "cpu");
+}
+
 Dispatcher::Dispatcher(const KernelRegistry& registry, Policy policy) : registry_(registry), policy_(std::move(policy)) {
   policy_.validate();
+  if (!policy_.kernels.precision.empty()) policy_.execution.precision = parse_precision(policy_.kernels.precision);
   const Device& device = policy_.execution.device;
   for (const auto& [op, names] : policy_.kernels.preferred) {
-    HODU_CHECK(known_op(registry_, op), ErrorCode::InvalidArgument, "kernel policy: unknown op '{}'", op);
-    auto available = names_for_op(registry_, op, device.kind);
-    for (const auto& name : names)
-      HODU_CHECK(std::find(available.begin(), available.end(), name) != available.end(), ErrorCode::InvalidArgument,
-                 "kernel policy: no kernel '{}' is registered for op '{}' on device {} (available: {})", name, op,
-                 device.to_string(), join(available));
+    const std::vector<std::string>* family = kernel_family_ops(op);
+    HODU_CHECK(family || known_op(registry_, op), ErrorCode::InvalidArgument,
+               "kernel policy: unknown op '{}' (neither an op with kernels nor an op family: {})", op,
+               join(kernel_families()));
+    std::vector<std::string> available;
+    for (const auto& o : family ? *family : std::vector<std::string>{op}) {
+      auto n = names_for_op(registry_, o, device.kind);
+      available.insert(available.end(), n.begin(), n.end());
+    }
+    std::sort(available.begin(), available.end());
+    available.erase(std::unique(available.begin(), available.end()), available.end());
+    for (const auto& name : names) {
+      bool found = name == "auto" || std::any_of(available.begin(), available.end(),
+                                                 [&](const std::string& a) { return names_kernel(name, a); });
+      HODU_CHECK(found, ErrorCode::InvalidArgument,
+                 "kernel policy: no kernel '{}' is registered for {} '{}' on device {} (available: auto, {})", name,
+                 family && std::find(kernel_families().begin(), kernel_families().end(), op) != kernel_families().end()
+                     ? "op family"
+                     : "op",
+                 op, device.to_string(), join(available));
+    }
   }
 }
 
@@ -102,14 +123,26 @@ KernelChoice Dispatcher::choose(const Node& node, DType dtype, std::string_view 
                                   dtype == DType::Undefined ? "" : " for " + std::string(dtype_name(dtype)),
                                   engine.empty() ? "" : " in engine '" + std::string(engine) + "'");
   KernelChoice choice;
-  if (const auto* wanted = policy_.kernels.find(node.op_type)) {
+  bool from_family = false;
+  const auto* wanted = policy_.kernels.find(node.op_type, &from_family);
+  if (wanted) {
     for (const auto& name : *wanted) {
-      auto it = std::find_if(candidates.begin(), candidates.end(), [&](const KernelInfo& k) { return k.name == name; });
+      if (name == "auto" && !candidates.empty()) {
+        choice = {candidates[0].name, candidates[0].engine, "policy: auto (the registered default)"};
+        break;
+      }
+      auto it = std::find_if(candidates.begin(), candidates.end(),
+                             [&](const KernelInfo& k) { return names_kernel(name, k.name); });
       if (it != candidates.end()) {
-        choice = {it->name, it->engine, "policy"};
+        choice = {it->name, it->engine, from_family ? "policy: " + std::string(kernel_family_of(node.op_type)) : "policy"};
         break;
       }
     }
+    // A family names kernels for the ops that have them; its other ops keep their default.
+    if (choice.kernel.empty() && from_family && !candidates.empty())
+      choice = {candidates[0].name, candidates[0].engine,
+                fmt::format("priority (the policy's {} kernels [{}] do not run it)", kernel_family_of(node.op_type),
+                            join(*wanted))};
     if (choice.kernel.empty())
       fail(ErrorCode::Unsupported, "{}: the kernel policy asks for [{}] but {} the kernels that can run it are: {}",
            node.describe(), join(*wanted), where, join(names_of(candidates)));

@@ -123,6 +123,13 @@ TEST(Dispatcher, ImpossiblePolicies) {
     p.kernels.preferred["Cnov"] = {"reference"};
     std::string msg = error_of([&] { Dispatcher d(r, p); }, ErrorCode::InvalidArgument);
     EXPECT_NE(msg.find("unknown op 'Cnov'"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("matmul, conv, attention"), std::string::npos) << msg;  // the families are listed
+  }
+  {
+    Policy p;
+    p.kernels.preferred["softmax"] = {"cublasLt"};  // a family none of whose ops has that kernel here
+    std::string msg = error_of([&] { Dispatcher d(r, p); }, ErrorCode::InvalidArgument);
+    EXPECT_NE(msg.find("no kernel 'cublasLt' is registered for op family 'softmax'"), std::string::npos) << msg;
   }
   {
     // Registered, but not in the engine that runs the model: no silent fallback.
@@ -148,6 +155,48 @@ TEST(Dispatcher, ImpossiblePolicies) {
     std::string msg = error_of([&] { d.choose(relu, DType::F32, ""); }, ErrorCode::Unsupported);
     EXPECT_NE(msg.find("no kernel for op 'Relu' on device cuda:0"), std::string::npos) << msg;
   }
+}
+
+TEST(Dispatcher, FamiliesAutoAndHodu) {
+  KernelRegistry r;
+  fill_registry(r);
+  r.add({.op = "Softmax", .device = Device::Kind::CPU, .dtypes = {DType::F32}, .name = "cpu", .engine = "cpu",
+         .priority = 10});
+  r.add({.op = "FusedConv", .domain = "hodu", .device = Device::Kind::CPU, .dtypes = {DType::F32}, .name = "onednn",
+         .engine = "cpu", .priority = 10});
+  Policy p;
+  p.kernels.preferred["conv"] = {"reference"};  // the family: Conv and FusedConv
+  p.kernels.preferred["softmax"] = {"hodu"};    // hodu's own kernel, registered as "cpu"
+  p.kernels.preferred["MatMul"] = {"auto"};     // the registered default
+  p.kernels.precision = "fp32";
+  Dispatcher d(r, p);
+  Node conv = make_node("c", "Conv"), fused = make_node("f", "FusedConv"), sm = make_node("s", "Softmax", 1),
+       mm = make_node("m", "MatMul");
+  EXPECT_EQ(d.choose(conv, DType::F32, "cpu").kernel, "reference");
+  auto f = d.choose(fused, DType::F32, "cpu");
+  EXPECT_EQ(f.kernel, "reference");
+  EXPECT_EQ(f.reason, "policy: conv");
+  auto s = d.choose(sm, DType::F32, "cpu");
+  EXPECT_EQ(s.kernel, "cpu");
+  auto m = d.choose(mm, DType::F32, "cpu");
+  EXPECT_EQ(m.kernel, "onednn");
+  EXPECT_NE(m.reason.find("auto"), std::string::npos) << m.reason;
+  // A family's kernel that one member lacks: that member keeps its default, and says why.
+  Policy q;
+  q.kernels.preferred["softmax"] = {"hodu"};
+  Dispatcher dq(r, q);
+  Node lsm = make_node("l", "LogSoftmax", 1);
+  auto l = dq.choose(lsm, DType::F32, "cpu");
+  EXPECT_EQ(l.kernel, "reference");
+  EXPECT_NE(l.reason.find("do not run it"), std::string::npos) << l.reason;
+  // An op's own key is strict: no silent default.
+  Policy strict;
+  strict.kernels.preferred["LogSoftmax"] = {"reference"};
+  strict.kernels.preferred["Softmax"] = {"hodu"};
+  Dispatcher ds(r, strict);
+  EXPECT_EQ(ds.choose(sm, DType::F32, "cpu").kernel, "cpu");
+  std::string msg = error_of([&] { ds.choose(sm, DType::F32, "interp"); }, ErrorCode::Unsupported);
+  EXPECT_NE(msg.find("asks for [hodu]"), std::string::npos) << msg;
 }
 
 class FakeEngine : public Engine {

@@ -54,17 +54,66 @@ Precision parse_precision(std::string_view text) {
 
 // ---- KernelPolicy
 
-const std::vector<std::string>* KernelPolicy::find(std::string_view op) const {
+namespace {
+
+const std::vector<std::pair<std::string, std::vector<std::string>>>& family_table() {
+  static const std::vector<std::pair<std::string, std::vector<std::string>>> table = {
+      {"matmul", {"MatMul", "Gemm", "FusedMatMul", "FusedGemm"}},
+      {"conv", {"Conv", "FusedConv", "ConvGrad"}},
+      {"attention", {"Attention"}},
+      {"layer_norm", {"LayerNormalization", "LayerNorm", "LayerNormGrad"}},
+      {"gelu", {"Gelu"}},
+      {"softmax", {"Softmax", "LogSoftmax", "SoftmaxGrad"}},
+  };
+  return table;
+}
+
+}  // namespace
+
+const std::vector<std::string>* kernel_family_ops(std::string_view name) {
+  std::string l = lower(name);
+  for (const auto& [family, ops] : family_table())
+    if (family == l) return &ops;
+  return nullptr;
+}
+
+std::string_view kernel_family_of(std::string_view op) {
+  std::string l = lower(op);
+  for (const auto& [family, ops] : family_table())
+    for (const auto& o : ops)
+      if (lower(o) == l) return family;
+  return {};
+}
+
+const std::vector<std::string>& kernel_families() {
+  static const std::vector<std::string> names = [] {
+    std::vector<std::string> v;
+    for (const auto& [family, ops] : family_table()) v.push_back(family);
+    return v;
+  }();
+  return names;
+}
+
+const std::vector<std::string>* KernelPolicy::find(std::string_view op, bool* from_family) const {
+  if (from_family) *from_family = false;
   if (auto it = preferred.find(std::string(op)); it != preferred.end()) return &it->second;
   std::string l = lower(op);
   for (const auto& [k, v] : preferred)
     if (lower(k) == l) return &v;
+  std::string_view family = kernel_family_of(op);
+  if (family.empty() || lower(family) == l) return nullptr;
+  for (const auto& [k, v] : preferred)
+    if (lower(k) == family) {
+      if (from_family) *from_family = true;
+      return &v;
+    }
   return nullptr;
 }
 
 nlohmann::json KernelPolicy::to_json() const {
   nlohmann::json j = nlohmann::json::object();
   for (const auto& [op, names] : preferred) j[op] = names;
+  if (!precision.empty()) j["precision"] = precision;
   return j;
 }
 
@@ -73,6 +122,12 @@ KernelPolicy KernelPolicy::from_json(const nlohmann::json& j) {
              "kernel policy: expected an object {{\"Op\": \"kernel\" or [\"kernel\", ...]}}, got {}", json_type(j));
   KernelPolicy p;
   for (const auto& [op, v] : j.items()) {
+    if (op == "precision") {
+      HODU_CHECK(v.is_string(), ErrorCode::InvalidArgument,
+                 "kernel policy: 'precision' must be a string (fp32, tf32, fp16, bf16), got {}", json_type(v));
+      p.precision = v.get<std::string>();
+      continue;
+    }
     std::vector<std::string> names;
     if (v.is_string()) {
       names.push_back(v.get<std::string>());
@@ -101,6 +156,13 @@ void KernelPolicy::validate() const {
     HODU_CHECK(!names.empty(), ErrorCode::InvalidArgument, "kernel policy: '{}' lists no kernel", op);
     for (const auto& n : names)
       HODU_CHECK(!n.empty(), ErrorCode::InvalidArgument, "kernel policy: '{}' lists an empty kernel name", op);
+  }
+  if (!precision.empty()) {
+    try {
+      parse_precision(precision);
+    } catch (const Error& e) {
+      throw e.with_context("kernel policy: 'precision': ");
+    }
   }
 }
 

@@ -3,7 +3,14 @@
 //
 //   KernelPolicy    per-op preferred kernel names, in order of preference:
 //                   {"Conv": ["onednn", "reference"], "MatMul": "cublasLt"}
-//                   Op names match case-insensitively ("conv" == "Conv").
+//                   Op names match case-insensitively ("conv" == "Conv"). A key may
+//                   also name a family of ops (kernel_family_ops: "matmul", "conv",
+//                   "attention", "layer_norm", "gelu", "softmax"), covering each op of
+//                   the family that has one of the listed kernels (the others keep
+//                   their default). Special names: "auto" (the registered default,
+//                   highest priority; no timing is done) and "hodu" (hodu's own
+//                   hand-written kernels, registered as "cpu"). Optional "precision"
+//                   (fp32|tf32|fp16|bf16: overrides the execution policy's).
 //   ExecutionPolicy precision (fp32|tf32|fp16|bf16), cuda_graphs, threads
 //                   (0 = physical cores), deterministic, engine ("" = best for
 //                   the device), device ("cpu", "cuda:0").
@@ -30,17 +37,26 @@ std::string_view precision_name(Precision p);
 // "fp32", "tf32", "fp16", "bf16" (case-insensitive); InvalidArgument otherwise.
 Precision parse_precision(std::string_view text);
 
-struct KernelPolicy {
-  // op type → kernel names, most preferred first. Keys are stored as given.
-  std::map<std::string, std::vector<std::string>> preferred;
+// The ops a family name covers ("matmul" → MatMul, Gemm, FusedMatMul, FusedGemm), or null when
+// `name` is no family (case-insensitive). The family of an op: "" when it has none.
+const std::vector<std::string>* kernel_family_ops(std::string_view name);
+std::string_view kernel_family_of(std::string_view op);
+// Every family name, in a fixed order.
+const std::vector<std::string>& kernel_families();
 
-  // The preference list for an op (case-insensitive key match); empty if none.
-  const std::vector<std::string>* find(std::string_view op) const;
-  bool empty() const { return preferred.empty(); }
+struct KernelPolicy {
+  // op type or family → kernel names, most preferred first. Keys are stored as given.
+  std::map<std::string, std::vector<std::string>> preferred;
+  std::string precision;  // "" = the execution policy's; else fp32, tf32, fp16, bf16
+
+  // The preference list for an op: its own key (case-insensitive), else its family's; null if none.
+  // `from_family` (optional) tells which of the two it was.
+  const std::vector<std::string>* find(std::string_view op, bool* from_family = nullptr) const;
+  bool empty() const { return preferred.empty() && precision.empty(); }
 
   nlohmann::json to_json() const;
   static KernelPolicy from_json(const nlohmann::json& j);
-  void validate() const;  // no empty op names or kernel names, no duplicate ops (case-insensitive)
+  void validate() const;  // no empty op names or kernel names, no duplicate ops (case-insensitive), precision
   bool operator==(const KernelPolicy&) const = default;
 };
 

@@ -88,6 +88,30 @@ TEST(Policy, KernelRoundTripAndLookup) {
   EXPECT_EQ(KernelPolicy::from_json(k.to_json()), k);
 }
 
+TEST(Policy, KernelFamiliesAndPrecision) {
+  KernelPolicy k =
+      KernelPolicy::from_json(json::parse(R"({"matmul": "reference", "Gemm": "onednn", "precision": "FP32"})"));
+  bool from_family = true;
+  ASSERT_NE(k.find("MatMul", &from_family), nullptr);  // the family's key is also MatMul's own (case-insensitive)
+  EXPECT_FALSE(from_family);
+  ASSERT_NE(k.find("FusedMatMul", &from_family), nullptr);  // a family member: the family's list
+  EXPECT_TRUE(from_family);
+  EXPECT_EQ(*k.find("FusedMatMul"), std::vector<std::string>{"reference"});
+  EXPECT_EQ(*k.find("gemm", &from_family), std::vector<std::string>{"onednn"});  // an op's own key wins
+  EXPECT_FALSE(from_family);
+  EXPECT_EQ(k.find("Conv"), nullptr);
+  EXPECT_EQ(k.precision, "FP32");
+  EXPECT_EQ(KernelPolicy::from_json(k.to_json()), k);
+  EXPECT_EQ(k.to_json()["precision"], "FP32");
+  ASSERT_NE(kernel_family_ops("Layer_Norm"), nullptr);
+  EXPECT_EQ(kernel_family_of("LayerNormGrad"), "layer_norm");
+  EXPECT_EQ(kernel_family_of("Relu"), "");
+  expect_error([] { KernelPolicy::from_json(json::parse(R"({"precision": "fp64"})")); }, ErrorCode::InvalidArgument,
+               "'precision'");
+  expect_error([] { KernelPolicy::from_json(json::parse(R"({"precision": 16})")); }, ErrorCode::InvalidArgument,
+               "'precision' must be a string");
+}
+
 TEST(Policy, KernelValidationErrors) {
   expect_error([] { KernelPolicy::from_json(json::parse(R"({"Conv": 3})")); }, ErrorCode::InvalidArgument,
                "'Conv' must be a kernel name");

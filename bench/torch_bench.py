@@ -1,0 +1,109 @@
+#!/usr/bin/python3
+"""hodu.torch.compile against eager PyTorch on CPU, in one run, interleaved.
+
+For each model: a training step (forward, cross-entropy, backward; the optimizer's step is
+left out, being the same torch code on both sides) and an inference forward (torch.no_grad,
+eval mode), of the compiled module and of eager PyTorch alternately, --rounds rounds of
+--iters runs each; the median of each side's round medians is kept and the ratio
+hodu / torch printed (targets: training <= 0.8, inference <= 0.7). Both sides use --threads
+threads (torch.set_num_threads, hodu's kernels the same count). Absolute times on a shared
+machine are noise; the ratio in one interleaved run is the figure.
+
+usage: PYTHONPATH=build/python /usr/bin/python3 bench/torch_bench.py [--threads 2] [--rounds 5]
+           [--iters 10] [--models cnn transformer resnet18] [--markdown FILE]
+"""
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "python", "tests"))
+import hodu.torch  # noqa: E402
+from torch_models import CNN, Transformer  # noqa: E402
+
+
+def make(name):
+    """(module, input batch, labels) for a model name."""
+    g = torch.Generator().manual_seed(0)
+    if name == "cnn":
+        return CNN(), torch.randn(64, 1, 8, 8, generator=g), torch.randint(0, 10, (64,), generator=g)
+    if name == "transformer":
+        return (Transformer(d=128, heads=4, ff=512, layers=2), torch.randint(0, 32, (32, 16), generator=g),
+                torch.randint(0, 10, (32,), generator=g))
+    if name == "resnet18":
+        import torchvision
+        return (torchvision.models.resnet18(num_classes=10), torch.randn(8, 3, 64, 64, generator=g),
+                torch.randint(0, 10, (8,), generator=g))
+    raise SystemExit(f"error: unknown model '{name}' (cnn, transformer, resnet18)")
+
+
+def timed(fn, iters):
+    """Median milliseconds of `iters` calls."""
+    times = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        times.append((time.perf_counter() - t) * 1e3)
+    return statistics.median(times)
+
+
+def bench(name, args):
+    torch.manual_seed(0)
+    model, x, y = make(name)
+    compiled = hodu.torch.compile(model, x, threads=args.threads)
+
+    def train(m):
+        def step():
+            model.zero_grad(set_to_none=True)
+            F.cross_entropy(m(x), y).backward()
+        return step
+
+    def infer(m):
+        def run():
+            with torch.no_grad():
+                m(x)
+        return run
+
+    rows = []
+    for kind, make_fn, mode in (("train step", train, model.train), ("inference", infer, model.eval)):
+        mode()
+        sides = {"hodu": make_fn(compiled), "torch": make_fn(model)}
+        for fn in sides.values():  # warm up: plans, oneDNN primitives, torch's allocator
+            fn()
+            fn()
+        medians = {k: [] for k in sides}
+        for _ in range(args.rounds):
+            for k, fn in sides.items():
+                medians[k].append(timed(fn, args.iters))
+        h, t = statistics.median(medians["hodu"]), statistics.median(medians["torch"])
+        rows.append((name, kind, h, t, h / t))
+        print(f"{name:12s} {kind:11s} hodu {h:8.2f} ms  torch {t:8.2f} ms  ratio {h / t:5.2f}", flush=True)
+    model.train()
+    return rows
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--iters", type=int, default=10)
+    ap.add_argument("--models", nargs="+", default=["cnn", "transformer"])
+    ap.add_argument("--markdown", help="write the table as Markdown to this file")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    print(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} interleaved rounds of {args.iters}")
+    rows = [r for name in args.models for r in bench(name, args)]
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(f"torch {torch.__version__}, {args.threads} threads, {args.rounds} rounds of {args.iters}\n\n")
+            f.write("| model | what | hodu ms | torch ms | hodu / torch |\n|---|---|---|---|---|\n")
+            for name, kind, h, t, r in rows:
+                f.write(f"| {name} | {kind} | {h:.2f} | {t:.2f} | {r:.2f} |\n")
+
+
+if __name__ == "__main__":
+    main()
