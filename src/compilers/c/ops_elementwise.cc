@@ -219,8 +219,8 @@ bool is_elementwise(const Codegen& cg, const Node& n) {
 void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) {
   const Node& last = *group.back();
   const std::string out_name = last.outputs[0];
-  const std::vector<int64_t> out_shape = cg.shape_of(out_name);
-  const int64_t numel = shape_numel(out_shape);
+  const SymShape out_shape = cg.shape_of(out_name);
+  const SymInt count = numel(out_shape);
   const int64_t rank = static_cast<int64_t>(out_shape.size());
   std::set<std::string> produced;
   for (const Node* n : group) produced.insert(n->outputs[0]);
@@ -231,14 +231,14 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
   std::string unpack, pointers;  // the parallel form: pointers passed through a void* array
   std::vector<std::string> outside;
   int temp = 0;
-  auto out_strides = contiguous_strides(out_shape);
+  auto out_strides = row_major_strides(out_shape);
   for (const Node* n : group)
     for (size_t i = 0; i < n->inputs.size(); ++i) {
       const std::string& in = n->inputs[i];
       if (in.empty() || is_param_input(*n, i) || produced.count(in) || operand.count(in)) continue;
       DType dt = cg.dtype_of(in);
-      std::vector<int64_t> s = cg.shape_of(in);
-      if (cg.is_constant(in) && shape_numel(s) == 1) {
+      SymShape s = cg.shape_of(in);
+      if (cg.is_constant(in) && numel(s).is(1)) {
         operand[in] = lit(cg.constant(in).get_double(0), dt);
         if (dtype_is_integer(dt) || dt == DType::Bool)
           operand[in] = fmt::format("(({}){}LL)", c_type(dt), cg.constant(in).get_int64(0));
@@ -254,24 +254,35 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
       std::string idx;
       if (s == out_shape) {
         idx = "i";
-      } else if (shape_numel(s) == 1) {
+      } else if (numel(s).is(1)) {
         idx = "0";
       } else {
         int64_t off = rank - static_cast<int64_t>(s.size());
-        auto in_strides = contiguous_strides(s);
+        auto in_strides = row_major_strides(s);
+        // A dim moves when it is the output's; a run-time dim that may be 1 (and so
+        // broadcast) has its stride chosen when the dims are bound.
+        auto moves = [&](int64_t d) { return d - off >= 0 && s[d - off] == out_shape[d] && !s[d - off].is(1); };
+        auto maybe = [&](int64_t d) { return d - off >= 0 && !s[d - off].is(1) && !moves(d); };
         // One term per run of adjacent dims the input does not broadcast (they are contiguous
         // in both): Swin's [1, 3, 49, 49] mask over [64, 3, 49, 49] reads p[i % 7203], not a
         // division and a modulo per dim per element.
-        auto moves = [&](int64_t d) { return d - off >= 0 && s[d - off] != 1; };
         for (int64_t d = 0; d < rank; ++d) {
+          if (maybe(d)) {
+            SymInt st = sym_select(sym_eq(s[d - off], 1), 0, in_strides[d - off]);
+            std::string term = d == 0 ? fmt::format("(i / {})", out_strides[d])
+                                      : fmt::format("((i / {}) % {})", out_strides[d], out_shape[d]);
+            idx += (idx.empty() ? "" : " + ") + fmt::format("{} * {}", term, st);
+            continue;
+          }
           if (!moves(d)) continue;
-          int64_t last = d, span = out_shape[d];
+          int64_t last = d;
+          SymInt span = out_shape[d];
           while (last + 1 < rank && moves(last + 1)) span *= out_shape[++last];
           std::string term = d == 0 ? fmt::format("(i / {})", out_strides[last])
                                     : fmt::format("((i / {}) % {})", out_strides[last], span);
-          if (out_strides[last] == 1) term = d == 0 ? "i" : fmt::format("(i % {})", span);
-          int64_t st = in_strides[last - off];
-          idx += (idx.empty() ? "" : " + ") + (st == 1 ? term : fmt::format("{} * {}", term, st));
+          if (out_strides[last].is(1)) term = d == 0 ? "i" : fmt::format("(i % {})", span);
+          SymInt st = in_strides[last - off];
+          idx += (idx.empty() ? "" : " + ") + (st.is(1) ? term : fmt::format("{} * {}", term, st));
           d = last;
         }
         if (idx.empty()) idx = "0";
@@ -301,10 +312,9 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
   }
   // In place over an outside input that dies here and is read at index i.
   int reuse = -1;
-  int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(cg.dtype_of(out_name), numel));
+  SymInt bytes = storage_bytes(cg.dtype_of(out_name), count);
   for (const auto& in : outside)
-    if (cg.shape_of(in) == out_shape && cg.reusable(in, bytes) &&
-        dtype_storage_bytes(cg.dtype_of(in), numel) == static_cast<size_t>(bytes)) {
+    if (cg.shape_of(in) == out_shape && cg.reusable(in, bytes) && storage_bytes(cg.dtype_of(in), count) == bytes) {
       reuse = cg.buffer_of(in);
       break;
     }
@@ -313,21 +323,25 @@ void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group) 
   for (const Node* n : group) comment += (comment.empty() ? "" : " + ") + n->op_type;
   cg.emit(fmt::format("/* {} */ {{", comment));
   const char* out_type = c_type(cg.dtype_of(out_name));
-  if (cg.kernel_library && numel >= 2 * kParallelRange) {
-    // Outlined, so the kernel library's threads can each run a range of it.
+  if (cg.kernel_library && (!count.known() || count.value() >= 2 * kParallelRange)) {
+    // Outlined, so the kernel library's threads can each run a range of it (run-time dims
+    // travel with the pointers).
     std::string fn = fmt::format("hm_loop{}", cg.function_count++);
+    std::string loop = replace_indent(body) + operand.at(out_name);
+    bool dims = loop.find("S[") != std::string::npos;
+    if (dims) unpack += fmt::format("  const int64_t* S = (const int64_t*)a[{}];\n", outside.size() + 1);
     cg.functions += fmt::format(
         "static void {}(void* arg, int64_t begin, int64_t end) {{\n  void* const* a = (void* const*)arg;\n{}"
         "  {}* o = ({}*)a[{}];\n  for (int64_t i = begin; i < end; ++i) {{\n{}    o[i] = {};\n  }}\n}}\n",
         fn, unpack, out_type, out_type, outside.size(), replace_indent(body), operand.at(out_name));
-    cg.code += fmt::format("    void* a[] = {{{}(void*){}}};\n", pointers, cg.ptr(out_name));
-    cg.code += fmt::format("    hodu_kernels_parallel_for(m->kernels, {}, {}, {}, a);\n  }}\n", numel, kParallelRange, fn);
+    cg.code += fmt::format("    void* a[] = {{{}(void*){}{}}};\n", pointers, cg.ptr(out_name), dims ? ", (void*)S" : "");
+    cg.code += fmt::format("    hodu_kernels_parallel_for(m->kernels, {}, {}, {}, a);\n  }}\n", count, kParallelRange, fn);
     cg.fused_nodes += static_cast<int>(group.size()) - 1;
     return;
   }
   cg.code += pre;
   cg.code += fmt::format("    {}* o = {};\n", out_type, cg.ptr(out_name));
-  cg.code += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n{}      o[i] = {};\n    }}\n  }}\n", numel, body,
+  cg.code += fmt::format("    for (int64_t i = 0; i < {}; ++i) {{\n{}      o[i] = {};\n    }}\n  }}\n", count, body,
                          operand.at(out_name));
   cg.fused_nodes += static_cast<int>(group.size()) - 1;
 }

@@ -167,6 +167,26 @@ HK void hk_matmul_batched(int64_t batches, int64_t M, int64_t N, int64_t K, cons
   for (b = 0; b < batches; ++b) hk_gemm(M, N, K, A + a_off[b], K, B + b_off[b], N, C + b * M * N, N, 0, pack);
 }
 
+/* Batched GEMM over `rank` broadcast batch dims known at run time: batch i of A and B at
+ * sum(index_d * stride_d) (stride 0 on a broadcast dim) times M*K and K*N. */
+HK void hk_matmul_bcast(int64_t rank, const int64_t* batch, const int64_t* a_stride, const int64_t* b_stride, int64_t M,
+                        int64_t N, int64_t K, const float* A, const float* B, float* C, float* pack) {
+  int64_t idx[8] = {0}, total = 1, i, d;
+  for (d = 0; d < rank; ++d) total *= batch[d];
+  for (i = 0; i < total; ++i) {
+    int64_t ao = 0, bo = 0;
+    for (d = 0; d < rank; ++d) {
+      ao += idx[d] * a_stride[d];
+      bo += idx[d] * b_stride[d];
+    }
+    hk_gemm(M, N, K, A + ao * M * K, K, B + bo * K * N, N, C + i * M * N, N, 0, pack);
+    for (d = rank; d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
+}
+
 /* y[M,N] = alpha * y + beta * c (c read with row/col strides, 0 = broadcast). */
 HK void hk_gemm_epilogue(float* y, int64_t M, int64_t N, float alpha, const float* c, int64_t c_rs, int64_t c_cs,
                          float beta) {
@@ -674,3 +694,60 @@ HK void hk_argreduce(const float* x, int64_t* y, int64_t outer, int64_t n, int64
     }
 }
 
+
+/* The arena plan of a model whose sizes are known at run time (memory_plan.cc's algorithm,
+ * run when the model first sees a shape): buffers joined in place share one slot whose life
+ * is their union; slots largest first, each at the lowest 64-aligned offset that overlaps no
+ * placed slot live at the same time. work: 5 * n int64s. Returns the arena bytes. */
+HK int64_t hk_plan(int64_t n, const int64_t* bytes, const int32_t* first, const int32_t* last, const int32_t* reuse,
+                   int64_t* offsets, int64_t* work) {
+  int64_t* slot_of = work;            /* buffer -> slot */
+  int64_t* size = work + n;           /* slot -> bytes (aligned) */
+  int64_t* life = work + 2 * n;       /* slot -> first << 32 | last */
+  int64_t* order = work + 3 * n;      /* slots by size */
+  int64_t* off = work + 4 * n;        /* slot -> offset */
+  int64_t slots = 0, i, j, k, total = 0;
+  for (i = 0; i < n; ++i) {
+    int64_t b = (bytes[i] < 1 ? 1 : bytes[i]) + 63;
+    b -= b % 64;
+    if (reuse[i] >= 0) {
+      int64_t s = slot_of[reuse[i]];
+      int64_t f = life[s] >> 32, l = life[s] & 0xffffffff;
+      if (last[i] > l) l = last[i];
+      life[s] = (f << 32) | l;
+      if (b > size[s]) size[s] = b;
+      slot_of[i] = s;
+      continue;
+    }
+    slot_of[i] = slots;
+    size[slots] = b;
+    life[slots] = ((int64_t)first[i] << 32) | (int64_t)last[i];
+    order[slots] = slots;
+    ++slots;
+  }
+  /* Insertion sort by size, largest first, stable. */
+  for (i = 1; i < slots; ++i) {
+    int64_t s = order[i];
+    for (j = i; j > 0 && size[order[j - 1]] < size[s]; --j) order[j] = order[j - 1];
+    order[j] = s;
+  }
+  for (i = 0; i < slots; ++i) {
+    int64_t s = order[i], at = 0, moved = 1;
+    int64_t f = life[s] >> 32, l = life[s] & 0xffffffff;
+    /* Lowest offset clear of every placed slot live at the same time (placed: order[0..i)). */
+    while (moved) {
+      moved = 0;
+      for (k = 0; k < i; ++k) {
+        int64_t p = order[k], pf = life[p] >> 32, pl = life[p] & 0xffffffff;
+        if (pf <= l && f <= pl && at < off[p] + size[p] && off[p] < at + size[s]) {
+          at = off[p] + size[p];
+          moved = 1;
+        }
+      }
+    }
+    off[s] = at;
+    if (at + size[s] > total) total = at + size[s];
+  }
+  for (i = 0; i < n; ++i) offsets[i] = off[slot_of[i]];
+  return total;
+}
