@@ -16,39 +16,6 @@ bool positive_steps(const Codegen& cg, const Node& n) {
   return true;
 }
 
-// passes::reshape_strides over sizes known at run time: chunks of dims contiguous in
-// memory must map onto whole groups of the new dims (sizes compared by algebra).
-std::optional<SymShape> reshape_strides(const SymShape& sizes, const SymShape& strides, const SymShape& shape) {
-  auto ss = to_static(sizes), st = to_static(strides), sh = to_static(shape);
-  if (ss && st && sh) {
-    auto r = passes::reshape_strides(*ss, *st, *sh);
-    if (!r) return std::nullopt;
-    return to_sym(*r);
-  }
-  if (sizes.empty() || numel(sizes) != numel(shape)) return std::nullopt;
-  SymShape out(shape.size(), 0);
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  SymInt base = strides.back(), tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= sizes[d];
-    if (d == 0 || (!sizes[d - 1].is(1) && strides[d - 1] != tensor_numel * base)) {
-      while (view_d >= 0 && (view_numel != tensor_numel || shape[view_d].is(1))) {
-        if (!provably_ge(tensor_numel, view_numel * shape[view_d])) return std::nullopt;
-        out[view_d] = view_numel * base;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        base = strides[d - 1];
-        tensor_numel = view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
-}
-
 }  // namespace
 
 StridedView whole_view(const Codegen& cg, const std::string& v) {
@@ -106,7 +73,7 @@ std::optional<StridedView> view_through(const Codegen& cg, const Node& n, const 
     }
     out.dims = ys;
   } else {
-    auto st = reshape_strides(in.dims, in.strides, ys);
+    auto st = passes::reshape_strides_with(in.dims, in.strides, ys, provably_ge);
     if (!st) return std::nullopt;
     out.dims = ys;
     out.strides = *st;
