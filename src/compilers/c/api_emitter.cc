@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compilers/c/codegen_context.h"
+#include "core/dlpack_tensor.h"
 
 namespace hodu::compilers::c {
 namespace {
@@ -23,16 +24,11 @@ std::string substitute(const std::string& text, const ApiSpec& spec) {
   return replace_all(replace_all(text, "@P@", spec.name), "@U@", upper(spec.name));
 }
 
-// DLPack dtype (code, bits) of a hodu dtype; bool is code 6 (kDLBool of DLPack >= 0.8), 8 bits.
+// DLPack dtype (code, bits) of a hodu dtype (core/dlpack_tensor: bool is code 6, 8 bits; the
+// float8 and packed types DLPack 1.1's codes).
 std::pair<int, int> dl_dtype(DType t) {
-  if (t == DType::F32) return {2, 32};
-  if (t == DType::F64) return {2, 64};
-  if (t == DType::Bool) return {6, 8};
-  if (t == DType::U8) return {1, 8};
-  if (t == DType::U16) return {1, 16};
-  if (t == DType::U32) return {1, 32};
-  if (t == DType::U64) return {1, 64};
-  return {0, dtype_bits(t)};
+  DLDataType d = to_dl_dtype(t, "a model input or output");
+  return {d.code, d.bits};
 }
 
 // A shape as the API reports it: a dim bound at run time is -1.
@@ -433,7 +429,8 @@ void @P@_destroy(@P@_t* m) {
 const DLTensor* @P@_output(const @P@_t* m, int i) { return m && i >= 0 && i < @NOUT@ ? &m->outputs[i] : NULL; }
 const char* @P@_last_error(const @P@_t* m) { return m ? m->error : "instance is NULL"; }
 
-static size_t hm_elem_bytes(uint8_t bits) { return (size_t)bits / 8; }
+/* Bytes of n elements of `bits` each (4- and 2-bit types packed). */
+static size_t hm_bytes(size_t n, uint8_t bits) { return (n * bits + 7) / 8; }
 
 /* Checks one caller tensor against the model's; 0 when it matches. free (inputs of a model
  * with free dims): per dim, the free dim it binds (-1: fixed), into key/bound (names: dims). */
@@ -501,7 +498,7 @@ int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs,
     if (outputs[i].data && hm_output_direct[i]) continue;
     if (outputs[i].data)
       memcpy((char*)outputs[i].data + outputs[i].byte_offset, m->outputs[i].data,
-             hm_numel(hm_output_ndim[i], hm_output_shape[i]) * hm_elem_bytes(hm_output_bits[i]));
+             hm_bytes(hm_numel(hm_output_ndim[i], hm_output_shape[i]), hm_output_bits[i]));
     else
       outputs[i] = m->outputs[i];
   }
@@ -1037,7 +1034,8 @@ std::string dynamic_api(std::string api) {
   rewrite(api, "@KDESTROY@  if (m->owned) free(m->owned);",
           "  hm_free_late(m);\n  free(m->arena_heap);\n@KDESTROY@  if (m->owned) free(m->owned);");
   rewrite(api, "  int i;\n@INDECL@",
-          "  int i;\n  hm_state* hs;\n  const int64_t* S;\n  const int64_t* O;\n  void* L[HM_NUM_LATE + 1];\n@INDECL@");
+          "  int i;\n  hm_state* hs;\n  int64_t* S; /* late dims are written while running */\n  const int64_t* O;\n"
+          "  void* L[HM_NUM_LATE + 1];\n@INDECL@");
 
   rewrite(api, "@BODY@\n  for (i = 0; outputs && i < @NOUT@; ++i) {\n    if (outputs[i].data && hm_output_direct[i]) continue;",
           "@BODY@\n@OUTSHAPES_POST@@OUTDATA@  for (i = 0; outputs && i < @NOUT@; ++i) {\n"
@@ -1045,7 +1043,7 @@ std::string dynamic_api(std::string api) {
           "&outputs[i], hm_output_code[i], hm_output_bits[i], hm_output_ndim[i], m->out_shape[i], NULL, NULL, NULL, NULL);\n"
           "      if (st) return st;\n    }\n  }\n"
           "  for (i = 0; outputs && i < @NOUT@; ++i) {\n    if (outputs[i].data && hm_output_direct[i]) continue;");
-  rewrite(api, "hm_numel(hm_output_ndim[i], hm_output_shape[i])", "hm_numel(hm_output_ndim[i], m->out_shape[i])");
+  rewrite(api, "hm_bytes(hm_numel(hm_output_ndim[i], hm_output_shape[i])", "hm_bytes(hm_numel(hm_output_ndim[i], m->out_shape[i])");
   return api;
 }
 

@@ -21,10 +21,29 @@ namespace hodu::compilers::c {
 
 const char* kernel_library_source() {
   static const char* text =
-#include "kernel_library.inc"
+#include "kernel_hodu_kernels.inc"
       ;
   return text;
 }
+
+const char* kernel_section_source(const std::string& name) {
+  static const std::map<std::string, const char*> sections = {
+      {"convert",
+#include "kernel_hk_convert.inc"
+      },
+      {"ops",
+#include "kernel_hk_ops.inc"
+      },
+  };
+  auto it = sections.find(name);
+  HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);
+  return it->second;
+}
+
+// The C sections use hodu's DType values.
+static_assert(static_cast<int>(DType::Bool) == 1 && static_cast<int>(DType::F32) == 10 &&
+              static_cast<int>(DType::I64) == 21 && static_cast<int>(DType::U2) == 25 &&
+              static_cast<int>(DType::I2) == 26, "kernels/hk_convert.c HK_DT_* follow core/dtype.h");
 
 const char* kernel_library_abi() {
   static const char* text =
@@ -48,6 +67,11 @@ const char* c_type(DType t) {
     case DType::U32: return "uint32_t";
     case DType::U64: return "uint64_t";
     case DType::Bool: return "uint8_t";
+    // Storage only: C computes these through the kernel library's dtype section.
+    case DType::F16: case DType::BF16: return "uint16_t";
+    case DType::F8E4M3FN: case DType::F8E4M3FNUZ: case DType::F8E5M2: case DType::F8E5M2FNUZ: case DType::F8E8M0:
+    case DType::F4E2M1: case DType::U4: case DType::I4: case DType::U2: case DType::I2:
+      return "uint8_t";
     default: return nullptr;
   }
 }
@@ -72,8 +96,7 @@ std::string c_float(double v) {
 
 SymInt storage_bytes(DType t, const SymInt& n) {
   if (n.known()) return static_cast<int64_t>(dtype_storage_bytes(t, n.value()));
-  HODU_CHECK(dtype_bits(t) % 8 == 0, ErrorCode::Unsupported,
-             "dtype {} of a tensor whose size is known only at run time", dtype_name(t));
+  if (dtype_bits(t) % 8 != 0) return ceildiv(n * dtype_bits(t), 8);  // packed
   return n * (dtype_bits(t) / 8);
 }
 
@@ -136,6 +159,26 @@ std::string runtime_check(const SymTable::Statement& check, int status) {
   return fmt::format("if (!({})) return hm_fail(m, {}, {}{});", check.cond, status, c_string_literal(fmt_text), args);
 }
 
+void Codegen::read_late(const std::string& name) {
+  if (!late_read.insert(name).second) return;
+  const SymShape& atoms = late_values.at(name);
+  std::string p = ptr(name);
+  for (size_t k = 0; k < atoms.size(); ++k) {
+    const auto& t = atoms[k].terms();
+    HODU_CHECK(t.size() == 1 && t[0].atoms.size() == 1 && t[0].coef == 1, ErrorCode::Internal,
+               "late value '{}': element {} is no late dim", name, k);
+    emit(fmt::format("S[{}] = (int64_t){}[{}];", t[0].atoms[0], p, k));
+  }
+}
+
+std::string Codegen::late_alloc(const SymInt& bytes, const char* type) {
+  int k = late_values_count++;
+  emit(fmt::format("L[{0}] = hm_late(m, {1});\n  if (!L[{0}]) return hm_fail(m, 2, \"out of memory: %lld bytes for a "
+                   "value whose size is known only while running\", (long long)({1}));",
+                   k, bytes));
+  return fmt::format("(({}*)L[{}])", type, k);
+}
+
 void Codegen::materialize(const std::string& name) {
   if (values.count(name)) return;
   auto it = sym_values.find(name);
@@ -147,10 +190,27 @@ void Codegen::materialize(const std::string& name) {
     emit(fmt::format("{}[{}] = ({}){};", p, k, c_type(dt), it->second[k]));
 }
 
-SymShape sym_ints(const Codegen& cg, const Node& n, size_t i) {
+SymShape sym_ints(Codegen& cg, const Node& n, size_t i) {
   HODU_CHECK(n.has_input(i), ErrorCode::InvalidModel, "{}: input {} is missing", n.describe(), i);
-  if (cg.is_constant(n.inputs[i])) return to_sym(cg.constant(n.inputs[i]).to_int64s());
-  if (auto it = cg.sym_values.find(n.inputs[i]); it != cg.sym_values.end()) return it->second;
+  const std::string& v = n.inputs[i];
+  if (cg.is_constant(v)) return to_sym(cg.constant(v).to_int64s());
+  if (auto it = cg.sym_values.find(v); it != cg.sym_values.end()) return it->second;
+  if (cg.late_values.count(v)) {
+    cg.read_late(v);
+    return cg.late_values.at(v);
+  }
+  // Data read as sizes where the output's shape is known anyway (declared by the model):
+  // late dims read here.
+  DType dt = cg.dtype_of(v);
+  auto shape = to_static(cg.shape_of(v));
+  if ((dt == DType::I64 || dt == DType::I32) && shape && shape_numel(*shape) <= 64 && current_sym_table()) {
+    SymShape atoms;
+    for (int64_t k = 0; k < shape_numel(*shape); ++k)
+      atoms.push_back(SymInt::dim(current_sym_table()->late_dim(std::nullopt)));
+    cg.late_values[v] = atoms;
+    cg.read_late(v);
+    return atoms;
+  }
   fail(ErrorCode::Unsupported, "{}: compiled code needs input {} ('{}') to be a constant or computed from shapes",
        n.describe(), i, n.inputs[i]);
 }
@@ -199,7 +259,15 @@ void Codegen::define(const std::string& name, DType dt, const SymShape& shape, i
   v.kind = ValueInfo::Kind::Arena;
   v.dtype = dt;
   v.shape = shape;
-  v.index = new_buffer(storage_bytes(dt, numel(shape)), step);
+  SymInt bytes = storage_bytes(dt, numel(shape));
+  if (bytes.late()) {  // sized while running: memory of its own, taken here
+    v.kind = ValueInfo::Kind::Late;
+    v.index = late_values_count;
+    late_alloc(bytes, "void");
+    values[name] = v;
+    return;
+  }
+  v.index = new_buffer(bytes, step);
   buffers[v.index].reuse = reuse_buffer;
   values[name] = v;
 }
@@ -222,11 +290,13 @@ std::string Codegen::ptr(const std::string& name) {
     case ValueInfo::Kind::Arena:
       return !v.offset.is(0) ? fmt::format("(({}*)(A + @{}@ + {}))", t, v.index, v.offset)
                              : fmt::format("(({}*)(A + @{}@))", t, v.index);
+    case ValueInfo::Kind::Late: return fmt::format("(({}*)L[{}])", t, v.index);
   }
   return "";
 }
 
 std::string Codegen::scratch(const SymInt& bytes) {
+  if (bytes.late()) return late_alloc(bytes, "float");
   int b = new_buffer(bytes, step);
   return fmt::format("((float*)(A + @{}@))", b);
 }

@@ -19,9 +19,9 @@
 namespace hodu::compilers::c {
 
 struct ValueInfo {
-  enum class Kind { Input, Weight, Arena };
+  enum class Kind { Input, Weight, Arena, Late };
   Kind kind = Kind::Arena;
-  int index = -1;  // input index, weight index or buffer id
+  int index = -1;  // input index, weight index, buffer id or late block (L[index])
   SymInt offset = 0;  // bytes into the arena buffer (a part of an in-place Concat)
   DType dtype = DType::Undefined;
   SymShape shape;
@@ -46,6 +46,9 @@ struct Codegen {
   std::map<std::string, SymShape> sym_values;
   // Shapes of values that are not static (dims bound at run time), from graph_prep.
   std::map<std::string, SymShape> sym_shapes;
+  // Data read as sizes: its elements as late dims (read_late), and those read so far.
+  std::map<std::string, SymShape> late_values;
+  std::set<std::string> late_read;
   std::map<std::string, ValueInfo> values;
   std::vector<std::string> input_names;
   std::map<std::string, int> last_use;      // value (alias root) → last step reading it
@@ -58,7 +61,9 @@ struct Codegen {
   std::string tables;                       // file-scope constant tables
   std::string functions;                    // file-scope generated functions (fused loops)
   int table_count = 0;
-  int late_values = 0;  // values allocated while running (sizes known only then)
+  int late_values_count = 0;  // blocks allocated while running (sizes known only then): L[0..)
+  // Optional sections of the kernel library the code uses (kernel_section_source).
+  std::set<std::string> kernel_sections;
   int function_count = 0;
   int step = 0;
   int steps_emitted = 0;
@@ -126,6 +131,10 @@ struct Codegen {
   const ValueInfo& info(const std::string& name);
   // A size value (sym_values) read as a tensor: written into an arena buffer here, once.
   void materialize(const std::string& name);
+  // Data read as sizes (late_values): its elements read into their late dims here, once.
+  void read_late(const std::string& name);
+  // Memory for `bytes` known only while running (hm_late): a pointer expression of type T*.
+  std::string late_alloc(const SymInt& bytes, const char* type);
   DType dtype_of(const std::string& name) const;
   SymShape shape_of(const std::string& name) const;
   bool is_constant(const std::string& name) const { return constants.count(name) > 0; }
@@ -162,9 +171,10 @@ struct Codegen {
                          const std::string& portable);
 };
 
-// The int64 elements of input i of n: a constant, or a value computed from shapes
-// (Shape → Gather → Concat) whose elements are sizes; Unsupported otherwise.
-SymShape sym_ints(const Codegen& cg, const Node& n, size_t i);
+// The int64 elements of input i of n: a constant, a value computed from shapes (Shape →
+// Gather → Concat) whose elements are sizes, or (a small int tensor computed from data)
+// late dims read from it here; Unsupported otherwise.
+SymShape sym_ints(Codegen& cg, const Node& n, size_t i);
 // A Slice's first index on a dim of `dim` elements (negative starts count from the end, clamped).
 SymInt slice_start(const SymInt& start, const SymInt& dim, int64_t step);
 

@@ -187,6 +187,8 @@ TEST(CCodegen, UnsupportedOpNamesOpNodeAndList) {
   m.opset_imports[""] = 21;
   m.graph.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{4}), ""});
   m.graph.nodes.push_back(node("Hardmax", {"x"}, {"y"}));
+  m.graph.nodes.back().domain = "com.example";
+  m.graph.nodes.back().op_type = "Frobnicate";
   m.graph.outputs.push_back({"y", {}, ""});
   try {
     generate_c(m, {});
@@ -194,7 +196,8 @@ TEST(CCodegen, UnsupportedOpNamesOpNodeAndList) {
   } catch (const Error& e) {
     std::string msg = e.what();
     EXPECT_EQ(e.code(), ErrorCode::Unsupported);
-    EXPECT_NE(msg.find("Hardmax"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("Frobnicate"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("com.example"), std::string::npos) << msg;
     EXPECT_NE(msg.find("y_node"), std::string::npos) << msg;
     EXPECT_NE(msg.find("Conv"), std::string::npos) << "lists the supported ops: " << msg;
   }

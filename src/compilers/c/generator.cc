@@ -13,6 +13,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
+#include "compilers/c/ops_generic.h"
 #include "compilers/c/strided_views.h"
 #include "compilers/c/weight_store.h"
 #include "ir/schema.h"
@@ -109,7 +110,8 @@ std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n
 
 std::vector<std::string> supported_ops() {
   std::set<std::string> all;
-  for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names()}) all.insert(v.begin(), v.end());
+  for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names(), generic_op_names()})
+    all.insert(v.begin(), v.end());
   all.insert({"Constant", "Shape", "Size"});  // folded at build time (or sizes known at run time)
   return {all.begin(), all.end()};
 }
@@ -148,6 +150,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   cg.kernel_library = options.kernel_library && !options.standalone;
   cg.sym_shapes = prep.sym.shapes;
   cg.sym_values = prep.sym.values;
+  cg.late_values = prep.sym.late_values;
   for (const auto& [name, shape] : prep.free_inputs) cg.values.at(name).shape = shape;
   // Checks on sizes known only while running (a NonZero's count) go where they are made.
   sym_table.on_late_check = [&](const SymTable::Statement& st) { cg.emit(runtime_check(st, 4)); };
@@ -156,6 +159,17 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   {
     auto names = supported_ops();
     std::set<std::string> ok(names.begin(), names.end());
+    for (const auto& n : g.nodes) {
+      // Strings: the C API (DLPack) carries none, so compiled code has none.
+      for (const auto& v : n.inputs)
+        HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
+                   "{}: input '{}' is a string tensor; compiled code has no strings (the C API carries numbers and "
+                   "bools only)", n.describe(), v);
+      for (const auto& v : n.outputs)
+        HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
+                   "{}: output '{}' is a string tensor; compiled code has no strings (the C API carries numbers "
+                   "and bools only)", n.describe(), v);
+    }
     for (const auto& n : g.nodes)
       if (!n.domain.empty() || !ok.count(n.op_type)) {
         std::string list;
@@ -167,8 +181,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     for (const auto& o : g.outputs) {
       auto t = g.type_of(o.name);
       HODU_CHECK(t && t->is_tensor() && c_type(t->dtype), ErrorCode::Unsupported,
-                 "output '{}' has type {}: compiled code supports f32, f64, int and bool tensors", o.name,
-                 t ? t->to_string() : "unknown");
+                 "output '{}' has type {}: compiled code supports tensors of numbers and bools (no strings, "
+                 "complex numbers, sequences or optionals)", o.name, t ? t->to_string() : "unknown");
     }
   }
   if (options.opt_level >= 2) fold_batchnorm_into_conv(g, cg);
@@ -680,18 +694,26 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     cg.last_use[r == cg.alias_root.end() ? o.name : r->second] = INT_MAX;
   }
 
-  // Emission.
+  // Emission. The nodes each step emits (a node fused into another's step is emitted there).
+  std::vector<std::vector<int>> nodes_at(count);
+  for (size_t k = 0; k < count; ++k)
+    if (emitted_at[k] >= 0 && static_cast<size_t>(emitted_at[k]) < count) nodes_at[emitted_at[k]].push_back(static_cast<int>(k));
   for (size_t i = 0; i < count; ++i) {
     const Node& n = g.nodes[i];
     cg.step = static_cast<int>(i);
     if (emitted_at[i] != static_cast<int>(i) || (is_elementwise(cg, n) && absorbed[i])) continue;
-    // Size values read as tensors (not as sizes) are written out first. The members of a
-    // fused group are emitted here too.
-    for (int k : group[i].empty() ? std::vector<int>{static_cast<int>(i)} : group[i])
+    // Size values read as tensors (not as sizes) are written out first, data read as sizes
+    // is read into its late dims, and the checks on late sizes of the nodes run here are made.
+    for (int k : nodes_at[i])
       for (size_t j = 0; j < g.nodes[k].inputs.size(); ++j) {
         const std::string& in = g.nodes[k].inputs[j];
         if (!in.empty() && cg.sym_values.count(in) && !is_size_input(g.nodes[k].op_type, j)) cg.materialize(in);
+        if (!in.empty() && cg.late_values.count(in)) cg.read_late(in);
       }
+    for (int k : nodes_at[i])
+      if (auto c = prep.sym.late_checks.find(g.nodes[k].outputs.empty() ? "" : g.nodes[k].outputs[0]);
+          c != prep.sym.late_checks.end())
+        for (const auto& st : c->second) cg.emit(runtime_check(st, 4));
     if (!group[i].empty()) {
       std::vector<const Node*> members;
       for (int k : group[i]) members.push_back(&g.nodes[k]);
@@ -747,7 +769,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.fused_nodes;
     }
     try {
-      if (!emit_nn_op(cg, n) && !emit_tensor_op(cg, n))
+      if (!emit_nn_op(cg, n) && !emit_tensor_op(cg, n) && !emit_generic_op(cg, n))
         fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler", n.describe());
     } catch (const Error& e) {
       std::string msg = e.what();
@@ -770,19 +792,21 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     const std::string& name = g.outputs[k].name;
     if (cg.sym_values.count(name)) cg.materialize(name);
     const ValueInfo& v = cg.info(name);
-    if (v.kind == ValueInfo::Kind::Arena) {
+    if (v.kind == ValueInfo::Kind::Arena || v.kind == ValueInfo::Kind::Late) {
       cg.touch(name);
       output_values.push_back(name);
       continue;
     }
     std::string copy = fmt::format("\x01output{}", k);
     std::string src = cg.ptr(name);
-    SymInt bytes = storage_bytes(v.dtype, numel(v.shape));
-    cg.define(copy, v.dtype, v.shape);
+    const ValueInfo& vi = cg.info(name);  // ptr() may add the weight
+    SymInt bytes = storage_bytes(vi.dtype, numel(vi.shape));
+    cg.define(copy, vi.dtype, vi.shape);
     cg.emit(fmt::format("memcpy({}, {}, {});", cg.ptr(copy), src, bytes));
     output_values.push_back(copy);
   }
-  for (const auto& name : output_values) cg.buffers[cg.info(name).index].last_step = INT_MAX / 2;
+  for (const auto& name : output_values)
+    if (cg.info(name).kind == ValueInfo::Kind::Arena) cg.buffers[cg.info(name).index].last_step = INT_MAX / 2;
   if (options.opt_level == 0)  // no sharing at all: every buffer lives for the whole run
     for (auto& b : cg.buffers) {
       b.first_step = 0;
@@ -801,7 +825,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   std::map<int, size_t> direct_buffer;  // buffer id → output index
   {
     std::map<int, int> seen;
-    for (const auto& name : output_values) ++seen[cg.info(name).index];
+    for (const auto& name : output_values)
+      if (cg.info(name).kind == ValueInfo::Kind::Arena) ++seen[cg.info(name).index];
     for (size_t k = 0; k < output_values.size(); ++k) {
       const ValueInfo& v = cg.info(output_values[k]);
       // The buffer is exactly the output (not a larger tensor it is a prefix view of).
@@ -896,7 +921,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     spec.dynamic = true;
     spec.num_slots = sym_table.size();
     spec.num_buffers = static_cast<int>(cg.buffers.size());
-    spec.num_late = cg.late_values;
+    spec.num_late = cg.late_values_count;
     for (int k = 0; k < sym_table.num_input_dims(); ++k) spec.dim_names.push_back(sym_table.atom(k).name);
     for (const auto& st : sym_table.statements()) {
       if (st.atom >= 0) spec.shape_function += fmt::format("  S[{}] = {};\n", st.atom, sym_table.atom(st.atom).expr);
@@ -933,7 +958,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   GeneratedModel out;
   out.name = options.name;
   out.header = emit_header(spec);
-  out.source = emit_source(spec, kernel_library_source(), kernel_library_abi());
+  std::string kernels = kernel_library_source();
+  for (const auto& section : cg.kernel_sections) kernels += kernel_section_source(section);
+  out.source = emit_source(spec, kernels, kernel_library_abi());
   out.library_ops = cg.library_ops;
   out.main_source = emit_main(spec);
   seal_weights_blob(cg.weights, spec.fingerprint);

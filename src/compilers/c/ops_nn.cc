@@ -802,15 +802,36 @@ std::vector<std::string> nn_op_names() {
           "LayerNormalization", "Softmax", "LogSoftmax", "MatMul", "Gemm"};
 }
 
+namespace {
+
+// The fast emitters take float32 only; other dtypes go to the generic ones (ops_generic.cc).
+bool f32_only(const Codegen& cg, const Node& n) {
+  for (const auto& v : n.inputs)
+    if (!v.empty() && dtype_is_float(cg.dtype_of(v)) && cg.dtype_of(v) != DType::F32) return false;
+  return cg.dtype_of(n.inputs[0]) == DType::F32;
+}
+
+// Inference-mode BatchNormalization with constant parameters (folded into a scale and shift).
+bool fast_batchnorm(const Codegen& cg, const Node& n) {
+  if (!f32_only(cg, n) || n.get_int("training_mode", 0) != 0 || n.has_output(1)) return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!n.has_input(i) || !cg.is_constant(n.inputs[i])) return false;
+  return cg.shape_of(n.inputs[0]).size() < 2 || cg.shape_of(n.inputs[0])[1].known();
+}
+
+}  // namespace
+
 bool emit_nn_op(Codegen& cg, const Node& n) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return false;
   if (op == "Conv") emit_conv(cg, n);
   else if (op == "MaxPool" || op == "AveragePool") emit_pool(cg, n);
   else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") emit_global_pool(cg, n);
-  else if (op == "BatchNormalization") emit_batchnorm(cg, n);
-  else if (op == "LayerNormalization") emit_layernorm(cg, n);
-  else if (op == "Softmax" || op == "LogSoftmax") emit_softmax(cg, n);
+  else if (op == "BatchNormalization" && fast_batchnorm(cg, n)) emit_batchnorm(cg, n);
+  else if (op == "LayerNormalization" && f32_only(cg, n) && !n.has_output(1) && !n.has_output(2) &&
+           n.get_int("stash_type", 1) == 1)
+    emit_layernorm(cg, n);
+  else if ((op == "Softmax" || op == "LogSoftmax") && f32_only(cg, n)) emit_softmax(cg, n);
   else if (op == "MatMul") emit_matmul(cg, n);
   else if (op == "Gemm") emit_gemm(cg, n);
   else if (op == "Mul" && cg.channel_scales.count(n.outputs[0])) emit_channel_scale(cg, n);

@@ -33,6 +33,9 @@ int64_t esize(Codegen& cg, const std::string& v) {
   DType t = cg.dtype_of(v);
   HODU_CHECK(c_type(t), ErrorCode::Unsupported, "value '{}' has dtype {}, which compiled code does not support", v,
              dtype_name(t));
+  HODU_CHECK(!dtype_is_subbyte(t), ErrorCode::Unsupported,
+             "value '{}' has dtype {}: compiled code moves 4- and 2-bit elements only through Cast, Reshape and "
+             "the quantization ops", v, dtype_name(t));
   return dtype_bits(t) / 8;
 }
 
@@ -268,6 +271,17 @@ void emit_resize(Codegen& cg, const Node& n) {
                       cg.table(i1[0]), cg.float_table(w[0]), cg.table(i0[1]), cg.table(i1[1]), cg.float_table(w[1])));
 }
 
+// Float32 with axes known at build time: the float kernel (other dtypes and axes read
+// while running: ops_generic.cc).
+bool fast_reduce(const Codegen& cg, const Node& n) {
+  if (cg.dtype_of(n.inputs[0]) != DType::F32) return false;
+  if (n.has_input(1) && !cg.is_constant(n.inputs[1])) return false;
+  if (n.get_int("noop_with_empty_axes", 0) != 0 && (!n.has_input(1) || cg.constant(n.inputs[1]).numel() == 0) &&
+      n.get_ints("axes").empty())
+    return false;  // no axes, no-op: a copy (the generic kernel's empty flags)
+  return true;
+}
+
 int reduce_code(const std::string& op) {
   static const std::map<std::string, int> codes = {{"ReduceSum", 0}, {"ReduceMean", 1}, {"ReduceMax", 2},
                                                    {"ReduceMin", 3}, {"ReduceProd", 4}, {"ReduceSumSquare", 5},
@@ -344,6 +358,25 @@ void emit_depth_space(Codegen& cg, const Node& n) {
   strided_copy(cg, n.inputs[0], n.outputs[0], dims, strides, 0, ys);
 }
 
+// Cast (CastLike) where a side has no C arithmetic type (float8, float4, 4- and 2-bit
+// integers): hk_cast, the interpreter's element rules (saturation, e8m0's round_mode).
+void emit_cast(Codegen& cg, const Node& n) {
+  DType from = cg.dtype_of(n.inputs[0]), to = cg.dtype_of(n.outputs[0]);
+  HODU_CHECK(c_type(from) && c_type(to), ErrorCode::Unsupported,
+             "{}: Cast from {} to {} (compiled code has no strings or complex numbers)", n.describe(),
+             dtype_name(from), dtype_name(to));
+  std::string rm = n.get_string("round_mode", "up");
+  HODU_CHECK(rm == "up" || rm == "down" || rm == "nearest", ErrorCode::InvalidModel,
+             "{}: round_mode must be up, down or nearest, got '{}'", n.describe(), rm);
+  auto ys = cg.shape_of(n.outputs[0]);
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], to, ys);
+  cg.kernel_sections.insert("convert");
+  cg.emit(fmt::format("hk_cast({}, {}, {}, {}, {}, {}, {});", x, static_cast<int>(from), cg.ptr(n.outputs[0]),
+                      static_cast<int>(to), numel(ys), n.get_int("saturate", 1) ? 1 : 0,
+                      rm == "up" ? 0 : rm == "down" ? 1 : 2));
+}
+
 // Range with a size from the inputs' shapes: y[i] = start + i * delta.
 void emit_range(Codegen& cg, const Node& n) {
   DType dt = cg.dtype_of(n.outputs[0]);
@@ -354,6 +387,14 @@ void emit_range(Codegen& cg, const Node& n) {
     if (cg.sym_values.count(n.inputs[i])) cg.materialize(n.inputs[i]);
   std::string start = cg.ptr(n.inputs[0]), delta = cg.ptr(n.inputs[2]);
   cg.define(n.outputs[0], dt, ys);
+  if (dt == DType::F16 || dt == DType::BF16) {  // in float, each value rounded once
+    const char* name = dt == DType::F16 ? "f16" : "bf16";
+    cg.kernel_sections.insert("convert");
+    cg.emit(fmt::format("{{ uint16_t* y = {0}; const float s = hk_{1}_to_f32({2}[0]), d = hk_{1}_to_f32({3}[0]); "
+                        "for (int64_t i = 0; i < {4}; ++i) y[i] = hk_f32_to_{1}(s + (float)i * d); }}",
+                        cg.ptr(n.outputs[0]), name, start, delta, ys[0]));
+    return;
+  }
   cg.emit(fmt::format("{{ {0}* y = {1}; const {0} s = {2}[0], d = {3}[0]; for (int64_t i = 0; i < {4}; ++i) y[i] = "
                       "({0})(s + ({0})i * d); }}",
                       t, cg.ptr(n.outputs[0]), start, delta, ys[0]));
@@ -429,10 +470,11 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   else if (op == "Gather") emit_gather(cg, n);
   else if (op == "Pad") emit_pad(cg, n);
   else if (op == "Resize") emit_resize(cg, n);
-  else if (reduce_code(op) >= 0) emit_reduce(cg, n);
-  else if (op == "ArgMax" || op == "ArgMin") emit_argreduce(cg, n);
+  else if (reduce_code(op) >= 0 && fast_reduce(cg, n)) emit_reduce(cg, n);
+  else if ((op == "ArgMax" || op == "ArgMin") && cg.dtype_of(n.inputs[0]) == DType::F32) emit_argreduce(cg, n);
   else if (op == "DepthToSpace" || op == "SpaceToDepth") emit_depth_space(cg, n);
   else if (op == "Range") emit_range(cg, n);
+  else if (op == "Cast" || op == "CastLike") emit_cast(cg, n);
   else if (op == "ConstantOfShape") emit_constant_of_shape(cg, n);
   else return false;
   return true;

@@ -15,6 +15,9 @@ constexpr int64_t kMaxValueElements = 64;
 struct Ctx {
   const Graph& g;
   SymInfo& info;
+  // Data read as sizes becomes late dims in the final pass only (graph_prep's partial passes
+  // run while the size glue is still being folded into values).
+  bool allow_late = false;
 
   bool has_shape(const std::string& v) const {
     if (info.shapes.count(v) || g.initializer(v)) return true;
@@ -34,15 +37,28 @@ struct Ctx {
     auto t = g.type_of(v);
     return t && t->is_tensor() ? t->dtype : DType::Undefined;
   }
-  // Elements of an int tensor that is a constant or a size value.
-  std::optional<SymShape> ints(const std::string& v) const {
+  // Elements of an int tensor that is a constant or a size value; with `late`, of one
+  // computed while running too (late dims read where the node that reads them runs).
+  std::optional<SymShape> ints(const std::string& v, bool late = true) const {
     if (v.empty()) return std::nullopt;
     if (const Tensor* t = g.initializer(v)) {
       if (!dtype_is_integer(t->dtype()) && t->dtype() != DType::Bool) return std::nullopt;
       return to_sym(t->to_int64s());
     }
     if (auto it = info.values.find(v); it != info.values.end()) return it->second;
-    return std::nullopt;
+    if (!late || !allow_late) return std::nullopt;
+    if (auto it = info.late_values.find(v); it != info.late_values.end()) return it->second;
+    // Data read as sizes: late dims, one per element, read while running.
+    DType dt = dtype(v);
+    auto t = g.type_of(v);
+    if (!(dt == DType::I64 || dt == DType::I32) || !t || !t->is_tensor()) return std::nullopt;
+    std::optional<std::vector<int64_t>> s;
+    if (auto it = info.shapes.find(v); it != info.shapes.end()) s = to_static(it->second);
+    else s = t->shape.to_static();
+    if (!s || shape_numel(*s) > kMaxValueElements) return std::nullopt;
+    SymShape elems;
+    for (int64_t k = 0; k < shape_numel(*s); ++k) elems.push_back(SymInt::dim(current_sym_table()->late_dim(std::nullopt)));
+    return info.late_values[v] = elems;
   }
 };
 
@@ -541,7 +557,7 @@ std::optional<SymShape> eval_value(const Node& n, const Ctx& c, std::vector<int6
       shapes.emplace_back();
       continue;
     }
-    auto e = c.ints(i);
+    auto e = c.ints(i, /*late=*/false);
     if (!e) return std::nullopt;
     any_value = any_value || c.info.values.count(i);
     v.push_back(*e);
@@ -728,7 +744,7 @@ bool fold_sym_values(Graph& g, SymInfo& info) {
 }
 
 void infer_sym_shapes(const Graph& g, SymInfo& info, bool partial) {
-  Ctx c{g, info};
+  Ctx c{g, info, !partial};
   for (const auto& n : g.nodes) {
     bool all_static = true;
     for (const auto& o : n.outputs) {
@@ -741,6 +757,16 @@ void infer_sym_shapes(const Graph& g, SymInfo& info, bool partial) {
       if (!i.empty() && info.shapes.count(i)) inputs_static = false;
     if (all_static && inputs_static) continue;
     std::vector<SymShape> out;
+    SymTable& table = *current_sym_table();
+    auto previous = table.on_late_check;
+    std::string first = n.outputs.empty() ? "" : n.outputs[0];
+    info.late_checks.erase(first);
+    table.on_late_check = [&](const SymTable::Statement& st) { info.late_checks[first].push_back(st); };
+    struct Restore {
+      SymTable& t;
+      std::function<void(const SymTable::Statement&)> f;
+      ~Restore() { t.on_late_check = f; }
+    } restore{table, previous};
     try {
       out = infer(n, c);
     } catch (const Error& e) {

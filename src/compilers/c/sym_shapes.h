@@ -16,6 +16,12 @@ struct SymInfo {
   std::map<std::string, SymShape> shapes;  // values whose shape is not static
   std::map<std::string, SymShape> values;  // int tensors of sizes: their elements (row-major)
   std::map<std::string, std::vector<int64_t>> value_shapes;  // ... and their (static) shapes
+  // Small int tensors computed from data (or model inputs) and read as sizes (a Slice's
+  // starts given as an input): their elements as late dims, read where the first node that
+  // reads them as sizes runs.
+  std::map<std::string, SymShape> late_values;
+  // Checks on late sizes, made by the node producing the value named (emitted with it).
+  std::map<std::string, std::vector<SymTable::Statement>> late_checks;
 };
 
 // Folds nodes whose inputs are constants or sizes and whose outputs are small int

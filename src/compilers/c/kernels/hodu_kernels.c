@@ -34,6 +34,44 @@
 HK inline float hk_clamp01f(float v) { return v < 0.f ? 0.f : v > 1.f ? 1.f : v; }
 HK inline double hk_clamp01(double v) { return v < 0. ? 0. : v > 1. ? 1. : v; }
 
+/* Integer and float helpers of the elementwise loops: ONNX's semantics (numpy's), no
+ * undefined behaviour (a division by zero or INT_MIN / -1 gives 0 or wraps). */
+HK inline int64_t hk_idiv(int64_t x, int64_t y) { return y == 0 ? 0 : y == -1 ? (int64_t)(0 - (uint64_t)x) : x / y; }
+HK inline uint64_t hk_udiv(uint64_t x, uint64_t y) { return y ? x / y : 0; }
+HK inline int64_t hk_imod(int64_t x, int64_t y) {
+  int64_t m;
+  if (y == 0 || y == -1) return 0;
+  m = x % y;
+  return m != 0 && ((m < 0) != (y < 0)) ? m + y : m;
+}
+HK inline int64_t hk_ifmod(int64_t x, int64_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+HK inline uint64_t hk_umod(uint64_t x, uint64_t y) { return y ? x % y : 0; }
+/* numpy.mod of floats: the result has the divisor's sign. */
+HK inline double hk_fmodpy(double x, double y) {
+  double m = fmod(x, y);
+  if (y == 0) return m;
+  if (m != 0) return (y < 0) != (m < 0) ? m + y : m;
+  return copysign(0.0, y);
+}
+HK inline float hk_fmodpyf(float x, float y) {
+  float m = fmodf(x, y);
+  if (y == 0) return m;
+  if (m != 0) return (y < 0) != (m < 0) ? m + y : m;
+  return copysignf(0.f, y);
+}
+/* Integer power with wrap-around; a negative exponent gives the truncated real result. */
+HK inline int64_t hk_ipow(int64_t base, int64_t e) {
+  uint64_t r = 1, b = (uint64_t)base, ue = (uint64_t)e;
+  if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 == 0 ? 1 : -1) : 0;
+  while (ue) {
+    if (ue & 1) r *= b;
+    b *= b;
+    ue >>= 1;
+  }
+  return (int64_t)r;
+}
+HK inline int64_t hk_pow_to_int(double v) { return !isfinite(v) || fabs(v) >= 9.2e18 ? INT64_MIN : (int64_t)v; }
+
 /* ---- GEMM: C[M,N] = A[M,K] * B[K,N] (+ C when accumulate), row-major ------ */
 #define HK_MR 4
 #define HK_NR 8

@@ -1,0 +1,638 @@
+/* hodu kernel library, generic section: the ops a compiled model runs outside the hot
+ * path, with sizes given at run time. Floats are computed in double (the generated code
+ * converts other float types around a call), integers in int64 (sums and products wrap
+ * as numpy's do); data movement is by element size. Semantics follow hodu's reference
+ * interpreter (src/engines/interp/ops), which follows ONNX's numpy reference. Kernels that
+ * can fail on data (an index out of range) return non-zero. Needs the dtype section. */
+
+/* ---- offsets -------------------------------------------------------------------------- */
+
+/* Row-major strides of dims. */
+HK void hk_strides(int64_t rank, const int64_t* dims, int64_t* st) {
+  int64_t d, s = 1;
+  for (d = rank; d-- > 0;) {
+    st[d] = s;
+    s *= dims[d];
+  }
+}
+
+/* Offsets (in elements of x, row-major dims) of the elements a reduction over the dims
+ * flagged in `reduced` combines: out_off[o] for each output element (kept dims in order),
+ * red_off[j] for each element of one group. Returns the group size. */
+HK int64_t hk_reduce_offsets(int64_t rank, const int64_t* dims, const int64_t* reduced, int64_t* out_off,
+                             int64_t* red_off) {
+  int64_t st[16], idx[16], d, n_out = 1, n_red = 1, i;
+  hk_strides(rank, dims, st);
+  for (d = 0; d < rank; ++d) {
+    if (reduced[d]) n_red *= dims[d];
+    else n_out *= dims[d];
+  }
+  for (int pass = 0; pass < 2; ++pass) {
+    int64_t count = pass ? n_red : n_out, off = 0;
+    int64_t* out = pass ? red_off : out_off;
+    for (d = 0; d < rank; ++d) idx[d] = 0;
+    for (i = 0; i < count; ++i) {
+      out[i] = off;
+      for (d = rank; d-- > 0;) {
+        if ((reduced[d] != 0) != pass) continue;
+        if (++idx[d] < dims[d]) {
+          off += st[d];
+          break;
+        }
+        off -= st[d] * (dims[d] - 1);
+        idx[d] = 0;
+      }
+    }
+  }
+  return n_red;
+}
+
+/* The dims an axes tensor names, as 0/1 flags (rank entries); 0 when an axis is out of range
+ * or repeated. No axes: every dim unless noop (then none). */
+HK int hk_axes_flags(int64_t rank, const void* axes, int is32, int64_t n, int noop, int64_t* flags) {
+  int64_t d, i;
+  for (d = 0; d < rank; ++d) flags[d] = n == 0 && !noop;
+  for (i = 0; i < n; ++i) {
+    int64_t a = is32 ? ((const int32_t*)axes)[i] : ((const int64_t*)axes)[i];
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank || flags[a]) return 1;
+    flags[a] = 1;
+  }
+  return 0;
+}
+
+/* ---- reductions ---------------------------------------------------------------------- */
+
+enum { HK_R_SUM, HK_R_MEAN, HK_R_MAX, HK_R_MIN, HK_R_PROD, HK_R_L1, HK_R_L2, HK_R_LOGSUM, HK_R_LOGSUMEXP, HK_R_SUMSQ };
+
+/* y[o] = op over x[out_off[o] + red_off[j]] (doubles). */
+HK void hk_reduce_f64(const double* x, double* y, int64_t n_out, int64_t n_red, const int64_t* out_off,
+                      const int64_t* red_off, int op) {
+  int64_t o, j;
+  for (o = 0; o < n_out; ++o) {
+    const double* p = x + out_off[o];
+    double acc = 0, m;
+    switch (op) {
+      case HK_R_MAX: case HK_R_MIN:
+        m = op == HK_R_MAX ? -INFINITY : INFINITY;
+        for (j = 0; j < n_red; ++j) {
+          double v = p[red_off[j]];
+          if (v != v) { m = v; break; }
+          if (op == HK_R_MAX ? v > m : v < m) m = v;
+        }
+        y[o] = m;
+        continue;
+      case HK_R_PROD:
+        acc = 1;
+        for (j = 0; j < n_red; ++j) acc *= p[red_off[j]];
+        y[o] = acc;
+        continue;
+      case HK_R_LOGSUMEXP:
+        if (n_red == 0) { y[o] = -INFINITY; continue; }
+        m = -INFINITY;
+        for (j = 0; j < n_red; ++j) m = p[red_off[j]] > m ? p[red_off[j]] : m;
+        if (isinf(m)) {
+          for (j = 0; j < n_red; ++j) acc += exp(p[red_off[j]]);
+          y[o] = log(acc);
+        } else {
+          for (j = 0; j < n_red; ++j) acc += exp(p[red_off[j]] - m);
+          y[o] = log(acc) + m;
+        }
+        continue;
+      default: break;
+    }
+    for (j = 0; j < n_red; ++j) {
+      double v = p[red_off[j]];
+      acc += op == HK_R_L1 ? fabs(v) : op == HK_R_L2 || op == HK_R_SUMSQ ? v * v : v;
+    }
+    y[o] = op == HK_R_MEAN ? acc / (double)n_red : op == HK_R_L2 ? sqrt(acc) : op == HK_R_LOGSUM ? log(acc) : acc;
+  }
+}
+
+/* The same over int64 values (wrapping sums and products; unsigned: values as uint64). */
+HK void hk_reduce_i64(const int64_t* x, int64_t* y, int64_t n_out, int64_t n_red, const int64_t* out_off,
+                      const int64_t* red_off, int op, int is_unsigned) {
+  int64_t o, j;
+  for (o = 0; o < n_out; ++o) {
+    const int64_t* p = x + out_off[o];
+    uint64_t acc = 0;
+    double dacc = 0;
+    int64_t m;
+    switch (op) {
+      case HK_R_MAX: case HK_R_MIN:
+        if (is_unsigned) {
+          uint64_t um = op == HK_R_MAX ? 0 : UINT64_MAX;
+          for (j = 0; j < n_red; ++j) {
+            uint64_t v = (uint64_t)p[red_off[j]];
+            if (op == HK_R_MAX ? v > um : v < um) um = v;
+          }
+          y[o] = (int64_t)um;
+          continue;
+        }
+        m = op == HK_R_MAX ? INT64_MIN : INT64_MAX;
+        for (j = 0; j < n_red; ++j) {
+          int64_t v = p[red_off[j]];
+          if (op == HK_R_MAX ? v > m : v < m) m = v;
+        }
+        y[o] = m;
+        continue;
+      case HK_R_PROD:
+        acc = 1;
+        for (j = 0; j < n_red; ++j) acc *= (uint64_t)p[red_off[j]];
+        y[o] = (int64_t)acc;
+        continue;
+      case HK_R_L2: case HK_R_LOGSUM: case HK_R_LOGSUMEXP:
+        for (j = 0; j < n_red; ++j) {
+          double v = is_unsigned ? (double)(uint64_t)p[red_off[j]] : (double)p[red_off[j]];
+          dacc += op == HK_R_LOGSUMEXP ? exp(v) : op == HK_R_L2 ? v * v : v;
+        }
+        dacc = op == HK_R_L2 ? sqrt(dacc) : log(dacc);
+        y[o] = isfinite(dacc) ? (int64_t)dacc : 0;
+        continue;
+      default: break;
+    }
+    for (j = 0; j < n_red; ++j) {
+      uint64_t v = (uint64_t)p[red_off[j]];
+      if (op == HK_R_L1 && !is_unsigned && p[red_off[j]] < 0) v = 0 - v;
+      acc += op == HK_R_SUMSQ ? v * v : v;
+    }
+    if (op == HK_R_MEAN) {
+      if (n_red == 0) y[o] = 0;
+      else y[o] = is_unsigned ? (int64_t)(acc / (uint64_t)n_red) : (int64_t)acc / n_red;
+    } else {
+      y[o] = (int64_t)acc;
+    }
+  }
+}
+
+/* ArgMax/ArgMin over the middle dim of [outer, n, inner] doubles (NaN wins, as numpy's). */
+HK void hk_argreduce_f64(const double* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, int is_min,
+                         int select_last) {
+  int64_t o, i, k;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      const double* p = x + o * n * inner + i;
+      int64_t best = 0;
+      double bv = p[0];
+      for (k = 1; k < n; ++k) {
+        double v = p[k * inner];
+        int vn = v != v, bn = bv != bv, better, equal;
+        if (vn || bn) {
+          better = vn && !bn;
+          equal = vn && bn;
+        } else {
+          better = is_min ? v < bv : v > bv;
+          equal = v == bv;
+        }
+        if (better || (select_last && equal)) {
+          best = k;
+          bv = v;
+        }
+      }
+      y[o * inner + i] = best;
+    }
+}
+
+/* CumSum/CumProd over the middle dim of [outer, n, inner]: doubles, or int64 wrapping. */
+HK void hk_cumulate(const void* x, void* y, int64_t outer, int64_t n, int64_t inner, int exclusive, int reverse,
+                    int prod, int is_int) {
+  int64_t o, i, c;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      double acc = prod ? 1 : 0;
+      uint64_t iacc = prod ? 1 : 0;
+      for (c = 0; c < n; ++c) {
+        int64_t k = reverse ? n - 1 - c : c, at = (o * n + k) * inner + i;
+        if (is_int) {
+          uint64_t v = (uint64_t)((const int64_t*)x)[at];
+          if (exclusive) ((int64_t*)y)[at] = (int64_t)iacc;
+          iacc = prod ? iacc * v : iacc + v;
+          if (!exclusive) ((int64_t*)y)[at] = (int64_t)iacc;
+        } else {
+          double v = ((const double*)x)[at];
+          if (exclusive) ((double*)y)[at] = acc;
+          acc = prod ? acc * v : acc + v;
+          if (!exclusive) ((double*)y)[at] = acc;
+        }
+      }
+    }
+}
+
+/* Softmax (kind 0), LogSoftmax (1), Hardmax (2) over the middle dim of [outer, n, inner]. */
+HK void hk_softmax_f64(const double* x, double* y, int64_t outer, int64_t n, int64_t inner, int kind) {
+  int64_t o, i, k;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      const double* p = x + o * n * inner + i;
+      double* q = y + o * n * inner + i;
+      double m, sum = 0;
+      int64_t am = 0;
+      if (n == 0) continue;
+      m = p[0];
+      for (k = 1; k < n; ++k)
+        if (p[k * inner] > m || (p[k * inner] != p[k * inner] && m == m)) {
+          m = p[k * inner];
+          am = k;
+        }
+      if (kind == 2) {
+        for (k = 0; k < n; ++k) q[k * inner] = k == am ? 1 : 0;
+        continue;
+      }
+      for (k = 0; k < n; ++k) sum += exp(p[k * inner] - m);
+      for (k = 0; k < n; ++k) q[k * inner] = kind == 0 ? exp(p[k * inner] - m) / sum : p[k * inner] - m - log(sum);
+    }
+}
+
+/* Whether element (vi, index ii) comes before (vj, ij) in TopK's order: NaN is the largest
+ * value (numpy), ties keep the lower index first. */
+HK int hk_topk_before(double vi, int64_t ii, double vj, int64_t ij, int largest) {
+  int ni = vi != vi, nj = vj != vj;
+  int i_less = ni || nj ? !ni && nj : vi < vj, j_less = ni || nj ? !nj && ni : vj < vi;
+  if (largest ? j_less : i_less) return 1;
+  if (largest ? i_less : j_less) return 0;
+  return ii < ij;
+}
+
+/* TopK over the middle dim of [outer, n, inner]: keys (doubles) ordered, values copied from
+ * x (esize bytes each), int64 indices. work: n int64s. */
+HK void hk_topk(const double* keys, const void* x, void* values, int64_t* indices, int64_t outer, int64_t n,
+                int64_t inner, int64_t k, int largest, int64_t esize, int64_t* work) {
+  int64_t o, i, a, b;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      const double* p = keys + o * n * inner + i;
+      for (a = 0; a < n; ++a) work[a] = a;
+      for (a = 0; a < k; ++a) {  /* selection of the first k */
+        int64_t best = a, t;
+        for (b = a + 1; b < n; ++b)
+          if (hk_topk_before(p[work[b] * inner], work[b], p[work[best] * inner], work[best], largest)) best = b;
+        t = work[a];
+        work[a] = work[best];
+        work[best] = t;
+      }
+      for (a = 0; a < k; ++a) {
+        int64_t at = (o * k + a) * inner + i;
+        memcpy((char*)values + at * esize, (const char*)x + ((o * n + work[a]) * inner + i) * esize, (size_t)esize);
+        indices[at] = work[a];
+      }
+    }
+}
+
+/* ---- normalizations (doubles) ---------------------------------------------------------- */
+
+/* LayerNormalization (rms 0) / RMSNormalization (rms 1) over rows of `cols`: scale and bias
+ * (NULL: none) of cols values; mean / invstd (NULL: not wanted) rounded to float unless
+ * stash_f64. */
+HK void hk_rows_norm(const double* x, const double* scale, const double* bias, double* y, double* mean,
+                     double* invstd, int64_t rows, int64_t cols, double eps, int rms, int stash_f64) {
+  int64_t i, k;
+  for (i = 0; i < rows; ++i) {
+    const double* p = x + i * cols;
+    double mu = 0, q = 0, inv;
+    if (!rms) {
+      for (k = 0; k < cols; ++k) mu += p[k];
+      mu /= (double)cols;
+    }
+    for (k = 0; k < cols; ++k) q += (p[k] - mu) * (p[k] - mu);
+    inv = 1.0 / sqrt(q / (double)cols + eps);
+    if (!stash_f64) {
+      mu = (float)mu;
+      inv = (float)inv;
+    }
+    if (mean) mean[i] = mu;
+    if (invstd) invstd[i] = inv;
+    for (k = 0; k < cols; ++k) y[i * cols + k] = (p[k] - mu) * inv * scale[k] + (bias ? bias[k] : 0);
+  }
+}
+
+/* BatchNormalization (training: batch statistics, running ones out), InstanceNormalization
+ * (per n and c), GroupNormalization: x [N, C, S]. */
+HK void hk_batch_norm(const double* x, const double* scale, const double* bias, const double* mean,
+                      const double* var, double* y, double* run_mean, double* run_var, int64_t N, int64_t C,
+                      int64_t S, double eps, double momentum, int training) {
+  int64_t n, c, k, cnt = N * S;
+  for (c = 0; c < C; ++c) {
+    double mu = mean[c], v = var[c], inv;
+    if (training) {
+      double s = 0, q = 0;
+      for (n = 0; n < N; ++n)
+        for (k = 0; k < S; ++k) s += x[(n * C + c) * S + k];
+      mu = cnt ? s / (double)cnt : 0;
+      for (n = 0; n < N; ++n)
+        for (k = 0; k < S; ++k) q += (x[(n * C + c) * S + k] - mu) * (x[(n * C + c) * S + k] - mu);
+      v = cnt ? q / (double)cnt : 0;
+      if (run_mean) run_mean[c] = mean[c] * momentum + mu * (1 - momentum);
+      if (run_var) run_var[c] = var[c] * momentum + v * (1 - momentum);
+    }
+    inv = 1.0 / sqrt(v + eps);
+    for (n = 0; n < N; ++n)
+      for (k = 0; k < S; ++k) y[(n * C + c) * S + k] = (x[(n * C + c) * S + k] - mu) * scale[c] * inv + bias[c];
+  }
+}
+
+HK void hk_group_norm(const double* x, const double* scale, const double* bias, double* y, int64_t N, int64_t C,
+                      int64_t S, int64_t groups, double eps, int per_group_params) {
+  int64_t t, k, cg = C / groups, gsize = cg * S;
+  for (t = 0; t < N * groups; ++t) {
+    const double* p = x + t * gsize;
+    double s = 0, q = 0, mu, inv;
+    int64_t g = t % groups;
+    for (k = 0; k < gsize; ++k) s += p[k];
+    mu = s / (double)gsize;
+    for (k = 0; k < gsize; ++k) q += (p[k] - mu) * (p[k] - mu);
+    inv = 1.0 / sqrt(q / (double)gsize + eps);
+    for (k = 0; k < gsize; ++k) {
+      int64_t c = per_group_params ? g : g * cg + k / S;
+      y[t * gsize + k] = (p[k] - mu) * inv * scale[c] + bias[c];
+    }
+  }
+}
+
+HK void hk_lrn(const double* x, double* y, int64_t N, int64_t C, int64_t S, int64_t size, double alpha, double beta,
+               double bias) {
+  int64_t t, k, j, lo = (size - 1) / 2, hi = (size - 1) - lo;
+  for (t = 0; t < N * C; ++t) {
+    int64_t n = t / C, c = t % C, c0 = c - lo < 0 ? 0 : c - lo, c1 = c + hi > C - 1 ? C - 1 : c + hi;
+    for (k = 0; k < S; ++k) {
+      double sq = 0;
+      for (j = c0; j <= c1; ++j) sq += x[(n * C + j) * S + k] * x[(n * C + j) * S + k];
+      y[t * S + k] = x[t * S + k] / pow(bias + alpha / (double)size * sq, beta);
+    }
+  }
+}
+
+/* MeanVarianceNormalization (kind 0) and LpNormalization (kind 1: p 1 or 2) over groups of
+ * elements given by offsets (hk_reduce_offsets). */
+HK void hk_group_normalize(const double* x, double* y, int64_t n_out, int64_t n_red, const int64_t* out_off,
+                           const int64_t* red_off, int kind, int p) {
+  int64_t o, j;
+  for (o = 0; o < n_out; ++o) {
+    const double* a = x + out_off[o];
+    double* b = y + out_off[o];
+    double s = 0, s2 = 0;
+    for (j = 0; j < n_red; ++j) {
+      double v = a[red_off[j]];
+      if (kind == 0) {
+        s += v;
+        s2 += v * v;
+      } else {
+        s += p == 1 ? fabs(v) : v * v;
+      }
+    }
+    if (kind == 0) {
+      double mu = s / (double)n_red, var = s2 / (double)n_red - mu * mu, sd = sqrt(var > 0 ? var : 0) + 1e-9;
+      for (j = 0; j < n_red; ++j) b[red_off[j]] = (a[red_off[j]] - mu) / sd;
+    } else {
+      double norm = p == 1 ? s : sqrt(s);
+      for (j = 0; j < n_red; ++j) b[red_off[j]] = norm == 0 ? 0 : a[red_off[j]] / norm;
+    }
+  }
+}
+
+/* ---- losses ------------------------------------------------------------------------------ */
+
+/* NegativeLogLikelihoodLoss (softmax 0) / SoftmaxCrossEntropyLoss (1): x [N, C, D], target
+ * [N, D] int64; loss [N, D] (reduction 0 none) or one value (1 sum, 2 mean); logp (softmax,
+ * NULL: not wanted) [N, C, D]. Returns non-zero on a target out of range. */
+HK int hk_loss(const double* x, const int64_t* target, const double* weight, double* loss, double* logp,
+               double* work, int64_t N, int64_t C, int64_t D, int reduction, int has_ignore, int64_t ignore,
+               int softmax) {
+  int64_t n, c, d;
+  double total = 0, wsum = 0;
+  double* lp = logp ? logp : work;
+  for (n = 0; n < N * D; ++n) {
+    int64_t t = target[n];
+    if (!(has_ignore && t == ignore) && (t < 0 || t >= C)) return 1;
+  }
+  for (n = 0; n < N; ++n)
+    for (d = 0; d < D; ++d) {
+      double mx = -INFINITY, s = 0;
+      if (!softmax) {
+        for (c = 0; c < C; ++c) lp[(n * C + c) * D + d] = x[(n * C + c) * D + d];
+        continue;
+      }
+      for (c = 0; c < C; ++c) mx = x[(n * C + c) * D + d] > mx ? x[(n * C + c) * D + d] : mx;
+      for (c = 0; c < C; ++c) s += exp(x[(n * C + c) * D + d] - mx);
+      for (c = 0; c < C; ++c) lp[(n * C + c) * D + d] = log(exp(x[(n * C + c) * D + d] - mx) / s);
+    }
+  for (n = 0; n < N; ++n)
+    for (d = 0; d < D; ++d) {
+      int64_t t = target[n * D + d];
+      int ign = has_ignore && t == ignore;
+      double w = ign ? 0 : weight ? weight[t] : 1, l = ign ? 0 : -lp[(n * C + t) * D + d];
+      if (reduction == 0) loss[n * D + d] = w * l;
+      total += w * l;
+      wsum += w;
+    }
+  if (reduction == 1) loss[0] = total;
+  if (reduction == 2) loss[0] = total / wsum;
+  return 0;
+}
+
+/* ---- indexing (by element size) ---------------------------------------------------------- */
+
+HK int64_t hk_index(const void* idx, int is32, int64_t i) {
+  return is32 ? ((const int32_t*)idx)[i] : ((const int64_t*)idx)[i];
+}
+
+/* GatherElements: y[i] = x[i with its axis coordinate replaced by idx[i]] over idx's dims. */
+HK int hk_gather_elements(const void* x, const void* idx, int is32, void* y, int64_t rank, const int64_t* xdims,
+                          const int64_t* idims, int64_t axis, int64_t esize) {
+  int64_t xst[16], c[16] = {0}, d, i, n = 1;
+  hk_strides(rank, xdims, xst);
+  for (d = 0; d < rank; ++d) n *= idims[d];
+  for (i = 0; i < n; ++i) {
+    int64_t v = hk_index(idx, is32, i), off = 0;
+    if (v < 0) v += xdims[axis];
+    if (v < 0 || v >= xdims[axis]) return 1;
+    for (d = 0; d < rank; ++d) off += (d == axis ? v : c[d]) * xst[d];
+    memcpy((char*)y + i * esize, (const char*)x + off * esize, (size_t)esize);
+    for (d = rank; d-- > 0;) {
+      if (++c[d] < idims[d]) break;
+      c[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/* Combines element `v` into element `a` of dtype dt: reduction 0 none, 1 add, 2 mul, 3 max, 4 min. */
+HK void hk_combine(int dt, void* a, int64_t ai, const void* v, int64_t vi, int red, int64_t esize) {
+  if (red == 0) {
+    memcpy((char*)a + ai * esize, (const char*)v + vi * esize, (size_t)esize);
+  } else if (hk_dt_is_float(dt)) {
+    double x = hk_load_f64(dt, a, ai), u = hk_load_f64(dt, v, vi);
+    double r = red == 1 ? x + u : red == 2 ? x * u : red == 3 ? (x > u ? x : u) : (x < u ? x : u);
+    hk_store_f64(dt, a, ai, r, 1);
+  } else {
+    int64_t x = hk_load_i64(dt, a, ai), u = hk_load_i64(dt, v, vi);
+    int64_t r = red == 1 ? (int64_t)((uint64_t)x + (uint64_t)u) : red == 2 ? (int64_t)((uint64_t)x * (uint64_t)u)
+              : red == 3 ? (x > u ? x : u) : (x < u ? x : u);
+    hk_store_i64(dt, a, ai, r);
+  }
+}
+
+/* ScatterElements on y (a copy of data): y[i with its axis coordinate idx[i]] (op)= upd[i]. */
+HK int hk_scatter_elements(void* y, const void* idx, int is32, const void* upd, int64_t rank, const int64_t* ydims,
+                           const int64_t* idims, int64_t axis, int red, int dt, int64_t esize) {
+  int64_t yst[16], c[16] = {0}, d, i, n = 1;
+  hk_strides(rank, ydims, yst);
+  for (d = 0; d < rank; ++d) n *= idims[d];
+  for (i = 0; i < n; ++i) {
+    int64_t v = hk_index(idx, is32, i), off = 0;
+    if (v < 0) v += ydims[axis];
+    if (v < 0 || v >= ydims[axis]) return 1;
+    for (d = 0; d < rank; ++d) off += (d == axis ? v : c[d]) * yst[d];
+    hk_combine(dt, y, off, upd, i, red, esize);
+    for (d = rank; d-- > 0;) {
+      if (++c[d] < idims[d]) break;
+      c[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/* GatherND: for each of `count` index tuples of m int64s (per batch), the block of `inner`
+ * elements of x it names; x dims after the batch dims in xdims. */
+HK int hk_gather_nd(const void* x, const int64_t* idx, void* y, int64_t batches, int64_t per_batch, int64_t m,
+                    int64_t inner, int64_t batch_stride, const int64_t* xdims, const int64_t* xstrides, int64_t esize) {
+  int64_t b, j, k;
+  for (b = 0; b < batches; ++b)
+    for (j = 0; j < per_batch; ++j) {
+      const int64_t* tup = idx + (b * per_batch + j) * m;
+      int64_t off = b * batch_stride;
+      for (k = 0; k < m; ++k) {
+        int64_t v = tup[k] < 0 ? tup[k] + xdims[k] : tup[k];
+        if (v < 0 || v >= xdims[k]) return 1;
+        off += v * xstrides[k];
+      }
+      memcpy((char*)y + (b * per_batch + j) * inner * esize, (const char*)x + off * esize, (size_t)(inner * esize));
+    }
+  return 0;
+}
+
+/* ScatterND on y (a copy of data): n tuples of k int64s, each a block of `block` elements. */
+HK int hk_scatter_nd(void* y, const int64_t* idx, const void* upd, int64_t n, int64_t k, const int64_t* ydims,
+                     const int64_t* ystrides, int64_t block, int red, int dt, int64_t esize) {
+  int64_t i, j, e;
+  for (i = 0; i < n; ++i) {
+    int64_t off = 0;
+    for (j = 0; j < k; ++j) {
+      int64_t v = idx[i * k + j] < 0 ? idx[i * k + j] + ydims[j] : idx[i * k + j];
+      if (v < 0 || v >= ydims[j]) return 1;
+      off += v * ystrides[j];
+    }
+    for (e = 0; e < block; ++e) hk_combine(dt, y, off + e, upd, i * block + e, red, esize);
+  }
+  return 0;
+}
+
+/* Trilu: y = x with the elements above (upper 0) / below (upper 1) diagonal k zeroed. */
+HK void hk_trilu(const void* x, void* y, int64_t batch, int64_t rows, int64_t cols, int64_t k, int upper,
+                 int64_t esize) {
+  int64_t b, i, j;
+  for (b = 0; b < batch; ++b)
+    for (i = 0; i < rows; ++i)
+      for (j = 0; j < cols; ++j) {
+        int64_t at = (b * rows + i) * cols + j;
+        int keep = upper ? j - i >= k : j - i <= k;
+        if (keep) memcpy((char*)y + at * esize, (const char*)x + at * esize, (size_t)esize);
+        else memset((char*)y + at * esize, 0, (size_t)esize);
+      }
+}
+
+/* OneHot: y [outer, depth, inner] of values[1] where idx (doubles) names the position (negative
+ * counts from the end), values[0] elsewhere. */
+HK void hk_onehot(const double* idx, const void* values, void* y, int64_t outer, int64_t depth, int64_t inner,
+                  int64_t esize) {
+  int64_t o, i, k;
+  for (o = 0; o < outer; ++o)
+    for (i = 0; i < inner; ++i) {
+      double v = idx[o * inner + i];
+      int64_t at = (int64_t)v;
+      if (at < 0) at += depth;
+      for (k = 0; k < depth; ++k)
+        memcpy((char*)y + ((o * depth + k) * inner + i) * esize, (const char*)values + (k == at ? esize : 0),
+               (size_t)esize);
+    }
+}
+
+/* EyeLike: ones on diagonal k of rows x cols (one / zero: esize bytes each). */
+HK void hk_eye(void* y, int64_t rows, int64_t cols, int64_t k, const void* one, int64_t esize) {
+  int64_t i, j;
+  memset(y, 0, (size_t)(rows * cols * esize));
+  for (i = 0; i < rows; ++i) {
+    j = i + k;
+    if (j >= 0 && j < cols) memcpy((char*)y + (i * cols + j) * esize, one, (size_t)esize);
+  }
+}
+
+/* ReverseSequence: along time_axis, the first lens[b] elements of each batch reversed. */
+HK int hk_reverse_sequence(const void* x, void* y, const int64_t* lens, int64_t rank, const int64_t* dims,
+                           int64_t batch_axis, int64_t time_axis, int64_t esize) {
+  int64_t st[16], c[16] = {0}, d, i, n = 1;
+  hk_strides(rank, dims, st);
+  for (d = 0; d < rank; ++d) n *= dims[d];
+  for (i = 0; i < n; ++i) {
+    int64_t len = lens[c[batch_axis]], t = c[time_axis], src = i;
+    if (len < 0 || len > dims[time_axis]) return 1;
+    if (t < len) src = i + (len - 1 - 2 * t) * st[time_axis];
+    memcpy((char*)y + i * esize, (const char*)x + src * esize, (size_t)esize);
+    for (d = rank; d-- > 0;) {
+      if (++c[d] < dims[d]) break;
+      c[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/* Slice with starts, ends, axes and steps read while running (int32 or int64, each with its
+ * own flag; axes NULL: 0..n-1, steps NULL: 1): y of ydims. */
+HK int hk_slice_rt(const void* x, void* y, int64_t rank, const int64_t* xdims, const int64_t* ydims, const void* starts,
+                   int s32, const void* ends, int e32, const void* axes, int a32, const void* steps, int t32, int64_t n,
+                   int64_t esize) {
+  int64_t st[16], begin[16], step[16], c[16] = {0}, d, i, total = 1;
+  hk_strides(rank, xdims, st);
+  for (d = 0; d < rank; ++d) {
+    begin[d] = 0;
+    step[d] = 1;
+  }
+  for (i = 0; i < n; ++i) {
+    int64_t a = axes ? hk_index(axes, a32, i) : i, s = hk_index(starts, s32, i),
+            k = steps ? hk_index(steps, t32, i) : 1, dim;
+    if (a < 0) a += rank;
+    if (a < 0 || a >= rank || k == 0) return 1;
+    (void)ends;
+    (void)e32;
+    dim = xdims[a];
+    if (s < 0) s += dim;
+    if (k > 0) s = s < 0 ? 0 : s > dim ? dim : s;
+    else s = s < 0 ? 0 : s > dim - 1 ? dim - 1 : s;
+    begin[a] = s;
+    step[a] = k;
+  }
+  for (d = 0; d < rank; ++d) total *= ydims[d];
+  for (i = 0; i < total; ++i) {
+    int64_t off = 0;
+    for (d = 0; d < rank; ++d) off += (begin[d] + c[d] * step[d]) * st[d];
+    memcpy((char*)y + i * esize, (const char*)x + off * esize, (size_t)esize);
+    for (d = rank; d-- > 0;) {
+      if (++c[d] < ydims[d]) break;
+      c[d] = 0;
+    }
+  }
+  return 0;
+}
+
+/* outer / n / inner of dims split around `axis` (negative counts from the end); 0 when out of range. */
+HK int hk_split_axis(int64_t rank, const int64_t* dims, int64_t axis, int64_t* outer, int64_t* n, int64_t* inner) {
+  int64_t d;
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return 1;
+  *outer = *inner = 1;
+  for (d = 0; d < rank; ++d) {
+    if (d < axis) *outer *= dims[d];
+    else if (d > axis) *inner *= dims[d];
+  }
+  *n = dims[axis];
+  return 0;
+}
