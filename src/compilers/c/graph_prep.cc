@@ -129,7 +129,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
   // 224x224: a full copy each, 9 % of its run).
   passes::eliminate_identities(g);
   infer_types(g);
-  if (dynamic) infer_sizes(false);
+  // Shapes over the free dims, and (static models too) the sizes only known while running.
+  infer_sizes(false);
   return p;
 }
 

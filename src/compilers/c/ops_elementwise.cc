@@ -36,7 +36,7 @@ const std::map<std::string, EwOp>& ew_ops() {
       {"Mish", {Math, 1}},         {"ThresholdedRelu", {Math, 1}}, {"Clip", {Generic, 1}},
       {"IsNaN", {Math, 1}},        {"IsInf", {Math, 1}},          {"Not", {Logic, 1}},
       {"Add", {Generic, 2}},       {"Sub", {Generic, 2}},         {"Mul", {Generic, 2}},
-      {"Div", {Math, 2}},          {"Pow", {Math, 2}},            {"PRelu", {Math, 2}},
+      {"Div", {Generic, 2}},       {"Pow", {Generic, 2}},            {"PRelu", {Math, 2}},
       {"Equal", {Generic, 2}},     {"Less", {Generic, 2}},        {"Greater", {Generic, 2}},
       {"LessOrEqual", {Generic, 2}}, {"GreaterOrEqual", {Generic, 2}},
       {"And", {Logic, 2}},         {"Or", {Logic, 2}},            {"Xor", {Logic, 2}},

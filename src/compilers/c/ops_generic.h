@@ -32,8 +32,10 @@ int64_t element_bytes(Codegen& cg, const std::string& v);
 // Axis normalized to [0, rank).
 int64_t normalized_axis(const Node& n, int64_t axis, int64_t rank);
 
-// Op emitters of this family; false when the op is not one of theirs.
+// Op emitters of these families; false when the op is not one of theirs.
 bool emit_generic_op(Codegen& cg, const Node& n);
 std::vector<std::string> generic_op_names();
+bool emit_index_op(Codegen& cg, const Node& n);  // ops_index.cc
+std::vector<std::string> index_op_names();
 
 }  // namespace hodu::compilers::c

@@ -518,6 +518,30 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     x[axis] = (*k)[0];
     return {x, x};
   }
+  // Counts known only while running: one late dim the op's code sets.
+  auto late_count = [] { return SymInt::dim(current_sym_table()->late_dim(0)); };
+  if (op == "NonZero") {
+    int64_t r = static_cast<int64_t>(in(0).size());
+    return {{std::max<int64_t>(r, 1), late_count()}};
+  }
+  if (op == "Compress") {
+    SymShape x = in(0);
+    if (!n.has_attr("axis")) return {{late_count()}};
+    x[norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(x.size()))] = late_count();
+    return {x};
+  }
+  if (op == "Unique") {
+    SymShape x = in(0);
+    SymInt u = late_count(), all = numel(x);
+    SymShape y{u};
+    if (n.has_attr("axis")) {
+      int64_t a = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(x.size()));
+      all = x[a];
+      y = x;
+      y[a] = u;
+    }
+    return {y, {u}, {all}, {u}};
+  }
   fail(ErrorCode::Unsupported,
        "{}: compiled code cannot derive this op's output shape from sizes known only at run time; bind the inputs' "
        "dims with --dim NAME=V or --shape NAME=AxBxC",

@@ -548,7 +548,7 @@ HK void hk_onehot(const double* idx, const void* values, void* y, int64_t outer,
   for (o = 0; o < outer; ++o)
     for (i = 0; i < inner; ++i) {
       double v = idx[o * inner + i];
-      int64_t at = (int64_t)v;
+      int64_t at = isfinite(v) ? (int64_t)v : depth;
       if (at < 0) at += depth;
       for (k = 0; k < depth; ++k)
         memcpy((char*)y + ((o * depth + k) * inner + i) * esize, (const char*)values + (k == at ? esize : 0),
@@ -635,4 +635,136 @@ HK int hk_split_axis(int64_t rank, const int64_t* dims, int64_t axis, int64_t* o
   }
   *n = dims[axis];
   return 0;
+}
+
+/* TensorScatter on y (a copy of the cache [outer, max_len, inner] grouped by batch): the
+ * update's len rows of each outer slice at write index wi[batch] (NULL: 0), circular or not. */
+HK int hk_tensor_scatter(void* y, const void* upd, const int64_t* wi, int64_t batch, int64_t outer, int64_t max_len,
+                         int64_t len, int64_t inner, int circular, int64_t esize) {
+  int64_t o, s, per_batch = batch ? outer / batch : 1;
+  for (o = 0; o < batch; ++o) {
+    int64_t w = wi ? wi[o] : 0;
+    if (w < 0 || (!circular && w + len > max_len)) return 1;
+  }
+  for (o = 0; o < outer; ++o) {
+    int64_t b = per_batch ? o / per_batch : 0, w = wi ? wi[b] : 0;
+    for (s = 0; s < len; ++s) {
+      int64_t pos = circular ? (w + s) % max_len : w + s;
+      memcpy((char*)y + (o * max_len + pos) * inner * esize, (const char*)upd + (o * len + s) * inner * esize,
+             (size_t)(inner * esize));
+    }
+  }
+  return 0;
+}
+
+/* Compress: the rows (along the middle dim of [outer, n, inner]) whose condition is true;
+ * returns the count, or -1 when the condition selects past n. */
+HK int64_t hk_compress_count(const uint8_t* cond, int64_t len, int64_t n) {
+  int64_t i, k = 0;
+  for (i = 0; i < len; ++i)
+    if (cond[i]) {
+      if (i >= n) return -1;
+      ++k;
+    }
+  return k;
+}
+HK void hk_compress(const void* x, const uint8_t* cond, int64_t len, void* y, int64_t outer, int64_t n, int64_t inner,
+                    int64_t k, int64_t esize) {
+  int64_t o, i, j;
+  for (o = 0; o < outer; ++o)
+    for (i = 0, j = 0; i < len && i < n; ++i)
+      if (cond[i]) {
+        memcpy((char*)y + (o * k + j) * inner * esize, (const char*)x + (o * n + i) * inner * esize,
+               (size_t)(inner * esize));
+        ++j;
+      }
+}
+
+/* NonZero of values given as doubles (NaN counts): the count, then [rank, count] coordinates. */
+HK int64_t hk_count_nonzero(const double* x, int64_t n) {
+  int64_t i, k = 0;
+  for (i = 0; i < n; ++i) k += x[i] != 0;
+  return k;
+}
+HK void hk_nonzero(const double* x, int64_t* y, int64_t rank, const int64_t* dims, int64_t count) {
+  int64_t c[16] = {0}, i, d, j = 0, n = 1;
+  for (d = 0; d < rank; ++d) n *= dims[d];
+  for (i = 0; i < n; ++i) {
+    if (x[i] != 0) {
+      for (d = 0; d < rank; ++d) y[d * count + j] = c[d];
+      ++j;
+    }
+    for (d = rank; d-- > 0;) {
+      if (++c[d] < dims[d]) break;
+      c[d] = 0;
+    }
+  }
+}
+
+/* Three-way order of two rows of m doubles; NaN after everything, equal to NaN. */
+HK int hk_rows_cmp(const double* a, const double* b, int64_t m) {
+  int64_t k;
+  for (k = 0; k < m; ++k) {
+    int na = a[k] != a[k], nb = b[k] != b[k];
+    if (na || nb) {
+      if (na != nb) return na ? 1 : -1;
+      continue;
+    }
+    if (a[k] != b[k]) return a[k] < b[k] ? -1 : 1;
+  }
+  return 0;
+}
+
+/* Unique rows of keys [n, m]: first[g] the first row of group g, counts[g], inverse[i] the
+ * group of row i, groups in sorted order or (sorted 0) by first occurrence. work: 3 n int64s.
+ * Returns the number of groups. */
+HK int64_t hk_unique_rows(const double* keys, int64_t n, int64_t m, int sorted, int64_t* first, int64_t* inverse,
+                          int64_t* counts, int64_t* work) {
+  int64_t* order = work;
+  int64_t* group = work + n;
+  int64_t* rank_of = work + 2 * n;
+  int64_t i, j, g = 0;
+  for (i = 0; i < n; ++i) order[i] = i;
+  for (i = 1; i < n; ++i) { /* insertion sort: stable */
+    int64_t v = order[i];
+    for (j = i; j > 0 && hk_rows_cmp(keys + order[j - 1] * m, keys + v * m, m) > 0; --j) order[j] = order[j - 1];
+    order[j] = v;
+  }
+  for (i = 0; i < n; ++i) {
+    if (i == 0 || hk_rows_cmp(keys + order[i - 1] * m, keys + order[i] * m, m) != 0) {
+      first[g] = order[i];
+      counts[g] = 0;
+      ++g;
+    }
+    group[order[i]] = g - 1;
+    counts[g - 1]++;
+  }
+  for (i = 0; i < g; ++i) rank_of[i] = i;
+  if (!sorted) { /* groups by first occurrence: sort (first, count) pairs by first */
+    for (i = 1; i < g; ++i) {
+      int64_t f = first[i], c = counts[i], r = rank_of[i];
+      for (j = i; j > 0 && first[j - 1] > f; --j) {
+        first[j] = first[j - 1];
+        counts[j] = counts[j - 1];
+        rank_of[j] = rank_of[j - 1];
+      }
+      first[j] = f;
+      counts[j] = c;
+      rank_of[j] = r;
+    }
+  }
+  /* rank_of[k]: the sorted group at output position k; order (no longer needed) the inverse. */
+  for (i = 0; i < g; ++i) order[rank_of[i]] = i;
+  for (i = 0; i < n; ++i) inverse[i] = order[group[i]];
+  return g;
+}
+
+/* The rows first[0..g) of x [outer, n, inner] as y [outer, g, inner]. */
+HK void hk_take_rows(const void* x, const int64_t* rows, int64_t g, void* y, int64_t outer, int64_t n, int64_t inner,
+                     int64_t esize) {
+  int64_t o, j;
+  for (o = 0; o < outer; ++o)
+    for (j = 0; j < g; ++j)
+      memcpy((char*)y + (o * g + j) * inner * esize, (const char*)x + (o * n + rows[j]) * inner * esize,
+             (size_t)(inner * esize));
 }
