@@ -314,6 +314,35 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
     return {{ta ? a[1] : a[0], tb ? b[0] : b[1]}};
   }
+  if (op == "Attention") {
+    SymShape q = in(0), k = in(1), v = in(2);
+    HODU_CHECK((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size(),
+               ErrorCode::InvalidModel, "{}: Q, K, V must all be 3-D or all 4-D", n.describe());
+    const bool r4 = q.size() == 4;
+    int64_t hq = n.get_int("q_num_heads", 0), hkv = n.get_int("kv_num_heads", 0);
+    HODU_CHECK(r4 || (hq > 0 && hkv > 0), ErrorCode::InvalidModel, "{}: 3-D inputs need q_num_heads and kv_num_heads",
+               n.describe());
+    SymInt Hkv = r4 ? k[1] : SymInt(hkv), S = r4 ? k[2] : k[1];
+    SymInt D = r4 ? q[3] : floordiv(q[2], hq), Dv = r4 ? v[3] : floordiv(v[2], hkv);
+    SymInt P = n.has_input(4) ? in(4)[2] : SymInt(0);
+    SymShape y = r4 ? SymShape{q[0], q[1], q[2], Dv} : SymShape{q[0], q[1], Dv * hq};
+    SymInt Hq = r4 ? q[1] : SymInt(hq), Sq = r4 ? q[2] : q[1];
+    return {y, {q[0], Hkv, P + S, D}, {q[0], Hkv, P + S, Dv}, {q[0], Hq, Sq, P + S}};
+  }
+  if (op == "CausalConvWithState") {
+    SymShape x = in(0), w = in(1);
+    HODU_CHECK(x.size() == 3 && w.size() == 3, ErrorCode::InvalidModel, "{}: input and weight must be 3-D",
+               n.describe());
+    return {x, {x[0], x[1], w[2] - 1}};
+  }
+  if (op == "LinearAttention") {
+    SymShape q = in(0), v = in(2);
+    int64_t hq = n.get_int("q_num_heads", 0), hkv = n.get_int("kv_num_heads", 0);
+    HODU_CHECK(q.size() == 3 && v.size() == 3 && hq > 0 && hkv > 0, ErrorCode::InvalidModel,
+               "{}: 3-D query, key and value and head counts are needed", n.describe());
+    SymInt dk = floordiv(q[2], hq), dv = floordiv(v[2], hkv);
+    return {{q[0], q[1], dv * hq}, {q[0], hkv, dk, dv}};
+  }
   if (op == "LayerNormalization") {
     SymShape x = in(0), stat = x;
     int64_t r = static_cast<int64_t>(x.size()), axis = norm_axis(n, n.get_int("axis", -1), r);

@@ -768,3 +768,195 @@ HK void hk_take_rows(const void* x, const int64_t* rows, int64_t g, void* y, int
       memcpy((char*)y + (o * g + j) * inner * esize, (const char*)x + (o * n + rows[j]) * inner * esize,
              (size_t)(inner * esize));
 }
+
+/* ---- attention family (doubles) ------------------------------------------------------- */
+
+/* ONNX Attention (opset 23/24): q [B, Hq, Sq, D], k and v [B, Hkv, S, D/Dv] (element strides
+ * b, h, s, d each), optional past k / v [B, Hkv, P, D/Dv] (contiguous) before them; mask
+ * (bool bytes or doubles) broadcast with strides ms over [B, Hq, Sq, mlen], positions past
+ * mlen masked; nonpad [B] or NULL. Outputs: y (strides ys), present k / v [B, Hkv, P + S, .],
+ * qk [B, Hq, Sq, P + S] (NULL: not wanted). work: 2 (P + S) + Dv doubles. */
+typedef struct {
+  int64_t B, Hq, Hkv, Sq, S, P, D, Dv;
+  const double *q, *k, *v, *pk, *pv;
+  int64_t qs[4], ks[4], vs[4];
+  const void* mask;
+  int mask_bool;
+  int64_t ms[4], mlen;
+  const int64_t* nonpad;
+  double scale, softcap;
+  int causal, mode, has_past;
+  double* y;
+  int64_t ys[4];
+  double *present_k, *present_v, *qk;
+} hk_attention_args;
+
+HK double hk_att_k(const hk_attention_args* a, int64_t b, int64_t h, int64_t j, int64_t d, int value) {
+  int64_t dim = value ? a->Dv : a->D;
+  const double* past = value ? a->pv : a->pk;
+  const double* cur = value ? a->v : a->k;
+  const int64_t* st = value ? a->vs : a->ks;
+  if (j < a->P) return past[((b * a->Hkv + h) * a->P + j) * dim + d];
+  j -= a->P;
+  return cur[b * st[0] + h * st[1] + j * st[2] + d * st[3]];
+}
+
+HK void hk_attention(const hk_attention_args* a, double* work) {
+  const int64_t Skv = a->P + a->S, reps = a->Hkv ? a->Hq / a->Hkv : 1;
+  const double ss = sqrt(a->scale);
+  double* row = work;
+  double* p = work + Skv;
+  double* acc = work + 2 * Skv;
+  int64_t b, h, i, j, d;
+  for (b = 0; b < a->B; ++b)
+    for (h = 0; h < a->Hkv; ++h)
+      for (j = 0; j < Skv; ++j) {
+        if (a->present_k)
+          for (d = 0; d < a->D; ++d) a->present_k[((b * a->Hkv + h) * Skv + j) * a->D + d] = hk_att_k(a, b, h, j, d, 0);
+        if (a->present_v)
+          for (d = 0; d < a->Dv; ++d)
+            a->present_v[((b * a->Hkv + h) * Skv + j) * a->Dv + d] = hk_att_k(a, b, h, j, d, 1);
+      }
+  for (b = 0; b < a->B; ++b)
+    for (h = 0; h < a->Hq; ++h) {
+      int64_t hk = h / reps;
+      for (i = 0; i < a->Sq; ++i) {
+        double mx = -INFINITY, sum = 0;
+        int nan = 0;
+        for (j = 0; j < Skv; ++j) {
+          double s = 0, m = 0;
+          for (d = 0; d < a->D; ++d)
+            s += a->q[b * a->qs[0] + h * a->qs[1] + i * a->qs[2] + d * a->qs[3]] * ss * (hk_att_k(a, b, hk, j, d, 0) * ss);
+          if (a->softcap > 0) s = tanh(s / a->softcap) * a->softcap;
+          if (a->mask) {
+            if (j >= a->mlen) {
+              m = -INFINITY;
+            } else {
+              int64_t off = b * a->ms[0] + h * a->ms[1] + i * a->ms[2] + j * a->ms[3];
+              m = a->mask_bool ? (((const uint8_t*)a->mask)[off] ? 0.0 : -INFINITY) : ((const double*)a->mask)[off];
+            }
+          }
+          if (a->causal) {
+            int64_t offset = (!a->has_past && a->nonpad) ? a->nonpad[b] - a->Sq : a->P;
+            if (j > i + offset) m += -INFINITY;
+          }
+          if (a->nonpad && j >= a->nonpad[b]) m += -INFINITY;
+          row[j] = s + m;
+          if (a->qk) a->qk[((b * a->Hq + h) * a->Sq + i) * Skv + j] = a->mode == 2 ? row[j] : s;
+          if (row[j] != row[j]) nan = 1;
+          if (row[j] > mx) mx = row[j];
+        }
+        if (nan) mx = NAN;
+        for (j = 0; j < Skv; ++j) {
+          p[j] = exp(row[j] - mx);
+          sum += p[j];
+        }
+        for (d = 0; d < a->Dv; ++d) acc[d] = 0;
+        for (j = 0; j < Skv; ++j) {
+          p[j] /= sum;
+          if (a->qk && a->mode == 3) a->qk[((b * a->Hq + h) * a->Sq + i) * Skv + j] = p[j];
+          for (d = 0; d < a->Dv; ++d) acc[d] += p[j] * hk_att_k(a, b, hk, j, d, 1);
+        }
+        for (d = 0; d < a->Dv; ++d) a->y[b * a->ys[0] + h * a->ys[1] + i * a->ys[2] + d * a->ys[3]] = acc[d];
+      }
+    }
+}
+
+/* RotaryEmbedding: x and y [B, S, H, D] by element strides xs (b, s, h, d); cos / sin
+ * [positions, rot / 2] read at pos[b, s] (pos NULL: [B, S, rot / 2] caches). Returns non-zero
+ * on a position out of range. */
+HK int hk_rotary(const double* x, double* y, const double* cosc, const double* sinc, const int64_t* pos, int64_t B,
+                 int64_t S, int64_t H, int64_t D, const int64_t* xs, int64_t rot, int interleaved, int64_t max_pos) {
+  int64_t b, s, h, i, half = rot / 2;
+  for (b = 0; b < B; ++b)
+    for (s = 0; s < S; ++s) {
+      int64_t r = pos ? pos[b * S + s] : b * S + s;
+      const double *c, *sn;
+      if (pos && (r < 0 || r >= max_pos)) return 1;
+      c = cosc + r * half;
+      sn = sinc + r * half;
+      for (h = 0; h < H; ++h) {
+        int64_t base = b * xs[0] + s * xs[1] + h * xs[2];
+        for (i = 0; i < half; ++i) {
+          int64_t i1 = interleaved ? 2 * i : i, i2 = interleaved ? 2 * i + 1 : i + half;
+          double x1 = x[base + i1 * xs[3]], x2 = x[base + i2 * xs[3]];
+          y[base + i1 * xs[3]] = c[i] * x1 - sn[i] * x2;
+          y[base + i2 * xs[3]] = sn[i] * x1 + c[i] * x2;
+        }
+        for (i = rot; i < D; ++i) y[base + i * xs[3]] = x[base + i * xs[3]];
+      }
+    }
+  return 0;
+}
+
+/* CausalConvWithState: x [B, C, L] after past [B, C, K - 1] (NULL: zeros), depthwise weights
+ * [C, K], bias [C] or NULL, SiLU after when silu; y [B, C, L], present [B, C, K - 1] or NULL. */
+HK void hk_causal_conv(const double* x, const double* past, const double* w, const double* bias, double* y,
+                       double* present, int64_t B, int64_t C, int64_t L, int64_t K, int silu) {
+  int64_t bc, t, j, P = K - 1;
+  for (bc = 0; bc < B * C; ++bc) {
+    int64_t c = bc % C;
+    for (t = 0; t < L; ++t) {
+      double s = bias ? bias[c] : 0;
+      for (j = 0; j < K; ++j) {
+        int64_t at = t + j; /* in the padded row of P + L */
+        double v = at < P ? (past ? past[bc * P + at] : 0) : x[bc * L + at - P];
+        s += v * w[c * K + j];
+      }
+      y[bc * L + t] = silu ? s / (1 + exp(-s)) : s;
+    }
+    if (present)
+      for (j = 0; j < P; ++j) {
+        int64_t at = L + j; /* the last P of the padded row */
+        present[bc * P + j] = at < P ? (past ? past[bc * P + at] : 0) : x[bc * L + at - P];
+      }
+  }
+}
+
+/* LinearAttention: q [B, T, Hq, dk], k [B, T, Hkv, dk], v [B, T, Hkv, dv] (row-major),
+ * state [B, Hkv, dk, dv] (updated in place: starts from the past state or zeros), decay
+ * [B, T, Hkv or Hkv * dk] (gated rules), beta [B, T, Hkv or 1] (delta rules), erase
+ * [B, T, Hkv * dk]; out [B, T, Hq, dv]. work: dv + dk doubles. */
+HK void hk_linear_attention(const double* q, const double* k, const double* v, double* state, const double* decay,
+                            int64_t decay_last, const double* beta, int64_t beta_last, const double* erase, double* out,
+                            int64_t B, int64_t T, int64_t Hq, int64_t Hkv, int64_t dk, int64_t dv, double scale,
+                            double* work) {
+  int64_t bh, t, d, m, g, G = Hq / Hkv;
+  double* vt = work;
+  double* ke = work + dv;
+  for (bh = 0; bh < B * Hkv; ++bh) {
+    int64_t b = bh / Hkv, h = bh % Hkv;
+    double* St = state + bh * dk * dv;
+    for (t = 0; t < T; ++t) {
+      int64_t row = b * T + t;
+      const double* kt = k + row * Hkv * dk + h * dk;
+      for (m = 0; m < dv; ++m) vt[m] = v[row * Hkv * dv + h * dv + m];
+      if (decay) {
+        for (d = 0; d < dk; ++d) {
+          double gexp = exp(decay_last == Hkv ? decay[row * Hkv + h] : decay[row * Hkv * dk + h * dk + d]);
+          for (m = 0; m < dv; ++m) St[d * dv + m] *= gexp;
+        }
+      }
+      if (beta) {
+        double bt = beta[row * beta_last + (beta_last == 1 ? 0 : h)];
+        for (d = 0; d < dk; ++d) ke[d] = erase ? erase[row * Hkv * dk + h * dk + d] * kt[d] : kt[d];
+        for (m = 0; m < dv; ++m) {
+          double r = 0;
+          for (d = 0; d < dk; ++d) r += St[d * dv + m] * ke[d];
+          vt[m] = bt * (vt[m] - r);
+        }
+      }
+      for (d = 0; d < dk; ++d)
+        for (m = 0; m < dv; ++m) St[d * dv + m] += kt[d] * vt[m];
+      for (g = 0; g < G; ++g) {
+        int64_t hq = h * G + g;
+        const double* qt = q + row * Hq * dk + hq * dk;
+        for (m = 0; m < dv; ++m) {
+          double s = 0;
+          for (d = 0; d < dk; ++d) s += qt[d] * St[d * dv + m];
+          out[row * Hq * dv + hq * dv + m] = scale * s;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,216 @@
+#!/usr/bin/python3
+"""Ops and control flow compiled with free dims: small hand-built ONNX models (onnx.helper)
+for what the node suite checks only at fixed sizes or not at all (If / Loop / Scan bodies
+over free dims, LSTM / GRU / RNN over a free sequence, ops of the newest opsets). Each is
+built by `hodu build` without --dim/--shape in default mode and with --standalone, run at
+two or more sizes through the native engine, and compared with the reference interpreter
+and, where it runs the model, ONNX Runtime 1.30 (rel-L2 <= 1e-4; integers exactly).
+
+usage: ops_models.py --hodu BIN [--keep DIR] [--filter SUBSTRING]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_DIR = os.path.join(HERE, "..", "ort")
+F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def rng_for(name):
+    return np.random.default_rng(sum(map(ord, name)))
+
+
+def init(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def model(name, nodes, inputs, outputs, inits=(), opset=21):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8  # Debian's onnx 1.12 writes and checks up to IR 8 / opset 17
+    return m
+
+
+def vi(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+# ---- the models ----------------------------------------------------------------------
+# Each: (name, ModelProto, [feeds: {input: array}], ort) where ort says ONNX Runtime runs it.
+
+def causal_conv():
+    r = rng_for("causal_conv")
+    C, K = 4, 3
+    n = helper.make_node("CausalConvWithState", ["x", "w", "b", "past"], ["y", "present"], activation="silu")
+    m = model("causal_conv", [n], [vi("x", F, ["B", C, "L"]), vi("past", F, ["B", C, K - 1])],
+              [vi("y", F, None), vi("present", F, None)],
+              [init("w", r.standard_normal((C, 1, K)).astype(np.float32)),
+               init("b", r.standard_normal(C).astype(np.float32))], opset=27)
+    feeds = [{"x": r.standard_normal((b, C, L)).astype(np.float32),
+              "past": r.standard_normal((b, C, K - 1)).astype(np.float32)} for b, L in [(1, 5), (3, 9), (2, 1)]]
+    return m, feeds, False
+
+
+def linear_attention():
+    r = rng_for("linear_attention")
+    Hq, Hkv, dk, dv = 4, 2, 3, 5
+    n = helper.make_node("LinearAttention", ["q", "k", "v", "past", "decay", "beta"], ["y", "state"],
+                         q_num_heads=Hq, kv_num_heads=Hkv, update_rule="gated_delta")
+    m = model("linear_attention", [n],
+              [vi("q", F, ["B", "T", Hq * dk]), vi("k", F, ["B", "T", Hkv * dk]), vi("v", F, ["B", "T", Hkv * dv]),
+               vi("past", F, ["B", Hkv, dk, dv]), vi("decay", F, ["B", "T", Hkv]), vi("beta", F, ["B", "T", 1])],
+              [vi("y", F, None), vi("state", F, None)], opset=27)
+    feeds = []
+    for b, t in [(1, 4), (2, 7)]:
+        feeds.append({"q": r.standard_normal((b, t, Hq * dk)).astype(np.float32) * 0.5,
+                      "k": r.standard_normal((b, t, Hkv * dk)).astype(np.float32) * 0.5,
+                      "v": r.standard_normal((b, t, Hkv * dv)).astype(np.float32),
+                      "past": r.standard_normal((b, Hkv, dk, dv)).astype(np.float32) * 0.1,
+                      "decay": -np.abs(r.standard_normal((b, t, Hkv))).astype(np.float32),
+                      "beta": r.uniform(0, 1, (b, t, 1)).astype(np.float32)})
+    return m, feeds, False
+
+
+def attention_kv_cache():
+    """Attention (opset 23), GQA with a past key/value over a free past length and a free
+    sequence, an additive mask and the causal rule; present key/value out."""
+    r = rng_for("attention_kv_cache")
+    Hq, Hkv, D = 4, 2, 8
+    n = helper.make_node("Attention", ["q", "k", "v", "mask", "pk", "pv"], ["y", "present_k", "present_v"],
+                         is_causal=1)
+    m = model("attention_kv_cache", [n],
+              [vi("q", F, ["B", Hq, "S", D]), vi("k", F, ["B", Hkv, "S", D]), vi("v", F, ["B", Hkv, "S", D]),
+               vi("mask", F, ["S", "T"]), vi("pk", F, ["B", Hkv, "P", D]), vi("pv", F, ["B", Hkv, "P", D])],
+              [vi("y", F, None), vi("present_k", F, None), vi("present_v", F, None)], opset=23)
+    feeds = []
+    for b, s, p in [(1, 1, 5), (2, 3, 4), (1, 6, 1)]:
+        feeds.append({"q": r.standard_normal((b, Hq, s, D)).astype(np.float32),
+                      "k": r.standard_normal((b, Hkv, s, D)).astype(np.float32),
+                      "v": r.standard_normal((b, Hkv, s, D)).astype(np.float32),
+                      "mask": (r.standard_normal((s, s + p)) * 0.5).astype(np.float32),
+                      "pk": r.standard_normal((b, Hkv, p, D)).astype(np.float32),
+                      "pv": r.standard_normal((b, Hkv, p, D)).astype(np.float32)})
+    return m, feeds, True
+
+
+MODELS = [causal_conv, linear_attention, attention_kv_cache]
+
+
+# ---- running -------------------------------------------------------------------------
+
+def rel_l2(a, b):
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    den = np.linalg.norm(b)
+    return float(np.linalg.norm(a - b) / (den if den > 0 else 1.0))
+
+
+def outputs(out_dir):
+    return {f[:-4]: np.load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.endswith(".npy")}
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def compare(a, b):
+    """None when a matches b, else what differs."""
+    if a.shape != b.shape:
+        return f"shape {a.shape} != {b.shape}"
+    if a.dtype.kind in "biu" or b.dtype.kind in "biu":
+        return None if np.array_equal(a, b) else f"{int(np.sum(a != b))} elements differ"
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return "NaNs differ"
+    a, b = np.nan_to_num(a), np.nan_to_num(b)
+    e = rel_l2(a, b)
+    return None if e <= 1e-4 else f"rel-L2 {e:.2e}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hodu", required=True)
+    ap.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
+    ap.add_argument("--filter", default="", help="only models whose name contains this")
+    args = ap.parse_args()
+    have_ort = os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node"))
+    tmp_obj = None if args.keep else tempfile.TemporaryDirectory(prefix="hodu-opsm-")
+    tmp = args.keep or tmp_obj.name
+    os.makedirs(tmp, exist_ok=True)
+    failures = checks = 0
+
+    def fail(msg):
+        nonlocal failures
+        failures += 1
+        print("FAIL " + msg, flush=True)
+
+    for make in MODELS:
+        name = make.__name__
+        if args.filter not in name:
+            continue
+        m, sizes, ort_runs = make()
+        if m.opset_import[0].version <= onnx.defs.onnx_opset_version():
+            onnx.checker.check_model(m, full_check=True)
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        libs = {}
+        for mode, flags in [("default", []), ("standalone", ["--standalone"])]:
+            lib = os.path.join(tmp, f"{name}_{mode}.so")
+            r = run([args.hodu, "build", path, "-o", lib, "-q"] + flags)
+            if r.returncode != 0:
+                fail(f"{name} {mode}: build: {r.stderr.strip()[:600]}")
+                continue
+            libs[mode] = lib
+        for k, feeds in enumerate(sizes):
+            tag = f"{name}{k}"
+            paths = []
+            for n, a in feeds.items():
+                p = os.path.join(tmp, f"{tag}_{n}.npy")
+                np.save(p, a)
+                paths.append((n, p))
+            ins = [f"{n}={p}" for n, p in paths]
+            refs = {}
+            r = run([args.hodu, "run", path, "--engine", "interp", "-f", "npy", "-o", os.path.join(tmp, tag + "_i")] +
+                    sum([["-i", x] for x in ins], []))
+            if r.returncode != 0:
+                fail(f"{tag}: interpreter: {r.stderr.strip()[:300]}")
+                continue
+            refs["interpreter"] = outputs(os.path.join(tmp, tag + "_i"))
+            if ort_runs and have_ort:
+                r = run(["node", os.path.join(ORT_DIR, "ort_run.js"), path, os.path.join(tmp, tag + "_o"),
+                         "--threads", "2"] + ins)
+                if r.returncode != 0:
+                    fail(f"{tag}: ONNX Runtime: {r.stderr.strip()[:300]}")
+                else:
+                    refs["ORT"] = outputs(os.path.join(tmp, tag + "_o"))
+            shapes = " ".join(f"{n}{list(a.shape)}" for n, a in feeds.items())
+            for mode, lib in libs.items():
+                out = os.path.join(tmp, f"{tag}_{mode}")
+                r = run([args.hodu, "run", lib, "-f", "npy", "-o", out, "--threads", "2"] +
+                        sum([["-i", x] for x in ins], []))
+                if r.returncode != 0:
+                    fail(f"{tag} {mode} ({shapes}): run: {r.stderr.strip()[-400:]}")
+                    continue
+                got = outputs(out)
+                bad = []
+                for ref_name, ref in refs.items():
+                    for o, b in ref.items():
+                        checks += 1
+                        why = "missing" if o not in got else compare(got[o], b)
+                        if why:
+                            bad.append(f"{o} vs {ref_name}: {why}")
+                print(f"{tag:24s} {mode:10s} {shapes:40s} {'ok' if not bad else 'MISMATCH ' + '; '.join(bad)}",
+                      flush=True)
+                if bad:
+                    fail(f"{tag} {mode}: " + "; ".join(bad))
+    print(f"ops models: {checks} checks, {failures} failures")
+    return 1 if failures or checks == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
