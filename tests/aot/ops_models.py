@@ -1,7 +1,8 @@
 #!/usr/bin/python3
-"""Ops and control flow compiled with free dims: small hand-built ONNX models (onnx.helper)
-for what the node suite checks only at fixed sizes or not at all (If / Loop / Scan bodies
-over free dims, LSTM / GRU / RNN over a free sequence, ops of the newest opsets). Each is
+"""Ops compiled with free dims: small hand-built ONNX models (onnx.helper) for what the
+node suite checks only at fixed sizes or not at all (Ifs decided by a static dim of a
+shape that is otherwise free, nested, with branch-local constants; ops of the newest
+opsets). Each is
 built by `hodu build` without --dim/--shape in default mode and with --standalone, run at
 two or more sizes through the native engine, and compared with the reference interpreter
 and, where it runs the model, ONNX Runtime 1.30 (rel-L2 <= 1e-4; integers exactly).
@@ -100,7 +101,43 @@ def attention_kv_cache():
     return m, feeds, True
 
 
-MODELS = [causal_conv, linear_attention, attention_kv_cache]
+def if_on_static_dim(runtime_cond=False):
+    """torch's shape-dependent branches: an If on Shape(x)[1] == 6 (static; the batch dim is
+    free), whose then branch holds a constant of its own, reads an outer value and nests an
+    If on Shape(x)[1] > 3. With runtime_cond the condition reads x's data instead."""
+    r = rng_for("if_on_static_dim")
+    c6 = init("c6", np.array(6, np.int64))
+    inner = helper.make_node(
+        "If", ["gt"], ["inner"],
+        then_branch=helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t2"])], "inner_then", [],
+                                      [vi("t2", F, ["B", 6])], [init("two", np.array(2.0, np.float32))]),
+        else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["e2"])], "inner_else", [],
+                                      [vi("e2", F, ["B", 6])]))
+    then_g = helper.make_graph(
+        [helper.make_node("Greater", ["d1", "three"], ["gt"]), inner,
+         helper.make_node("Add", ["inner", "bias"], ["t1"])], "then", [], [vi("t1", F, ["B", 6])],
+        [init("three", np.array(3, np.int64))])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "bias"], ["e1"])], "else", [], [vi("e1", F, ["B", 6])])
+    cond = ([helper.make_node("ReduceSum", ["x"], ["sx"], keepdims=0),
+             helper.make_node("Greater", ["sx", "zero"], ["cond"])] if runtime_cond else
+            [helper.make_node("Equal", ["d1", "c6"], ["cond"])])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["d1"], axis=0)] + cond + [
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Relu", ["y"], ["z"])]
+    m = model("if_runtime" if runtime_cond else "if_on_static_dim", nodes, [vi("x", F, ["B", 6])],
+              [vi("z", F, ["B", 6])],
+              [c6, init("one", np.array(1, np.int64)), init("zero", np.array(0.0, np.float32)),
+               init("bias", r.standard_normal(6).astype(np.float32))], opset=13)
+    feeds = [{"x": r.standard_normal((b, 6)).astype(np.float32)} for b in (1, 5)]
+    return m, feeds, True
+
+
+MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim]
+
+# Models `hodu build` refuses, with what its error must say.
+REFUSED = [(lambda: if_on_static_dim(runtime_cond=True),
+            "compiled code does not carry control flow yet (If whose condition is known only at run time)")]
 
 
 # ---- running -------------------------------------------------------------------------
@@ -208,6 +245,17 @@ def main():
                       flush=True)
                 if bad:
                     fail(f"{tag} {mode}: " + "; ".join(bad))
+    for k, (make, needle) in enumerate(REFUSED):
+        if args.filter not in "refused":
+            continue
+        path = os.path.join(tmp, f"refused{k}.onnx")
+        onnx.save(make()[0], path)
+        r = run([args.hodu, "build", path, "-o", os.path.join(tmp, f"refused{k}.so"), "-q"])
+        checks += 1
+        if r.returncode == 0 or "error: " not in r.stderr or needle not in r.stderr:
+            fail(f"refused{k}: expected an error saying '{needle}', got rc {r.returncode}: {r.stderr.strip()[:300]}")
+        else:
+            print(f"refused{k:<17d} clear error: {r.stderr.strip()[:120]}", flush=True)
     print(f"ops models: {checks} checks, {failures} failures")
     return 1 if failures or checks == 0 else 0
 

@@ -1,5 +1,7 @@
 #include "compilers/c/graph_prep.h"
 
+#include "compilers/c/control_flow.h"
+
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
@@ -106,6 +108,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
         p.folded_nodes += static_cast<int>(before - g.nodes.size());
       }
     }
+    // An If on a condition known now is the branch it takes.
+    if (inline_constant_ifs(g)) changed = true;
     std::vector<Node> kept;
     for (const auto& n : g.nodes) {
       bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);
@@ -124,6 +128,7 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     g.nodes = std::move(kept);
     if (!changed) break;
   }
+  require_no_control_flow(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at
   // 224x224: a full copy each, 9 % of its run).
