@@ -133,7 +133,46 @@ def if_on_static_dim(runtime_cond=False):
     return m, feeds, True
 
 
-MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim]
+def quantized_free_dims():
+    """ONNX Runtime's quantization patterns over free dims: DynamicQuantizeLinear ->
+    MatMulInteger (per-column int8 weight zero points) -> scales over [B, T, 8]; a per-axis
+    QuantizeLinear / DequantizeLinear pair; QLinearConv (per-channel weight scales) over a
+    free height and width."""
+    r = rng_for("quantized_free_dims")
+    U8, I8 = TensorProto.UINT8, TensorProto.INT8
+    w = r.integers(-127, 128, (8, 6)).astype(np.int8)
+    cw = r.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=F),
+        helper.make_node("Mul", ["xs", "ws"], ["s"]),
+        helper.make_node("Mul", ["accf", "s"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "qs", "qz"], ["yq"], axis=2),
+        helper.make_node("DequantizeLinear", ["yq", "qs", "qz"], ["ydq"], axis=2),
+        helper.make_node("QuantizeLinear", ["img", "is", "iz"], ["imgq"]),
+        helper.make_node("QLinearConv", ["imgq", "is", "iz", "cw", "cws", "cwz", "os", "oz", "cb"], ["cq"],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("DequantizeLinear", ["cq", "os", "oz"], ["c"]),
+    ]
+    inits = [init("w", w), init("wz", np.array([0, 1, -2, 3, 0, -1], np.int8)),
+             init("ws", np.array(0.02, np.float32)),
+             init("qs", np.array([0.05, 0.1, 0.07, 0.2, 0.3, 0.04], np.float32)),
+             init("qz", np.array([128, 120, 130, 128, 100, 140], np.uint8)),
+             init("is", np.array(0.02, np.float32)), init("iz", np.array(128, np.uint8)),
+             init("cw", cw), init("cws", np.array([0.01, 0.02, 0.015, 0.005], np.float32)),
+             init("cwz", np.zeros(4, np.int8)), init("os", np.array(0.05, np.float32)),
+             init("oz", np.array(120, np.uint8)), init("cb", np.array([100, -50, 0, 300], np.int32))]
+    m = model("quantized_free_dims", nodes, [vi("x", F, ["B", "T", 8]), vi("img", F, ["N", 3, "H", "W"])],
+              [vi("y", F, ["B", "T", 6]), vi("yq", U8, ["B", "T", 6]), vi("ydq", F, ["B", "T", 6]),
+               vi("c", F, ["N", 4, "H", "W"]), vi("xs", F, []), vi("xz", U8, [])], inits, opset=13)
+    feeds = [{"x": r.standard_normal((b, t, 8)).astype(np.float32),
+              "img": r.uniform(-1, 1, (n, 3, h, w_)).astype(np.float32)} for b, t, n, h, w_ in
+             [(1, 3, 1, 5, 7), (2, 9, 2, 8, 4)]]
+    return m, feeds, True
+
+
+MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims]
 
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(lambda: if_on_static_dim(runtime_cond=True),

@@ -1,6 +1,7 @@
 #include "compilers/c/graph_prep.h"
 
 #include "compilers/c/control_flow.h"
+#include "compilers/c/quant_lowering.h"
 
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
@@ -108,6 +109,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
         p.folded_nodes += static_cast<int>(before - g.nodes.size());
       }
     }
+    // Quantization ops as the float ops they are defined by (types are known now).
+    if (lower_quantization(g)) changed = true;
     // An If on a condition known now is the branch it takes.
     if (inline_constant_ifs(g)) changed = true;
     std::vector<Node> kept;
@@ -129,6 +132,7 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     if (!changed) break;
   }
   require_no_control_flow(g);
+  require_quantization_lowered(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at
   // 224x224: a full copy each, 9 % of its run).
