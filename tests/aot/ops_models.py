@@ -172,11 +172,59 @@ def quantized_free_dims():
     return m, feeds, True
 
 
-MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims]
+def recurrent(batch_first=False):
+    """LSTM (bidirectional, peepholes, initial states, sequence_lens), GRU (linear_before_reset,
+    clip) and RNN (reverse, custom activations) over a free sequence and batch; with
+    batch_first the layout-1 forms (ONNX Runtime runs only layout 0: interpreter only)."""
+    r = rng_for("recurrent")
+    I, H = 5, 4
+    L = 1 if batch_first else 0
+
+    def weights(tag, dirs, gates, extra=()):
+        return [init(f"{tag}w", (r.standard_normal((dirs, gates * H, I)) * 0.4).astype(np.float32)),
+                init(f"{tag}r", (r.standard_normal((dirs, gates * H, H)) * 0.4).astype(np.float32)),
+                init(f"{tag}b", (r.standard_normal((dirs, 2 * gates * H)) * 0.2).astype(np.float32))] + list(extra)
+
+    seq_in = ["B", "S", I] if batch_first else ["S", "B", I]
+    state = (lambda d: ["B", d, H]) if batch_first else (lambda d: [d, "B", H])
+    nodes = [
+        helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "h0", "c0", "lp"], ["ly", "lh", "lc"],
+                         hidden_size=H, direction="bidirectional", layout=L),
+        helper.make_node("GRU", ["x", "gw", "gr", "gb", "", "gh0"], ["gy", "gh"], hidden_size=H,
+                         linear_before_reset=1, clip=2.5, layout=L),
+        helper.make_node("RNN", ["x", "rw", "rr", "rb"], ["ry", "rh"], hidden_size=H, direction="reverse",
+                         activations=["LeakyRelu"], activation_alpha=[0.3], layout=L),
+    ]
+    inits = (weights("l", 2, 4, [init("lp", (r.standard_normal((2, 3 * H)) * 0.3).astype(np.float32))]) +
+             weights("g", 1, 3) + weights("r", 1, 1))
+    outs = ([vi("ly", F, ["B", "S", 2, H] if batch_first else ["S", 2, "B", H]), vi("lh", F, state(2)),
+             vi("lc", F, state(2)), vi("gy", F, ["B", "S", 1, H] if batch_first else ["S", 1, "B", H]),
+             vi("gh", F, state(1)), vi("ry", F, ["B", "S", 1, H] if batch_first else ["S", 1, "B", H]),
+             vi("rh", F, state(1))])
+    m = model("recurrent_bf" if batch_first else "recurrent", nodes,
+              [vi("x", F, seq_in), vi("lens", TensorProto.INT32, ["B"]), vi("h0", F, state(2)),
+               vi("c0", F, state(2)), vi("gh0", F, state(1))], outs, inits, opset=14)
+    feeds = []
+    for b, s_ in [(1, 1), (3, 6), (2, 11)]:
+        lens = np.array([s_] + [max(1, s_ - 2 * k) for k in range(1, b)], np.int32)
+        st = (lambda d: (b, d, H)) if batch_first else (lambda d: (d, b, H))
+        feeds.append({"x": r.standard_normal((b, s_, I) if batch_first else (s_, b, I)).astype(np.float32),
+                      "lens": lens, "h0": r.standard_normal(st(2)).astype(np.float32) * 0.5,
+                      "c0": r.standard_normal(st(2)).astype(np.float32) * 0.5,
+                      "gh0": r.standard_normal(st(1)).astype(np.float32) * 0.5})
+    return m, feeds, not batch_first
+
+
+def recurrent_batch_first():
+    return recurrent(batch_first=True)
+
+
+MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+          recurrent_batch_first]
 
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(lambda: if_on_static_dim(runtime_cond=True),
-            "compiled code does not carry control flow yet (If whose condition is known only at run time)")]
+            "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
 
 
 # ---- running -------------------------------------------------------------------------

@@ -39,5 +39,7 @@ bool emit_index_op(Codegen& cg, const Node& n);  // ops_index.cc
 std::vector<std::string> index_op_names();
 bool emit_attention_op(Codegen& cg, const Node& n);  // ops_attention.cc
 std::vector<std::string> attention_op_names();
+bool emit_rnn_op(Codegen& cg, const Node& n);  // ops_rnn.cc
+std::vector<std::string> rnn_op_names();
 
 }  // namespace hodu::compilers::c

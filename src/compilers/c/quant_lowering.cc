@@ -299,9 +299,9 @@ void require_quantization_lowered(const Graph& g) {
       types += fmt::format("{}{}", i ? ", " : "", t ? t->to_string() : std::string(n.has_input(i) ? "?" : "-"));
     }
     fail(ErrorCode::Unsupported,
-         "{}: compiled code quantizes to and from 8- and 16-bit integers per tensor or per axis (int8/uint8 "
-         "products); not blocked quantization, 4- or 2-bit integers, float8/float4 or the precision attribute "
-         "(inputs: {})",
+         "{}: not supported by compiled code (inputs: {}); it quantizes to and from 8- and 16-bit integers "
+         "per tensor or per axis (int8/uint8 products), not blocked quantization, 4- or 2-bit integers, "
+         "float8/float4 or the precision attribute",
          n.describe(), types);
   }
 }

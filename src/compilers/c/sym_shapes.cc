@@ -314,6 +314,17 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
     return {{ta ? a[1] : a[0], tb ? b[0] : b[1]}};
   }
+  if (op == "LSTM" || op == "GRU" || op == "RNN") {
+    SymShape x = in(0), w = in(1);
+    HODU_CHECK(x.size() == 3 && w.size() == 3, ErrorCode::InvalidModel, "{}: X and W must be 3-D", n.describe());
+    const bool batch_first = n.get_int("layout", 0) == 1;
+    const int64_t dirs = n.get_string("direction", "forward") == "bidirectional" ? 2 : 1;
+    const int64_t gates = op == "RNN" ? 1 : op == "GRU" ? 3 : 4;
+    SymInt H = n.has_attr("hidden_size") ? SymInt(n.get_int("hidden_size", 0)) : floordiv(w[1], gates);
+    SymInt S = batch_first ? x[1] : x[0], B = batch_first ? x[0] : x[1];
+    SymShape state = batch_first ? SymShape{B, dirs, H} : SymShape{dirs, B, H};
+    return {batch_first ? SymShape{B, S, dirs, H} : SymShape{S, dirs, B, H}, state, state};
+  }
   if (op == "Attention") {
     SymShape q = in(0), k = in(1), v = in(2);
     HODU_CHECK((q.size() == 3 || q.size() == 4) && k.size() == q.size() && v.size() == q.size(),

@@ -960,3 +960,132 @@ HK void hk_linear_attention(const double* q, const double* k, const double* v, d
     }
   }
 }
+
+/* ---- recurrent cells: RNN, GRU, LSTM ---------------------------------------------------- */
+
+/* Activation codes (ONNX's names, resolved at build time). */
+enum { HK_ACT_SIGMOID, HK_ACT_TANH, HK_ACT_RELU, HK_ACT_AFFINE, HK_ACT_LEAKYRELU, HK_ACT_THRESHOLDEDRELU,
+       HK_ACT_SCALEDTANH, HK_ACT_HARDSIGMOID, HK_ACT_ELU, HK_ACT_SOFTSIGN, HK_ACT_SOFTPLUS };
+
+HK double hk_rnn_act(int kind, double alpha, double beta, double v) {
+  switch (kind) {
+    case HK_ACT_SIGMOID: return 1.0 / (1.0 + exp(-v));
+    case HK_ACT_TANH: return tanh(v);
+    case HK_ACT_RELU: return v > 0 ? v : 0;
+    case HK_ACT_AFFINE: return alpha * v + beta;
+    case HK_ACT_LEAKYRELU: return v < 0 ? alpha * v : v;
+    case HK_ACT_THRESHOLDEDRELU: return v > alpha ? v : 0;
+    case HK_ACT_SCALEDTANH: return alpha * tanh(beta * v);
+    case HK_ACT_HARDSIGMOID: { double r = alpha * v + beta; return r < 0 ? 0 : r > 1 ? 1 : r; }
+    case HK_ACT_ELU: return v < 0 ? alpha * (exp(v) - 1) : v;
+    case HK_ACT_SOFTSIGN: return v / (1 + fabs(v));
+    default: return log1p(exp(v));
+  }
+}
+
+/* cell 0 RNN, 1 GRU, 2 LSTM. x [S, B, I] (layout 0) or [B, S, I] (layout 1); w [dirs, G*H, I],
+ * r [dirs, G*H, H], bias [dirs, 2*G*H] or NULL, lens [B] or NULL, h0/c0 [dirs, B, H] (layout 1:
+ * [B, dirs, H]) or NULL, p [dirs, 3*H] or NULL. y [S, dirs, B, H] (layout 1: [B, S, dirs, H]),
+ * yh/yc as h0; any may be NULL. Activations: `per` codes a direction (acts[d * per + k]).
+ * work: 3*G*H + 2*B*H doubles. Non-zero when a sequence length is out of [0, S]. */
+typedef struct {
+  int cell, layout, reverse, dirs, per, has_clip, lbr, input_forget;
+  int64_t S, B, I, H;
+  const double *x, *w, *r, *bias, *h0, *c0, *p;
+  const int64_t* lens;
+  int acts[6];
+  double alpha[6], beta[6], clip;
+  double *y, *yh, *yc;
+} hk_rnn_args;
+
+HK double hk_rnn_clip(const hk_rnn_args* a, double v) {
+  if (!a->has_clip) return v;
+  return v < -a->clip ? -a->clip : v > a->clip ? a->clip : v;
+}
+
+HK int hk_rnn(const hk_rnn_args* a, double* work) {
+  const int64_t S = a->S, B = a->B, I = a->I, H = a->H, G = a->cell == 0 ? 1 : a->cell == 1 ? 3 : 4;
+  const int64_t dirs = a->dirs;
+  double *gx = work, *gh = work + G * H, *tmp = work + 2 * G * H, *h = work + 3 * G * H, *c = h + B * H;
+  int64_t d, step, b, g, k, j;
+  if (a->lens)
+    for (b = 0; b < B; ++b)
+      if (a->lens[b] < 0 || a->lens[b] > S) return 1;
+  for (d = 0; d < dirs; ++d) {
+    const int reverse = a->reverse || d == 1;
+    const double* w = a->w + d * G * H * I;
+    const double* r = a->r + d * G * H * H;
+    const double* wb = a->bias ? a->bias + d * 2 * G * H : NULL;
+    const double* rb = a->bias ? wb + G * H : NULL;
+    const double* peep = a->p ? a->p + d * 3 * H : NULL;
+    const int* act = a->acts + d * a->per;
+    const double* al = a->alpha + d * a->per;
+    const double* be = a->beta + d * a->per;
+    for (b = 0; b < B; ++b)
+      for (j = 0; j < H; ++j) {
+        int64_t at = a->layout ? (b * dirs + d) * H + j : (d * B + b) * H + j;
+        h[b * H + j] = a->h0 ? a->h0[at] : 0;
+        c[b * H + j] = a->c0 ? a->c0[at] : 0;
+      }
+    for (step = 0; step < S; ++step) {
+      const int64_t t = reverse ? S - 1 - step : step;
+      for (b = 0; b < B; ++b) {
+        double* yo = a->y ? a->y + (a->layout ? ((b * S + t) * dirs + d) * H : ((t * dirs + d) * B + b) * H) : NULL;
+        const double* xt = a->x + (a->layout ? (b * S + t) * I : (t * B + b) * I);
+        double* hb = h + b * H;
+        double* cb = c + b * H;
+        if (t >= (a->lens ? a->lens[b] : S)) {
+          if (yo)
+            for (j = 0; j < H; ++j) yo[j] = 0;
+          continue;
+        }
+        for (g = 0; g < G * H; ++g) {
+          double sx = 0, sh = 0;
+          for (k = 0; k < I; ++k) sx += xt[k] * w[g * I + k];
+          for (k = 0; k < H; ++k) sh += hb[k] * r[g * H + k];
+          gx[g] = sx + (wb ? wb[g] : 0);
+          gh[g] = sh + (rb ? rb[g] : 0);
+        }
+        if (a->cell == 0) {
+          for (j = 0; j < H; ++j) hb[j] = hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[j] + gh[j]));
+        } else if (a->cell == 1) {
+          /* z in tmp[0, H), the new candidate in tmp[H, 2H), r ⊙ h in tmp[2H, 3H). */
+          for (j = 0; j < H; ++j) {
+            double rt = hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[H + j] + gh[H + j]));
+            tmp[j] = hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[j] + gh[j]));
+            if (a->lbr) tmp[H + j] = hk_rnn_act(act[1], al[1], be[1], hk_rnn_clip(a, gx[2 * H + j] + rt * gh[2 * H + j]));
+            else tmp[2 * H + j] = rt * hb[j];
+          }
+          if (!a->lbr)
+            for (j = 0; j < H; ++j) {
+              double s = 0;
+              for (k = 0; k < H; ++k) s += tmp[2 * H + k] * r[(2 * H + j) * H + k];
+              tmp[H + j] = hk_rnn_act(act[1], al[1], be[1], hk_rnn_clip(a, gx[2 * H + j] + s + (rb ? rb[2 * H + j] : 0)));
+            }
+          for (j = 0; j < H; ++j) hb[j] = (1 - tmp[j]) * tmp[H + j] + tmp[j] * hb[j];
+        } else {
+          for (j = 0; j < H; ++j) {
+            double pi = peep ? peep[j] : 0, po = peep ? peep[H + j] : 0, pf = peep ? peep[2 * H + j] : 0;
+            double it = hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[j] + gh[j] + pi * cb[j]));
+            double ft = a->input_forget ? 1 - it
+                                        : hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[2 * H + j] + gh[2 * H + j] + pf * cb[j]));
+            double ct = hk_rnn_act(act[1], al[1], be[1], hk_rnn_clip(a, gx[3 * H + j] + gh[3 * H + j]));
+            double cn = ft * cb[j] + it * ct;
+            double ot = hk_rnn_act(act[0], al[0], be[0], hk_rnn_clip(a, gx[H + j] + gh[H + j] + po * cn));
+            cb[j] = cn;
+            hb[j] = ot * hk_rnn_act(act[2], al[2], be[2], cn);
+          }
+        }
+        if (yo)
+          for (j = 0; j < H; ++j) yo[j] = hb[j];
+      }
+    }
+    for (b = 0; b < B; ++b)
+      for (j = 0; j < H; ++j) {
+        int64_t at = a->layout ? (b * dirs + d) * H + j : (d * B + b) * H + j;
+        if (a->yh) a->yh[at] = h[b * H + j];
+        if (a->yc) a->yc[at] = c[b * H + j];
+      }
+  }
+  return 0;
+}
