@@ -219,7 +219,30 @@ def recurrent_batch_first():
     return recurrent(batch_first=True)
 
 
-MODELS = [causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+def conv_transpose():
+    """ConvTranspose over a free batch, height and width: grouped with strides, dilations,
+    pads and output_padding; SAME_UPPER; 1-D with a bias (PaddleOCR's and U-Net decoders)."""
+    r = rng_for("conv_transpose")
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w"], ["a"], group=2, strides=[2, 3], dilations=[1, 2],
+                         pads=[1, 0, 0, 2], output_padding=[1, 0]),
+        helper.make_node("ConvTranspose", ["x", "w2", "b2"], ["s"], strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("ConvTranspose", ["z", "w1", "b1"], ["t"], strides=[3], pads=[1, 1]),
+    ]
+    inits = [init("w", r.standard_normal((4, 3, 3, 2)).astype(np.float32)),
+             init("w2", r.standard_normal((4, 5, 2, 2)).astype(np.float32)),
+             init("b2", r.standard_normal(5).astype(np.float32)),
+             init("w1", r.standard_normal((3, 2, 4)).astype(np.float32)),
+             init("b1", r.standard_normal(2).astype(np.float32))]
+    m = model("conv_transpose", nodes, [vi("x", F, ["N", 4, "H", "W"]), vi("z", F, ["N", 3, "L"])],
+              [vi("a", F, ["N", 6, "OH", "OW"]), vi("s", F, ["N", 5, "SH", "SW"]), vi("t", F, ["N", 2, "TL"])],
+              inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 4, h, w)).astype(np.float32),
+              "z": r.standard_normal((n, 3, l_)).astype(np.float32)} for n, h, w, l_ in [(1, 3, 4, 2), (2, 7, 5, 9)]]
+    return m, feeds, True
+
+
+MODELS = [conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first]
 
 # Models `hodu build` refuses, with what its error must say.

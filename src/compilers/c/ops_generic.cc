@@ -420,12 +420,67 @@ void emit_loss(Codegen& cg, const Node& n, bool softmax) {
   if (logp != "NULL") lp.finish(cg);
 }
 
+// ConvTranspose of any rank and float dtype (f16 models' upsampling decoders too): pads as the
+// interpreter derives them (auto_pad, output_shape, output_padding), the output shape from sym_shapes.
+void emit_conv_transpose(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() >= 3 && ws.size() == xs.size() && xs.size() <= 10, ErrorCode::InvalidModel,
+             "{}: X and W must have the same rank, 3 to 10", n.describe());
+  const size_t nd = xs.size() - 2;
+  const int64_t G = n.get_int("group", 1);
+  HODU_CHECK(G > 0 && (!xs[1].known() || xs[1].value() % G == 0) && (!ws[0].known() || !xs[1].known() ||
+                                                                    ws[0].value() == xs[1].value()),
+             ErrorCode::InvalidModel, "{}: X {} / W {} are inconsistent with group {}", n.describe(), to_string(xs),
+             to_string(ws), G);
+  auto ints = [&](const char* name, int64_t def) {
+    auto v = n.get_ints(name, std::vector<int64_t>(nd, def));
+    HODU_CHECK(v.size() == nd, ErrorCode::InvalidModel, "{}: '{}' has {} values, expected {}", n.describe(), name,
+               v.size(), nd);
+    return v;
+  };
+  auto strides = ints("strides", 1), dil = ints("dilations", 1), opad = ints("output_padding", 0);
+  std::vector<int64_t> kernel;
+  for (size_t i = 0; i < nd; ++i) {
+    HODU_CHECK(ws[i + 2].known(), ErrorCode::Unsupported, "{}: the kernel size must be known at build time",
+               n.describe());
+    kernel.push_back(ws[i + 2].value());
+  }
+  const std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  auto pads = n.get_ints("pads");
+  HODU_CHECK(pads.empty() || pads.size() == 2 * nd, ErrorCode::InvalidModel, "{}: 'pads' has {} values, expected {}",
+             n.describe(), pads.size(), 2 * nd);
+  SymShape begin;
+  for (size_t i = 0; i < nd; ++i) {
+    if (pads.empty() && (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")) {
+      SymInt full = (xs[i + 2] - 1) * strides[i] + opad[i] + (kernel[i] - 1) * dil[i] + 1;
+      SymInt total = full - ys[i + 2];
+      HODU_CHECK(total.known(), ErrorCode::Unsupported,
+                 "{}: SAME padding to an output_shape over sizes known only at run time; bind the inputs' dims "
+                 "with --dim NAME=V or --shape NAME=AxBxC",
+                 n.describe());
+      const int64_t t = total.value(), half = t >= 0 ? t / 2 : -((-t + 1) / 2);
+      begin.push_back(auto_pad == "SAME_UPPER" ? half : t - half);
+    } else {
+      begin.push_back(pads.empty() ? 0 : pads[i]);
+    }
+  }
+  SymShape in(xs.begin() + 2, xs.end()), out(ys.begin() + 2, ys.end());
+  std::vector<int64_t> dims_k(kernel);
+  std::string x = f64_in(cg, n.inputs[0]), w = f64_in(cg, n.inputs[1]);
+  std::string b = n.has_input(2) ? f64_in(cg, n.inputs[2]) : "NULL";
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_conv_transpose({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x, w, b,
+                      y.buffer, xs[0], xs[1], ys[1], G, nd, cg.table(in), cg.table(out), cg.table(dims_k),
+                      cg.table(strides), cg.table(dil), cg.table(begin)));
+  y.finish(cg);
+}
+
 }  // namespace
 
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -447,6 +502,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "LpNormalization") emit_group_normalize(cg, n, true);
   else if (op == "NegativeLogLikelihoodLoss") emit_loss(cg, n, false);
   else if (op == "SoftmaxCrossEntropyLoss") emit_loss(cg, n, true);
+  else if (op == "ConvTranspose") emit_conv_transpose(cg, n);
   else return false;
   return true;
 }

@@ -284,6 +284,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     if (kernel.empty())
       for (size_t k = 0; k < sp; ++k) kernel.push_back(w[k + 2].value());
     auto output_shape = n.get_ints("output_shape");
+    if (output_shape.size() == sp + 2) output_shape.erase(output_shape.begin(), output_shape.begin() + 2);
     auto strides = n.get_ints("strides", std::vector<int64_t>(sp, 1));
     auto dil = n.get_ints("dilations", std::vector<int64_t>(sp, 1));
     auto pads = n.get_ints("pads", std::vector<int64_t>(2 * sp, 0));

@@ -1089,3 +1089,46 @@ HK int hk_rnn(const hk_rnn_args* a, double* work) {
   }
   return 0;
 }
+
+/* ---- ConvTranspose ------------------------------------------------------------------------ */
+
+/* x [N, C, in...], w [C, M/G, k...], b [M] or NULL; y [N, M, out...]. Each input element
+ * scatters into the outputs at in * stride + k * dil - pad_begin. nd <= 8. */
+HK void hk_conv_transpose(const double* x, const double* w, const double* b, double* y, int64_t N, int64_t C,
+                          int64_t M, int64_t G, int64_t nd, const int64_t* in, const int64_t* out, const int64_t* k,
+                          const int64_t* strides, const int64_t* dil, const int64_t* pb) {
+  const int64_t Cg = C / G, Mg = M / G;
+  int64_t ins = 1, outs = 1, kk = 1, ost[8], ic[8], kc[8], n, g, c, m, ip, kp, d;
+  for (d = 0; d < nd; ++d) ins *= in[d], outs *= out[d], kk *= k[d];
+  for (d = nd - 1, ost[nd - 1] = 1; d > 0; --d) ost[d - 1] = ost[d] * out[d];
+  for (n = 0; n < N; ++n)
+    for (m = 0; m < M; ++m) {
+      double* ym = y + (n * M + m) * outs;
+      for (ip = 0; ip < outs; ++ip) ym[ip] = b ? b[m] : 0;
+    }
+  for (n = 0; n < N; ++n)
+    for (g = 0; g < G; ++g)
+      for (c = 0; c < Cg; ++c) {
+        const double* xr = x + (n * C + g * Cg + c) * ins;
+        for (m = 0; m < Mg; ++m) {
+          const double* wr = w + ((g * Cg + c) * Mg + m) * kk;
+          double* yr = y + (n * M + g * Mg + m) * outs;
+          for (d = 0; d < nd; ++d) ic[d] = 0;
+          for (ip = 0; ip < ins; ++ip) {
+            const double xv = xr[ip];
+            for (d = 0; d < nd; ++d) kc[d] = 0;
+            for (kp = 0; kp < kk; ++kp) {
+              int64_t off = 0, ok = 1;
+              for (d = 0; d < nd && ok; ++d) {
+                int64_t p = ic[d] * strides[d] + kc[d] * dil[d] - pb[d];
+                ok = p >= 0 && p < out[d];
+                off += p * ost[d];
+              }
+              if (ok) yr[off] += xv * wr[kp];
+              for (d = nd - 1; d >= 0 && ++kc[d] == k[d]; --d) kc[d] = 0;
+            }
+            for (d = nd - 1; d >= 0 && ++ic[d] == in[d]; --d) ic[d] = 0;
+          }
+        }
+      }
+}
