@@ -1,6 +1,7 @@
 #include "compilers/c/graph_prep.h"
 
 #include "compilers/c/control_flow.h"
+#include "compilers/c/half_widening.h"
 #include "compilers/c/quant_lowering.h"
 
 #include "core/error.h"
@@ -111,6 +112,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     }
     // Quantization ops as the float ops they are defined by (types are known now).
     if (lower_quantization(g)) changed = true;
+    // Half-float convolutions, pools and products on the float32 kernels.
+    if (widen_half_ops(g)) changed = true;
     // An If on a condition known now is the branch it takes.
     if (inline_constant_ifs(g)) changed = true;
     std::vector<Node> kept;
