@@ -262,11 +262,41 @@ def half_convs():
     return m, feeds, True
 
 
-MODELS = [half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+def resize_free_dims():
+    """Resize over a free batch, height and width: x2 nearest (asymmetric, floor: torch's
+    Upsample), x2 linear (half_pixel), and linear to sizes taken from another input's shape
+    (an FPN's upsample-to-match)."""
+    r = rng_for("resize_free_dims")
+    empty = init("empty", np.zeros(0, np.float32))
+    nodes = [
+        helper.make_node("Resize", ["x", "", "s2"], ["n2"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["x", "", "s2"], ["l2"], mode="linear"),
+        helper.make_node("Shape", ["big"], ["bs"]),
+        helper.make_node("Resize", ["x", "", "empty", "bs"], ["to_big"], mode="linear",
+                         coordinate_transformation_mode="pytorch_half_pixel"),
+    ]
+    m = model("resize_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"]), vi("big", F, ["N", 3, "BH", "BW"])],
+              [vi("n2", F, ["N", 3, "H2", "W2"]), vi("l2", F, ["N", 3, "H2", "W2"]),
+               vi("to_big", F, ["N", 3, "BH", "BW"])],
+              [init("s2", np.array([1, 1, 2, 2], np.float32)), empty], opset=13)
+    feeds = [{"x": r.standard_normal((n, 3, h, w)).astype(np.float32),
+              "big": np.zeros((n, 3, bh, bw), np.float32)} for n, h, w, bh, bw in [(1, 4, 5, 9, 7), (2, 7, 3, 10, 13)]]
+    return m, feeds, True
+
+
+MODELS = [resize_free_dims, half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first]
 
+def resize_by_1_5():
+    m = model("resize_by_1_5", [helper.make_node("Resize", ["x", "", "s"], ["y"])], [vi("x", F, ["N", 3, "H", "W"])],
+              [vi("y", F, ["N", 3, "A", "B"])], [init("s", np.array([1, 1, 1.5, 1.5], np.float32))], opset=13)
+    return m, [], True
+
+
 # Models `hodu build` refuses, with what its error must say.
-REFUSED = [(lambda: if_on_static_dim(runtime_cond=True),
+REFUSED = [(resize_by_1_5, "a Resize by 1.5 of a dim known only at run time"),
+           (lambda: if_on_static_dim(runtime_cond=True),
             "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
 
 

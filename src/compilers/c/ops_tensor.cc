@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compilers/c/codegen_context.h"
+#include "compilers/c/ops_generic.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
 
@@ -190,13 +191,70 @@ void emit_pad(Codegen& cg, const Node& n) {
                       cg.weight_offsets[wv], esize(cg, n.inputs[0])));
 }
 
+// Resize over sizes known only while running: the index (and weight) tables the static path
+// computes at build time are computed by the generated code (hk_resize_table), then the same
+// kernels run. Scales are constants; sizes may be size values.
+void emit_resize_dynamic(Codegen& cg, const Node& n, const std::string& mode, const std::string& ctm,
+                         const std::string& nearest) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  const int64_t r = static_cast<int64_t>(xs.size());
+  std::vector<double> scale(r, 0.0);  // 0: out / in, computed while running
+  if (n.has_input(2) && cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).numel() > 0) {
+    auto sc = cg.constant(n.inputs[2]).to_doubles();
+    for (int64_t d = 0; d < r; ++d) scale[d] = static_cast<double>(static_cast<float>(sc[d]));
+  }
+  static const std::map<std::string, int> ctms = {{"half_pixel", 0},         {"align_corners", 1},
+                                                  {"asymmetric", 2},         {"pytorch_half_pixel", 3},
+                                                  {"half_pixel_symmetric", 4}};
+  static const std::map<std::string, int> nearests = {
+      {"round_prefer_floor", 0}, {"round_prefer_ceil", 1}, {"floor", 2}, {"ceil", 3}};
+  HODU_CHECK(ctms.count(ctm) && nearests.count(nearest), ErrorCode::InvalidModel,
+             "{}: coordinate_transformation_mode '{}', nearest_mode '{}'", n.describe(), ctm, nearest);
+  need_generic_kernels(cg);
+  const bool linear = mode == "linear";
+  HODU_CHECK(!linear || (cg.dtype_of(n.inputs[0]) == DType::F32 && r >= 2), ErrorCode::Unsupported,
+             "{}: linear resize of float32 tensors of rank >= 2 only", n.describe());
+  if (linear)
+    for (int64_t d = 0; d + 2 < r; ++d)
+      HODU_CHECK(xs[d] == ys[d], ErrorCode::Unsupported, "{}: linear resize of dim {} (only the last two dims)",
+                 n.describe(), d);
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys);
+  auto table = [&](int64_t d, std::string* i0, std::string* i1, std::string* w) {
+    *i0 = fmt::format("((int64_t*){})", cg.scratch(ys[d] * 8));
+    *i1 = linear ? fmt::format("((int64_t*){})", cg.scratch(ys[d] * 8)) : "NULL";
+    *w = linear ? fmt::format("((float*){})", cg.scratch(ys[d] * 4)) : "NULL";
+    cg.emit(fmt::format("hk_resize_table({}, {}, {:.17g}, {}, {}, {}, {}, {}, {});", xs[d], ys[d], scale[d],
+                        ctms.at(ctm), nearests.at(nearest), linear ? 1 : 0, *i0, *i1, *w));
+  };
+  if (!linear) {
+    // hk_resize_nearest reads the dims' tables one after the other.
+    SymInt total = 0;
+    for (const auto& d : ys) total += d;
+    std::string all = fmt::format("((int64_t*){})", cg.scratch(total * 8));
+    SymInt at = 0;
+    for (int64_t d = 0; d < r; ++d) {
+      std::string i0, i1, w;
+      table(d, &i0, &i1, &w);
+      cg.emit(fmt::format("memcpy({} + {}, {}, {} * 8);", all, at, i0, ys[d]));
+      at += ys[d];
+    }
+    cg.emit(fmt::format("hk_resize_nearest({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                        cg.table(ys), all, esize(cg, n.inputs[0])));
+    return;
+  }
+  std::string t[2][3];
+  for (int k = 0; k < 2; ++k) table(r - 2 + k, &t[k][0], &t[k][1], &t[k][2]);
+  SymInt nc = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) nc = nc * xs[d];
+  cg.emit(fmt::format("hk_resize_linear2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      cg.ptr(n.outputs[0]), nc, xs[r - 2], xs[r - 1], ys[r - 2], ys[r - 1], t[0][0], t[0][1], t[0][2],
+                      t[1][0], t[1][1], t[1][2]));
+}
+
 void emit_resize(Codegen& cg, const Node& n) {
   auto xs_sym = cg.shape_of(n.inputs[0]), ys_sym = cg.shape_of(n.outputs[0]);
   auto xs_static = to_static(xs_sym), ys_static = to_static(ys_sym);
-  HODU_CHECK(xs_static && ys_static, ErrorCode::Unsupported, "{}: Resize of sizes known only at run time",
-             n.describe());
-  const std::vector<int64_t> xs = *xs_static, ys = *ys_static;
-  int64_t r = static_cast<int64_t>(xs.size());
   std::string mode = n.get_string("mode", "nearest");
   std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
@@ -205,6 +263,15 @@ void emit_resize(Codegen& cg, const Node& n) {
   HODU_CHECK(ctm != "tf_crop_and_resize" && n.get_int("antialias", 0) == 0 && n.get_ints("axes").empty() &&
                  n.get_string("keep_aspect_ratio_policy", "stretch") == "stretch",
              ErrorCode::Unsupported, "{}: tf_crop_and_resize, antialias, axes and keep_aspect_ratio_policy", n.describe());
+  const bool sizes_given = n.has_input(3) && (!cg.is_constant(n.inputs[3]) || cg.constant(n.inputs[3]).numel() > 0);
+  if (!xs_static || !ys_static || (sizes_given && !cg.is_constant(n.inputs[3]))) {
+    HODU_CHECK(!n.has_input(2) || cg.is_constant(n.inputs[2]), ErrorCode::Unsupported,
+               "{}: compiled code needs the scales ('{}') to be a constant", n.describe(), n.inputs[2]);
+    emit_resize_dynamic(cg, n, mode, ctm, nearest);
+    return;
+  }
+  const std::vector<int64_t> xs = *xs_static, ys = *ys_static;
+  int64_t r = static_cast<int64_t>(xs.size());
   for (size_t i = 1; i < 4; ++i)
     HODU_CHECK(!n.has_input(i) || cg.is_constant(n.inputs[i]), ErrorCode::Unsupported,
                "{}: compiled code needs input {} ('{}') to be a constant", n.describe(), i, n.inputs[i]);

@@ -1,6 +1,7 @@
 #include "compilers/c/sym_shapes.h"
 
 #include <algorithm>
+#include <cmath>
 #include <set>
 
 #include "core/error.h"
@@ -314,6 +315,32 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     SymShape a = in(0), b = in(1);
     bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
     return {{ta ? a[1] : a[0], tb ? b[0] : b[1]}};
+  }
+  if (op == "Resize" && n.get_ints("axes").empty()) {
+    // Sizes (constant or size values) as given; scales: floor(size * scale), over a free dim
+    // only for whole scales (x2 upsampling), where the floor is exact.
+    SymShape x = in(0);
+    if (auto sizes = n.has_input(3) ? c.ints(n.inputs[3]) : std::nullopt; sizes && sizes->size() == x.size())
+      return {*sizes};
+    const Tensor* scales = n.has_input(2) ? c.g.initializer(n.inputs[2]) : nullptr;
+    HODU_CHECK(scales && scales->numel() == static_cast<int64_t>(x.size()), ErrorCode::Unsupported,
+               "{}: compiled code needs Resize's scales or sizes known at build time (or sizes from shapes)",
+               n.describe());
+    auto sc = scales->to_doubles();
+    SymShape out;
+    for (size_t d = 0; d < x.size(); ++d) {
+      const double s = static_cast<float>(sc[d]);
+      if (x[d].known()) {
+        out.push_back(static_cast<int64_t>(std::floor(static_cast<double>(x[d].value()) * s)));
+        continue;
+      }
+      HODU_CHECK(s >= 1 && s == std::floor(s), ErrorCode::Unsupported,
+                 "{}: a Resize by {} of a dim known only at run time is not supported by compiled code (whole "
+                 "scales are); bind the inputs' dims with --dim NAME=V or --shape NAME=AxBxC",
+                 n.describe(), s);
+      out.push_back(x[d] * static_cast<int64_t>(s));
+    }
+    return {out};
   }
   if (op == "LSTM" || op == "GRU" || op == "RNN") {
     SymShape x = in(0), w = in(1);

@@ -1132,3 +1132,49 @@ HK void hk_conv_transpose(const double* x, const double* w, const double* b, dou
         }
       }
 }
+
+/* ---- Resize tables over sizes known only while running ------------------------------------ */
+
+/* The tables hk_resize_nearest / hk_resize_linear2d read, for one dim of `in` -> `out`
+ * elements, as the generator computes them at build time for static shapes (ops_tensor.cc).
+ * scale <= 0: out / in. ctm: 0 half_pixel, 1 align_corners, 2 asymmetric, 3 pytorch_half_pixel,
+ * 4 half_pixel_symmetric. nearest: 0 round_prefer_floor, 1 round_prefer_ceil, 2 floor, 3 ceil.
+ * linear: i0, i1, w (else the nearest index in i0). */
+HK double hk_resize_source(int ctm, double s, double in, double out_size, double x) {
+  double ow = s * in;
+  if (ctm == 1) return ow == 1 ? 0.0 : x * (in - 1) / (ow - 1);
+  if (ctm == 2) return x / s;
+  if (ctm == 3) return ow == 1 ? -0.5 : (x + 0.5) / s - 0.5;
+  if (ctm == 4) {
+    double adj = out_size / ow, center = in / 2;
+    return center * (1 - adj) + (x + 0.5) / s - 0.5;
+  }
+  return (x + 0.5) / s - 0.5;
+}
+
+HK void hk_resize_table(int64_t in, int64_t out, double scale, int ctm, int nearest, int linear, int64_t* i0,
+                        int64_t* i1, float* w) {
+  const double s = scale > 0 ? scale : (double)out / (double)in;
+  int64_t o;
+  for (o = 0; o < out; ++o) {
+    double xo = hk_resize_source(ctm, s, (double)in, (double)out, (double)o);
+    if (linear) {
+      int64_t lo, hi;
+      if (xo < 0) xo = 0;
+      if (xo > (double)(in - 1)) xo = (double)(in - 1);
+      lo = (int64_t)floor(xo);
+      hi = lo + 1 < in - 1 ? lo + 1 : in - 1;
+      i0[o] = lo;
+      i1[o] = hi;
+      w[o] = (float)(xo - (double)lo);
+    } else {
+      double fl = floor(xo), ratio;
+      int integral = xo == fl, up;
+      int64_t base = integral ? (int64_t)fl - 1 : (int64_t)fl, v;
+      ratio = integral ? 1.0 : xo - fl;
+      up = integral || (nearest == 0 ? ratio > 0.5 : nearest == 1 ? ratio >= 0.5 : nearest != 2);
+      v = up ? base + 1 : base;
+      i0[o] = v < 0 ? 0 : v > in - 1 ? in - 1 : v;
+    }
+  }
+}
