@@ -115,7 +115,7 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     // Half-float convolutions, pools and products on the float32 kernels.
     if (widen_half_ops(g)) changed = true;
     // An If on a condition known now is the branch it takes.
-    if (inline_constant_ifs(g)) changed = true;
+    if (passes::inline_constant_ifs(g)) changed = true;
     std::vector<Node> kept;
     for (const auto& n : g.nodes) {
       bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);

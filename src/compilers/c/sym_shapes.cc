@@ -1,5 +1,7 @@
 #include "compilers/c/sym_shapes.h"
 
+#include "compilers/c/c_codegen.h"
+
 #include <algorithm>
 #include <cmath>
 #include <set>
@@ -254,7 +256,12 @@ std::vector<SymShape> slice_shape(const Node& n, const Ctx& c) {
 std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   const std::string& op = n.op_type;
   auto in = [&](size_t i) { return c.shape(n.inputs.at(i)); };
-  if (!n.domain.empty()) fail(ErrorCode::Unsupported, "{}: ops of domain '{}'", n.describe(), n.domain);
+  if (!n.domain.empty()) {
+    std::string list;
+    for (const auto& s : supported_ops()) list += (list.empty() ? "" : ", ") + s;
+    fail(ErrorCode::Unsupported, "{} in domain '{}': op not supported by the C compiler (hodu build); supported ops: {}",
+         n.describe(), n.domain, list);
+  }
   if (same_shape_ops().count(op)) {
     std::vector<SymShape> out(n.outputs.size(), in(0));
     return out;
