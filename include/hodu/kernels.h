@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 6
+#define HODU_KERNELS_ABI_VERSION 7
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -79,6 +79,10 @@ HODU_KERNELS_API int hodu_kernel_layout(const hodu_kernel* op);
 HODU_KERNELS_API int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_t errbuf_size);
 /* Frees the context and every op prepared in it. NULL is fine. */
 HODU_KERNELS_API void hodu_kernels_destroy(hodu_kernels* k);
+/* Frees one op prepared in k before the context goes (a model with sizes known at run
+ * time prepares its ops per shape and drops the ones of a shape it no longer keeps). An op
+ * that other ops name as their producer must outlive them. NULL is fine. */
+HODU_KERNELS_API void hodu_kernel_release(hodu_kernels* k, hodu_kernel* op);
 HODU_KERNELS_API int hodu_kernels_num_threads(const hodu_kernels* k);
 /* Message of the last failed call on this context ("" when none). */
 HODU_KERNELS_API const char* hodu_kernels_last_error(const hodu_kernels* k);

@@ -69,9 +69,10 @@ def test_compile(add_model, tmp_path):
         hodu.compile(add_model, tmp_path / "m.so", format="dll")
     with pytest.raises(hodu.InvalidArgumentError, match="unknown option 'fast'"):
         hodu.compile(add_model, tmp_path / "m.c", fast=True)
-    # Symbolic dims must be bound for a static memory plan.
-    with pytest.raises(hodu.InvalidArgumentError):
-        hodu.compile(add_model, tmp_path / "m.c")
+    # Symbolic dims stay free unless bound (the library takes any size there).
+    r = hodu.compile(add_model, tmp_path / "free.c")
+    assert "MODEL_NUM_DIMS 1" in open(tmp_path / "model.h").read()
     r = hodu.compile(add_model, tmp_path / "m.c", opt_level=1, dims={"batch": 2})
+    assert "MODEL_NUM_DIMS 0" in open(tmp_path / "model.h").read()
     assert os.path.exists(tmp_path / "m.c") and r["format"]
     assert any(f.endswith(".c") for f in r["files"])

@@ -15,6 +15,15 @@ DLDataType to_dl_dtype(DType t, const std::string& what) {
     case DType::Bool: d.code = kDLBoolCode; break;
     case DType::I8: case DType::I16: case DType::I32: case DType::I64: d.code = kDLInt; break;
     case DType::U8: case DType::U16: case DType::U32: case DType::U64: d.code = kDLUInt; break;
+    // DLPack 1.1's codes (dlpack.h 0.6 names them not): packed ones bits 4 / 2, elements side by side.
+    case DType::I4: case DType::I2: d.code = kDLInt; break;
+    case DType::U4: case DType::U2: d.code = kDLUInt; break;
+    case DType::F8E4M3FN: d.code = 10; break;
+    case DType::F8E4M3FNUZ: d.code = 11; break;
+    case DType::F8E5M2: d.code = 12; break;
+    case DType::F8E5M2FNUZ: d.code = 13; break;
+    case DType::F8E8M0: d.code = 14; break;
+    case DType::F4E2M1: d.code = 17; break;
     default:
       fail(ErrorCode::Unsupported, "{}: dtype {} has no DLPack equivalent", what, dtype_name(t));
   }
@@ -37,6 +46,16 @@ DType from_dl_dtype(DLDataType d, const std::string& what) {
     if (d.code == kDLUInt && d.bits == 16) return DType::U16;
     if (d.code == kDLUInt && d.bits == 32) return DType::U32;
     if (d.code == kDLUInt && d.bits == 64) return DType::U64;
+    if (d.code == kDLInt && d.bits == 4) return DType::I4;
+    if (d.code == kDLUInt && d.bits == 4) return DType::U4;
+    if (d.code == kDLInt && d.bits == 2) return DType::I2;
+    if (d.code == kDLUInt && d.bits == 2) return DType::U2;
+    if (d.code == 10 && d.bits == 8) return DType::F8E4M3FN;
+    if (d.code == 11 && d.bits == 8) return DType::F8E4M3FNUZ;
+    if (d.code == 12 && d.bits == 8) return DType::F8E5M2;
+    if (d.code == 13 && d.bits == 8) return DType::F8E5M2FNUZ;
+    if (d.code == 14 && d.bits == 8) return DType::F8E8M0;
+    if (d.code == 17 && d.bits == 4) return DType::F4E2M1;
   }
   fail(ErrorCode::Unsupported, "{}: DLPack dtype (code {}, bits {}, lanes {}) has no hodu dtype", what, d.code, d.bits,
        d.lanes);

@@ -211,27 +211,7 @@ void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, 
 std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& sizes,
                                                     const std::vector<int64_t>& strides,
                                                     const std::vector<int64_t>& shape) {
-  if (shape_numel(sizes) != shape_numel(shape) || sizes.empty() || shape_numel(shape) == 0) return std::nullopt;
-  std::vector<int64_t> out(shape.size(), 0);
-  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
-  int64_t base = strides.back(), tensor_numel = 1, view_numel = 1;
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    tensor_numel *= sizes[d];
-    if (d == 0 || (sizes[d - 1] != 1 && strides[d - 1] != tensor_numel * base)) {
-      while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
-        out[view_d] = view_numel * base;
-        view_numel *= shape[view_d];
-        --view_d;
-      }
-      if (view_numel != tensor_numel) return std::nullopt;
-      if (d > 0) {
-        base = strides[d - 1];
-        tensor_numel = view_numel = 1;
-      }
-    }
-  }
-  if (view_d != -1) return std::nullopt;
-  return out;
+  return reshape_strides_with(sizes, strides, shape, [](int64_t a, int64_t b) { return a >= b; });
 }
 
 std::vector<int64_t> transpose_perm(const Node& n, size_t rank) {

@@ -57,6 +57,38 @@ bool is_reshape_op(const Node& n);
 std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& sizes,
                                                     const std::vector<int64_t>& strides,
                                                     const std::vector<int64_t>& shape);
+// The same over any integer-like sizes (the C generator's sizes known at run time): `==`
+// for equality known for certain, ge(a, b) for a >= b known for certain.
+template <class I, class Ge>
+std::optional<std::vector<I>> reshape_strides_with(const std::vector<I>& sizes, const std::vector<I>& strides,
+                                                   const std::vector<I>& shape, Ge ge) {
+  I total = 1, view_total = 1;
+  for (const auto& s : sizes) total = total * s;
+  for (const auto& s : shape) view_total = view_total * s;
+  if (sizes.empty() || !(total == view_total) || total == I(0)) return std::nullopt;
+  std::vector<I> out(shape.size(), I(0));
+  int64_t view_d = static_cast<int64_t>(shape.size()) - 1;
+  I base = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
+    tensor_numel = tensor_numel * sizes[d];
+    if (d == 0 || (!(sizes[d - 1] == I(1)) && !(strides[d - 1] == tensor_numel * base))) {
+      // The view's dims over this contiguous run: its size exactly, in whole dims.
+      while (view_d >= 0 && (!(view_numel == tensor_numel) || shape[view_d] == I(1))) {
+        if (!ge(tensor_numel, view_numel * shape[view_d])) return std::nullopt;
+        out[view_d] = view_numel * base;
+        view_numel = view_numel * shape[view_d];
+        --view_d;
+      }
+      if (!(view_numel == tensor_numel)) return std::nullopt;
+      if (d > 0) {
+        base = strides[d - 1];
+        tensor_numel = view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
 
 // A Transpose's permutation of `rank` dims: its perm attribute, else the dims reversed.
 std::vector<int64_t> transpose_perm(const Node& n, size_t rank);

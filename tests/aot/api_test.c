@@ -9,16 +9,7 @@
 
 #include "model.h"
 
-#ifdef COUNT_MALLOC
-/* glibc: count the allocations made while `counting` (the run path must make none). */
-extern void* __libc_malloc(size_t);
-extern void* __libc_calloc(size_t, size_t);
-extern void* __libc_realloc(void*, size_t);
-static volatile int counting, allocations;
-void* malloc(size_t n) { if (counting) ++allocations; return __libc_malloc(n); }
-void* calloc(size_t a, size_t b) { if (counting) ++allocations; return __libc_calloc(a, b); }
-void* realloc(void* p, size_t n) { if (counting) ++allocations; return __libc_realloc(p, n); }
-#endif
+#include "count_malloc.h"
 
 #define CHECK(cond, ...)                                   \
   do {                                                     \

@@ -104,7 +104,9 @@ Weights: --weights embed puts them in the artifact (.incbin; .c/.s/.ll/.bc read 
 assembled); --weights file leaves OUT.weights, loaded at create time.
 Optimization: -O0 plain code, no buffer sharing; -O1 fused elementwise loops + memory reuse;
 -O2 (default) also folds BatchNorm into Conv and activations into Conv/Gemm/MatMul; -O3 also -funroll-loops and -march=native (host builds: fastest, runs only on CPUs like this one).
-Symbolic input dims must be bound at build time: --shape input=1x3x224x224 or --dim batch=1.
+Dynamic shapes: input dims that are symbolic (batch, seq) or unknown stay free: the library takes any
+size >= 1 there (<name>.h lists them; the arena is planned and the kernel library's ops prepared when a
+run first sees a shape). --shape input=1x3x224x224 or --dim batch=1 bind them: fixed-size code, the fastest.
 --standalone: the artifact needs only libc and libm and never allocates while running
 (create it in your own memory with <name>_create_in), on hodu's portable C kernels.
 Kernels: by default Conv, MatMul/Gemm and pooling call hodu's kernel library libhodu_kernels.so
@@ -124,8 +126,8 @@ See docs/aot.md.)");
       ->capture_default_str();
   app.add_option("--weights", a->weights, "embed (in the artifact) or file (OUT.weights beside it)")->capture_default_str();
   app.add_option("--name", a->name, "prefix of the C API and header name (<name>.h)")->capture_default_str();
-  app.add_option("--shape", a->shapes, "bind an input's shape: NAME=1x3x224x224; repeatable");
-  app.add_option("--dim", a->dims, "bind a symbolic dim: NAME=VALUE; repeatable");
+  app.add_option("--shape", a->shapes, "bind an input's shape: NAME=1x3x224x224; repeatable (default: free dims stay free)");
+  app.add_option("--dim", a->dims, "bind a symbolic dim: NAME=VALUE; repeatable (default: free at run time)");
   app.add_flag("-q,--quiet", a->quiet, "no progress lines");
   app.add_flag("--keep-temp", a->keep_temp, "keep the scratch folder with the generated sources");
   app.add_option("-p,--plugin", a->plugin, "build with this compiler plugin (or pack), e.g. c (hodu plugin list)");

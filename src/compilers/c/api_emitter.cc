@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "compilers/c/codegen_context.h"
+#include "core/dlpack_tensor.h"
 
 namespace hodu::compilers::c {
 namespace {
@@ -23,26 +24,22 @@ std::string substitute(const std::string& text, const ApiSpec& spec) {
   return replace_all(replace_all(text, "@P@", spec.name), "@U@", upper(spec.name));
 }
 
-// DLPack dtype (code, bits) of a hodu dtype; bool is code 6 (kDLBool of DLPack >= 0.8), 8 bits.
+// DLPack dtype (code, bits) of a hodu dtype (core/dlpack_tensor: bool is code 6, 8 bits; the
+// float8 and packed types DLPack 1.1's codes).
 std::pair<int, int> dl_dtype(DType t) {
-  if (t == DType::F32) return {2, 32};
-  if (t == DType::F64) return {2, 64};
-  if (t == DType::Bool) return {6, 8};
-  if (t == DType::U8) return {1, 8};
-  if (t == DType::U16) return {1, 16};
-  if (t == DType::U32) return {1, 32};
-  if (t == DType::U64) return {1, 64};
-  return {0, dtype_bits(t)};
+  DLDataType d = to_dl_dtype(t, "a model input or output");
+  return {d.code, d.bits};
 }
 
-std::string ints(const std::vector<int64_t>& v) {
+// A shape as the API reports it: a dim bound at run time is -1.
+std::string ints(const SymShape& v) {
   std::string s;
-  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i]);
+  for (size_t i = 0; i < v.size(); ++i) s += (i ? ", " : "") + std::to_string(v[i].known() ? v[i].value() : -1);
   return v.empty() ? "0" : s;
 }
 
 const char* kHeader = R"HODU(/* @P@.h — C API of a model compiled by `hodu build`. Plain C; link the library
- * built with it. All shapes are fixed at build time.
+ * built with it.@SHAPEDOC@
  *
  *   @P@_t* m;
  *   if (@P@_create(NULL, &m) != @U@_OK) { ... }
@@ -53,7 +50,9 @@ const char* kHeader = R"HODU(/* @P@.h — C API of a model compiled by `hodu bui
  *
  * Instances are independent: runs on different instances may go on in
  * different threads at once; one instance runs one call at a time. The library
- * keeps no global mutable state and does not allocate during @P@_run.
+ * keeps no global mutable state. @P@_run does not allocate, except in an
+ * instance @P@_create made, when a run with new free dims needs a larger arena
+ * than the instance has, or a value's size depends on data (see below).
  */
 #ifndef @U@_H_
 #define @U@_H_
@@ -113,6 +112,25 @@ int @P@_create_with_weights(const void* weights, size_t weights_size, int num_th
  * kernel (they are read from the file again if needed). */
 #define @U@_WEIGHTS_MAPPED 1
 void @P@_destroy(@P@_t* m);
+
+/* Sizes bound at run time: @U@_NUM_DIMS free dims, named by the model (a symbol such as
+ * "batch", or "<input>_<d>" for an unnamed one).@DIMDOC@ A free dim is -1 in
+ * @P@_input_shape, and so is an output dim computed from free dims (or from data) in
+ * @P@_output_shape. A run takes any value >= 1 for each free dim, the same wherever it
+ * appears; @P@_output(m, i)->shape is the shape of the last run's output. The first run
+ * with new dims plans the arena (and prepares the kernel library's ops) for them; the
+ * instance keeps the last few shapes. */
+#define @U@_NUM_DIMS @NDIMS@
+int @P@_num_dims(void);
+const char* @P@_dim_name(int k);
+/* The free dim of input i's dim d, NULL when that dim is fixed; output i's dim d, when it
+ * is a free dim (an output dim computed from free dims or data has none either). */
+const char* @P@_input_dim_name(int i, int d);
+const char* @P@_output_dim_name(int i, int d);
+/* Bytes @P@_create_in needs to run with the free dims `dims` (in @P@_dim_name order;
+ * runs with other dims need at most as much as their arena); 0 when the model cannot
+ * take those dims. Models without free dims: @P@_instance_size(). */
+size_t @P@_workspace_size(const int64_t* dims);
 
 /* Inputs and outputs: name, DLPack dtype, rank and shape. */
 int @P@_num_inputs(void);
@@ -239,6 +257,7 @@ size_t @P@_instance_size(void) {
   return HM_INSTANCE_BASE_BYTES + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES + 64);
 }
 
+@STATICDIMS@
 #if !@U@_EMBEDDED_WEIGHTS
 /* 0 when a blob's header is this build's (magic, data size, fingerprint). */
 static int hm_check_blob(const unsigned char* header, char* errbuf, size_t size) {
@@ -410,11 +429,13 @@ void @P@_destroy(@P@_t* m) {
 const DLTensor* @P@_output(const @P@_t* m, int i) { return m && i >= 0 && i < @NOUT@ ? &m->outputs[i] : NULL; }
 const char* @P@_last_error(const @P@_t* m) { return m ? m->error : "instance is NULL"; }
 
-static size_t hm_elem_bytes(uint8_t bits) { return (size_t)bits / 8; }
+/* Bytes of n elements of `bits` each (4- and 2-bit types packed). */
+static size_t hm_bytes(size_t n, uint8_t bits) { return (n * bits + 7) / 8; }
 
-/* Checks one caller tensor against the model's; 0 when it matches. */
+/* Checks one caller tensor against the model's; 0 when it matches. free (inputs of a model
+ * with free dims): per dim, the free dim it binds (-1: fixed), into key/bound (names: dims). */
 static int hm_check(@P@_t* m, const char* what, const char* name, const DLTensor* t, uint8_t code, uint8_t bits, int ndim,
-                    const int64_t* shape) {
+                    const int64_t* shape, const int* free, int64_t* key, int* bound, const char* const* dims) {
   int d;
   if (!t->data) return hm_fail(m, 1, "%s '%s': data is NULL", what, name);
   if (t->device.device_type != kDLCPU) return hm_fail(m, 1, "%s '%s': device type %d is not kDLCPU", what, name, (int)t->device.device_type);
@@ -422,16 +443,29 @@ static int hm_check(@P@_t* m, const char* what, const char* name, const DLTensor
     return hm_fail(m, 1, "%s '%s': dtype (code %d, bits %d, lanes %d) does not match the model's (code %d, bits %d)", what, name,
                    (int)t->dtype.code, (int)t->dtype.bits, (int)t->dtype.lanes, (int)code, (int)bits);
   if (t->ndim != ndim) return hm_fail(m, 1, "%s '%s': rank %d does not match the model's %d", what, name, t->ndim, ndim);
-  for (d = 0; d < ndim; ++d)
-    if (t->shape[d] != shape[d])
-      return hm_fail(m, 1, "%s '%s': dim %d is %lld but the model expects %lld", what, name, d, (long long)t->shape[d],
-                     (long long)shape[d]);
+  for (d = 0; d < ndim; ++d) {
+    int f = free ? free[d] : -1;
+    if (f < 0) {
+      if (t->shape[d] != shape[d])
+        return hm_fail(m, 1, "%s '%s': dim %d is %lld but the model expects %lld", what, name, d, (long long)t->shape[d],
+                       (long long)shape[d]);
+      continue;
+    }
+    if (t->shape[d] < 1)
+      return hm_fail(m, 1, "%s '%s': dim %d (%s) is %lld; compiled code takes sizes >= 1 there", what, name, d, dims[f],
+                     (long long)t->shape[d]);
+    if (bound[f] && key[f] != t->shape[d])
+      return hm_fail(m, 1, "%s '%s': dim %d (%s) is %lld, but an earlier input has %s = %lld", what, name, d, dims[f],
+                     (long long)t->shape[d], dims[f], (long long)key[f]);
+    key[f] = t->shape[d];
+    bound[f] = 1;
+  }
   if (t->strides) {
     int64_t expect = 1;
     for (d = ndim - 1; d >= 0; --d) {
-      if (shape[d] != 1 && t->strides[d] != expect)
+      if (t->shape[d] != 1 && t->strides[d] != expect)
         return hm_fail(m, 1, "%s '%s': strides are not compact (row-major) at dim %d", what, name, d);
-      expect *= shape[d];
+      expect *= t->shape[d];
     }
   }
   return 0;
@@ -454,19 +488,7 @@ int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs,
   if (num_inputs != @NIN@) return hm_fail(m, 1, "got %d inputs, the model has @NIN@", num_inputs);
   if (@NIN@ > 0 && !inputs) return hm_fail(m, 1, "inputs is NULL");
   if (outputs && num_outputs != @NOUT@) return hm_fail(m, 1, "got %d outputs, the model has @NOUT@", num_outputs);
-  for (i = 0; i < @NIN@; ++i) {
-    int st = hm_check(m, "input", hm_input_names[i], &inputs[i], hm_input_code[i], hm_input_bits[i], hm_input_ndim[i],
-                      hm_input_shape[i]);
-    if (st) return st;
-  }
-  for (i = 0; outputs && i < @NOUT@; ++i) {
-    if (outputs[i].data) {
-      int st = hm_check(m, "output", hm_output_names[i], &outputs[i], hm_output_code[i], hm_output_bits[i],
-                        hm_output_ndim[i], hm_output_shape[i]);
-      if (st) return st;
-    }
-  }
-  A = m->arena;
+@CHECKS@  A = m->arena;
   W = m->weights;
   (void)A;
   (void)W;
@@ -476,7 +498,7 @@ int @P@_run(@P@_t* m, const DLTensor* inputs, int num_inputs, DLTensor* outputs,
     if (outputs[i].data && hm_output_direct[i]) continue;
     if (outputs[i].data)
       memcpy((char*)outputs[i].data + outputs[i].byte_offset, m->outputs[i].data,
-             hm_numel(hm_output_ndim[i], hm_output_shape[i]) * hm_elem_bytes(hm_output_bits[i]));
+             hm_bytes(hm_numel(hm_output_ndim[i], hm_output_shape[i]), hm_output_bits[i]));
     else
       outputs[i] = m->outputs[i];
   }
@@ -513,8 +535,9 @@ static const char* npy_descr(DLDataType t) {
   return "?";
 }
 
-/* Reads a little-endian C-order .npy; checks dtype and shape against the model's input i. */
-static void* read_npy(const char* path, int i) {
+/* Reads a little-endian C-order .npy; checks dtype and shape against the model's input i
+ * (a free dim, -1, takes the file's size) and leaves the shape in dims. */
+static void* read_npy(const char* path, int i, int64_t* dims) {
   FILE* f = fopen(path, "rb");
   unsigned char pre[10];
   size_t hlen, n = 1, bytes;
@@ -539,7 +562,6 @@ static void* read_npy(const char* path, int i) {
   if (strstr(header, "'fortran_order': True")) die("Fortran-order .npy is not supported: ", path);
   {
     const char* s = strstr(header, "'shape': (");
-    int64_t dims[16];
     int got = 0;
     if (!s) die("no shape in .npy header: ", path);
     s += 10;
@@ -553,9 +575,9 @@ static void* read_npy(const char* path, int i) {
     }
     if (got != ndim) { fprintf(stderr, "error: %s: rank %d, the model's input '%s' has rank %d\n", path, got, @P@_input_name(i), ndim); exit(1); }
     for (d = 0; d < ndim; ++d)
-      if (dims[d] != shape[d]) { fprintf(stderr, "error: %s: dim %d is %lld, the model expects %lld\n", path, d, (long long)dims[d], (long long)shape[d]); exit(1); }
+      if (shape[d] >= 0 && dims[d] != shape[d]) { fprintf(stderr, "error: %s: dim %d is %lld, the model expects %lld\n", path, d, (long long)dims[d], (long long)shape[d]); exit(1); }
   }
-  for (d = 0; d < ndim; ++d) n *= (size_t)shape[d];
+  for (d = 0; d < ndim; ++d) n *= (size_t)dims[d];
   bytes = n * (@P@_input_dtype(i).bits / 8);
   data = malloc(bytes ? bytes : 1);
   if (!data || fread(data, 1, bytes, f) != bytes) die("truncated .npy data: ", path);
@@ -597,6 +619,7 @@ int main(int argc, char** argv) {
   const char* weights = NULL;
   char weights_default[4096];
   void* data[@U@_NUM_INPUTS + 1] = {0};
+  int64_t dims[@U@_NUM_INPUTS + 1][16];
   DLTensor in[@U@_NUM_INPUTS + 1], out[@U@_NUM_OUTPUTS + 1];
   char err[600];
   @P@_t* m = NULL;
@@ -617,7 +640,7 @@ int main(int argc, char** argv) {
         if (strlen(@P@_input_name(i)) == (size_t)(eq - spec) && !strncmp(@P@_input_name(i), spec, (size_t)(eq - spec))) found = i;
       if (found < 0) die("no such input: ", spec);
       free(data[found]);
-      data[found] = read_npy(eq + 1, found);
+      data[found] = read_npy(eq + 1, found, dims[found]);
     } else if (!strcmp(argv[a], "-o") && a + 1 < argc) {
       out_dir = argv[++a];
     } else if (!strcmp(argv[a], "-w") && a + 1 < argc) {
@@ -636,7 +659,7 @@ int main(int argc, char** argv) {
     in[i].device.device_type = kDLCPU;
     in[i].ndim = @P@_input_ndim(i);
     in[i].dtype = @P@_input_dtype(i);
-    in[i].shape = (int64_t*)@P@_input_shape(i);
+    in[i].shape = dims[i];
   }
   st = @P@_create_ex(weights, &m, err, sizeof err);
   if (st) die("cannot create the model: ", err);
@@ -662,6 +685,221 @@ int main(int argc, char** argv) {
 }
 )HODU";
 
+
+const char* kDynamicApi = R"HODU(
+/* ---- sizes known at run time ----------------------------------------------- */
+/* The instance keeps HM_STATES shape states: for one set of free input dims each holds
+ * the run-time dims S (the free dims first), the arena offsets O and, with the kernel
+ * library, the ops prepared for that shape. A run with new dims takes the least recently
+ * used state (shape function, arena plan, ops). */
+#define HM_NUM_DIMS @NDIMS@
+#define HM_NUM_SLOTS @NSLOTS@
+#define HM_NUM_BUFFERS @NBUFS@
+#define HM_NUM_LATE @NLATE@
+#define HM_NUM_OPS @NOPS@
+#define HM_MAX_RANK @MAXRANK@
+#define HM_STATES 4
+typedef struct {
+  int valid;
+  uint64_t used;
+  int64_t S[HM_NUM_SLOTS + 1];
+  int64_t O[HM_NUM_BUFFERS + 1];
+  size_t arena_bytes;
+  struct hodu_kernel* ops[HM_NUM_OPS + 1];
+} hm_state;
+)HODU";
+
+const char* kDynamicFunctions = R"HODU(
+static const char* const hm_dim_names[HM_NUM_DIMS + 1] = {@DIMNAMES@};
+@INFREE@static const int* const hm_input_free[@NIN@ + 1] = {@INFREEPTRS@};
+static const int* const hm_output_free[@NOUT@ + 1] = {@OUTFREEPTRS@};
+static const int32_t hm_buf_first[HM_NUM_BUFFERS + 1] = {@BUFFIRST@};
+static const int32_t hm_buf_last[HM_NUM_BUFFERS + 1] = {@BUFLAST@};
+static const int32_t hm_buf_reuse[HM_NUM_BUFFERS + 1] = {@BUFREUSE@};
+
+int @P@_num_dims(void) { return HM_NUM_DIMS; }
+const char* @P@_dim_name(int k) { return k >= 0 && k < HM_NUM_DIMS ? hm_dim_names[k] : NULL; }
+const char* @P@_input_dim_name(int i, int d) {
+  if (i < 0 || i >= @NIN@ || d < 0 || d >= hm_input_ndim[i] || hm_input_free[i][d] < 0) return NULL;
+  return hm_dim_names[hm_input_free[i][d]];
+}
+const char* @P@_output_dim_name(int i, int d) {
+  if (i < 0 || i >= @NOUT@ || d < 0 || d >= hm_output_ndim[i] || hm_output_free[i][d] < 0) return NULL;
+  return hm_dim_names[hm_output_free[i][d]];
+}
+
+/* The run-time dims of one shape (S[0..HM_NUM_DIMS) given) and the checks on them. */
+static int hm_shapes(@P@_t* m, int64_t* S) {
+  (void)S;
+@SHAPEFN@  return 0;
+}
+
+/* Arena offsets of this shape's buffers; returns the arena bytes. */
+static size_t hm_plan(const int64_t* S, int64_t* O) {
+  int64_t bytes[HM_NUM_BUFFERS + 1], work[5 * (HM_NUM_BUFFERS + 1)];
+  (void)S;
+@PLANFN@  return (size_t)hk_plan(HM_NUM_BUFFERS, bytes, hm_buf_first, hm_buf_last, hm_buf_reuse, O, work);
+}
+
+static void hm_release_state(@P@_t* m, hm_state* hs) {
+#if @U@_KERNEL_LIBRARY
+  int k;
+  for (k = HM_NUM_OPS; k-- > 0;) {
+    hodu_kernel_release(m->kernels, hs->ops[k]);
+    hs->ops[k] = NULL;
+  }
+#else
+  (void)m;
+#endif
+  hs->valid = 0;
+}
+
+@KPREPARESHAPE@
+/* The state of these free dims: kept from an earlier run, or made (least recently used). */
+static int hm_state_for(@P@_t* m, const int64_t* key, hm_state** out) {
+  hm_state* hs = NULL;
+  int i, st;
+  size_t need;
+  for (i = 0; i < HM_STATES; ++i)
+    if (m->states[i].valid && !memcmp(m->states[i].S, key, sizeof(int64_t) * HM_NUM_DIMS)) {
+      m->states[i].used = ++m->tick;
+      *out = &m->states[i];
+      return 0;
+    }
+  for (i = 0; i < HM_STATES; ++i)
+    if (!hs || (!m->states[i].valid && hs->valid) || (m->states[i].valid == hs->valid && m->states[i].used < hs->used))
+      hs = &m->states[i];
+  if (hs->valid) hm_release_state(m, hs);
+  memcpy(hs->S, key, sizeof(int64_t) * HM_NUM_DIMS);
+  if ((st = hm_shapes(m, hs->S))) return st;
+  need = hm_plan(hs->S, hs->O);
+  if (need > m->arena_cap) {
+    unsigned char* heap;
+    if (!m->owned)
+      return hm_fail(m, 2, "this shape needs %llu bytes of arena, the instance has %llu (give @P@_create_in "
+                     "@P@_workspace_size(dims) bytes)", (unsigned long long)need, (unsigned long long)m->arena_cap);
+    free(m->arena_heap);
+    m->arena_heap = NULL;
+    m->arena = NULL;
+    m->arena_cap = 0;
+    heap = (unsigned char*)malloc(need + 64);
+    if (!heap) return hm_fail(m, 2, "out of memory: the arena of this shape is %llu bytes", (unsigned long long)need);
+    m->arena_heap = heap;
+    m->arena = (unsigned char*)(((uintptr_t)heap + 63) & ~(uintptr_t)63);
+    m->arena_cap = need;
+  }
+  hs->arena_bytes = need;
+#if @U@_KERNEL_LIBRARY
+  if ((st = hm_prepare_shape(m, hs))) {
+    hm_release_state(m, hs);
+    return st;
+  }
+#endif
+  hs->valid = 1;
+  hs->used = ++m->tick;
+  *out = hs;
+  return 0;
+}
+
+/* Memory for a value whose size is known only while running (a NonZero's result): the
+ * arena's tail past this shape's plan, else (instances the library allocated) the heap,
+ * given back at the next run. NULL when neither has room. */
+static void* hm_late(@P@_t* m, int64_t bytes) {
+  size_t at = (m->late_top + 63) & ~(size_t)63, n = bytes > 0 ? (size_t)bytes : 1;
+  void* p;
+  if (at + n <= m->arena_cap) {
+    m->late_top = at + n;
+    return m->arena + at;
+  }
+  if (!m->owned || m->late_count >= HM_NUM_LATE) return NULL;
+  p = malloc(n);
+  if (p) m->late_blocks[m->late_count++] = p;
+  return p;
+}
+
+static void hm_free_late(@P@_t* m) {
+  while (m->late_count > 0) free(m->late_blocks[--m->late_count]);
+}
+
+size_t @P@_workspace_size(const int64_t* dims) {
+  @P@_t* m = (@P@_t*)calloc(1, sizeof(struct @P@_instance));
+  size_t need;
+  int k;
+  if (!m) return 0;
+  for (k = 0; k < HM_NUM_DIMS; ++k) {
+    if (!dims || dims[k] < 1) {
+      free(m);
+      return 0;
+    }
+    m->states[0].S[k] = dims[k];
+  }
+  if (hm_shapes(m, m->states[0].S)) {
+    free(m);
+    return 0;
+  }
+  need = hm_plan(m->states[0].S, m->states[0].O);
+  free(m);
+  return @P@_instance_size() + need + 64;
+}
+
+)HODU";
+
+// The input and output checks at the start of a run: the declared shapes, or (sizes known at
+// run time) free dims bound into a key that selects the shape state.
+const char* kStaticChecks = R"HODU(  for (i = 0; i < @NIN@; ++i) {
+    int st = hm_check(m, "input", hm_input_names[i], &inputs[i], hm_input_code[i], hm_input_bits[i], hm_input_ndim[i],
+                      hm_input_shape[i], NULL, NULL, NULL, NULL);
+    if (st) return st;
+  }
+  for (i = 0; outputs && i < @NOUT@; ++i) {
+    if (outputs[i].data) {
+      int st = hm_check(m, "output", hm_output_names[i], &outputs[i], hm_output_code[i], hm_output_bits[i],
+                        hm_output_ndim[i], hm_output_shape[i], NULL, NULL, NULL, NULL);
+      if (st) return st;
+    }
+  }
+)HODU";
+
+const char* kDynamicChecks = R"HODU(  {
+    int64_t key[HM_NUM_DIMS + 1];
+    int bound[HM_NUM_DIMS + 1], st;
+    memset(bound, 0, sizeof bound);
+    key[0] = 0;
+    for (i = 0; i < @NIN@; ++i)
+      if ((st = hm_check(m, "input", hm_input_names[i], &inputs[i], hm_input_code[i], hm_input_bits[i], hm_input_ndim[i],
+                         hm_input_shape[i], hm_input_free[i], key, bound, hm_dim_names)))
+        return st;
+    if ((st = hm_state_for(m, key, &hs))) return st;
+  }
+  S = hs->S;
+  O = hs->O;
+  (void)S;
+  (void)O;
+  (void)L;
+  hm_free_late(m);
+  m->late_top = hs->arena_bytes;
+@OUTSHAPES_PRE@  for (i = 0; outputs && i < @NOUT@; ++i) {
+    if (outputs[i].data && !hm_output_late[i]) {
+      int st = hm_check(m, "output", hm_output_names[i], &outputs[i], hm_output_code[i], hm_output_bits[i],
+                        hm_output_ndim[i], m->out_shape[i], NULL, NULL, NULL, NULL);
+      if (st) return st;
+    }
+  }
+)HODU";
+
+const char* kPrepareShape = R"HODU(/* The library ops of one shape. */
+static int hm_prepare_shape(@P@_t* m, hm_state* hs) {
+  const unsigned char* W = m->weights;
+  const int64_t* S = hs->S;
+  char* errbuf = m->error;
+  size_t errbuf_size = sizeof m->error;
+  int st;
+  (void)W;
+  (void)S;
+  (void)st;
+@PREPARE_SHAPE@  return 0;
+}
+)HODU";
 }  // namespace
 
 uint64_t fingerprint_of(std::string_view data) {
@@ -696,6 +934,18 @@ std::string emit_header(const ApiSpec& spec) {
   h = replace_all(h, "@STANDALONE@", spec.standalone ? "1" : "0");
   h = replace_all(h, "@KLIB@", spec.kernel_library ? "1" : "0");
   h = replace_all(h, "@WFILE@", spec.weights_file);
+  h = replace_all(h, "@NDIMS@", std::to_string(spec.dim_names.size()));
+  std::string dims;
+  for (const auto& d : spec.dim_names) dims += (dims.empty() ? "" : ", ") + d;
+  h = replace_all(h, "@DIMDOC@", dims.empty() ? " This model has none." : " This model's: " + dims + ".");
+  // The inputs and outputs with their shapes (free dims by name, "?" computed while running).
+  std::string doc = "\n *";
+  auto line = [&](const char* what, const ApiTensor& t) {
+    doc += fmt::format("\n *   {} '{}' {} {}", what, t.name, dtype_name(t.dtype), t.shape_doc);
+  };
+  for (const auto& t : spec.inputs) line("input ", t);
+  for (const auto& t : spec.outputs) line("output", t);
+  h = replace_all(h, "@SHAPEDOC@", replace_all(doc, "*/", "* /"));
   return substitute(h, spec);
 }
 
@@ -753,12 +1003,129 @@ static int hm_prepare_kernels(@P@_t* m, int num_threads, char* errbuf, size_t er
 
 }  // namespace
 
+namespace {
+
+// `from` replaced by `to` in text, where it must be (the static template's own text).
+void rewrite(std::string& text, const std::string& from, const std::string& to) {
+  size_t at = text.find(from);
+  HODU_CHECK(at != std::string::npos, ErrorCode::Internal, "api emitter: template text not found: {}", from.substr(0, 60));
+  text.replace(at, from.size(), to);
+}
+
+// The API source for sizes known at run time: the static template with the instance
+// holding shape states, inputs binding free dims, outputs shaped per run.
+std::string dynamic_api(std::string api) {
+  rewrite(api, "  char error[512];\n@KFIELDS@};",
+          "  char error[512];\n  size_t arena_cap, late_top;\n  unsigned char* arena_heap;\n"
+          "  void* late_blocks[HM_NUM_LATE + 1];\n  int late_count;\n  uint64_t tick;\n"
+          "  int64_t out_shape[@NOUT@ + 1][HM_MAX_RANK + 1];\n  hm_state states[HM_STATES];\n@KFIELDS@};");
+  rewrite(api, "/* 1: run() writes the output straight",
+          "/* 1: the output's size is known only after the body (data-dependent). */\n"
+          "static const unsigned char hm_output_late[@NOUT@ + 1] = {@OUTLATE@};\n"
+          "/* 1: run() writes the output straight");
+  rewrite(api, "    m->weights = w;\n  }\n#endif\n",
+          "    m->weights = w;\n  }\n#endif\n  {\n    /* The arena: what the caller's memory has left after the weights. */\n"
+          "    uintptr_t a = (p + (@U@_EMBEDDED_WEIGHTS ? 0 : HM_WEIGHTS_BYTES) + 63) & ~(uintptr_t)63;\n"
+          "    m->arena = (unsigned char*)a;\n"
+          "    m->arena_cap = (uintptr_t)memory + size > a ? (size_t)((uintptr_t)memory + size - a) : 0;\n  }\n");
+  rewrite(api, "    t->data = m->arena + hm_output_offset[i];", "    t->data = NULL;");
+  rewrite(api, "    t->shape = (int64_t*)hm_output_shape[i];",
+          "    t->shape = m->out_shape[i];\n    memcpy(m->out_shape[i], hm_output_shape[i], sizeof(int64_t) * (size_t)hm_output_ndim[i]);");
+  rewrite(api, "@KDESTROY@  if (m->owned) free(m->owned);",
+          "  hm_free_late(m);\n  free(m->arena_heap);\n@KDESTROY@  if (m->owned) free(m->owned);");
+  rewrite(api, "  int i;\n@INDECL@",
+          "  int i;\n  hm_state* hs;\n  int64_t* S; /* late dims are written while running */\n  const int64_t* O;\n"
+          "  void* L[HM_NUM_LATE + 1];\n@INDECL@");
+
+  rewrite(api, "@BODY@\n  for (i = 0; outputs && i < @NOUT@; ++i) {\n    if (outputs[i].data && hm_output_direct[i]) continue;",
+          "@BODY@\n@OUTSHAPES_POST@@OUTDATA@  for (i = 0; outputs && i < @NOUT@; ++i) {\n"
+          "    if (outputs[i].data && hm_output_late[i]) {\n      int st = hm_check(m, \"output\", hm_output_names[i], "
+          "&outputs[i], hm_output_code[i], hm_output_bits[i], hm_output_ndim[i], m->out_shape[i], NULL, NULL, NULL, NULL);\n"
+          "      if (st) return st;\n    }\n  }\n"
+          "  for (i = 0; outputs && i < @NOUT@; ++i) {\n    if (outputs[i].data && hm_output_direct[i]) continue;");
+  rewrite(api, "hm_bytes(hm_numel(hm_output_ndim[i], hm_output_shape[i])", "hm_bytes(hm_numel(hm_output_ndim[i], m->out_shape[i])");
+  return api;
+}
+
+}  // namespace
+
 std::string emit_source(const ApiSpec& spec, const std::string& kernels, const std::string& kernel_abi) {
   std::string s = "/* Generated by hodu build: " + spec.model_doc + " */\n#include \"" + spec.name + ".h\"\n";
   if (spec.kernel_library) s += "\n/* ---- libhodu_kernels (include/hodu/kernels.h) ---- */\n" + kernel_abi;
   s += kernels;
+  if (spec.dynamic)
+    s += "\n/* ---- run-time sizes ---- */\n"
+         "static inline int64_t hm_fdiv(int64_t a, int64_t b) {\n"
+         "  int64_t q = b ? a / b : 0;\n  return b && a % b != 0 && ((a < 0) != (b < 0)) ? q - 1 : q;\n}\n"
+         "static inline int64_t hm_min(int64_t a, int64_t b) { return a < b ? a : b; }\n"
+         "static inline int64_t hm_max(int64_t a, int64_t b) { return a > b ? a : b; }\n";
   s += "\n/* ---- build-time tables ---- */\n" + spec.tables;
-  std::string api = kSourceApi;
+  std::string api = spec.dynamic ? dynamic_api(kSourceApi) : std::string(kSourceApi);
+  rewrite(api, "@CHECKS@", spec.dynamic ? kDynamicChecks : kStaticChecks);
+  if (spec.dynamic) {
+    std::string types = kDynamicApi;
+    int max_rank = 1;
+    for (const auto& o : spec.outputs) max_rank = std::max(max_rank, static_cast<int>(o.shape.size()));
+    types = replace_all(types, "@NDIMS@", std::to_string(spec.dim_names.size()));
+    types = replace_all(types, "@NSLOTS@", std::to_string(spec.num_slots));
+    types = replace_all(types, "@NBUFS@", std::to_string(spec.num_buffers));
+    types = replace_all(types, "@NLATE@", std::to_string(spec.num_late));
+    types = replace_all(types, "@NOPS@", std::to_string(spec.library_ops));
+    types = replace_all(types, "@MAXRANK@", std::to_string(max_rank));
+    rewrite(api, "struct @P@_instance {", types + "\nstruct @P@_instance {");
+    std::string fns = kDynamicFunctions;
+    std::string dim_names, infree, infree_ptrs;
+    for (const auto& d : spec.dim_names) dim_names += (dim_names.empty() ? "" : ", ") + c_string_literal(d);
+    for (size_t i = 0; i < spec.inputs.size(); ++i) {
+      std::string f;
+      for (int k : spec.inputs[i].free_dims) f += (f.empty() ? "" : ", ") + std::to_string(k);
+      infree += fmt::format("static const int hm_in_free{}[] = {{{}}};\n", i, f.empty() ? "-1" : f);
+      infree_ptrs += (infree_ptrs.empty() ? "" : ", ") + fmt::format("hm_in_free{}", i);
+    }
+    std::string outfree_ptrs;
+    for (size_t i = 0; i < spec.outputs.size(); ++i) {
+      std::string f;
+      for (int k : spec.outputs[i].free_dims) f += (f.empty() ? "" : ", ") + std::to_string(k);
+      infree += fmt::format("static const int hm_out_free{}[] = {{{}}};\n", i, f.empty() ? "-1" : f);
+      outfree_ptrs += (outfree_ptrs.empty() ? "" : ", ") + fmt::format("hm_out_free{}", i);
+    }
+    fns = replace_all(fns, "@OUTFREEPTRS@", outfree_ptrs.empty() ? "0" : outfree_ptrs);
+    fns = replace_all(fns, "@DIMNAMES@", dim_names.empty() ? "0" : dim_names);
+    fns = replace_all(fns, "@INFREE@", infree);
+    fns = replace_all(fns, "@INFREEPTRS@", infree_ptrs.empty() ? "0" : infree_ptrs);
+    fns = replace_all(fns, "@BUFFIRST@", spec.buffer_first.empty() ? "0" : spec.buffer_first);
+    fns = replace_all(fns, "@BUFLAST@", spec.buffer_last.empty() ? "0" : spec.buffer_last);
+    fns = replace_all(fns, "@BUFREUSE@", spec.buffer_reuse.empty() ? "0" : spec.buffer_reuse);
+    std::string prepare_shape;
+    if (spec.kernel_library) {
+      prepare_shape = kPrepareShape;
+      // Per shape: ops in the state, descriptors of run-time values.
+      std::string body = replace_all(replace_all(spec.prepare, "m->ops[", "hs->ops["), "static const ", "const ");
+      size_t at = prepare_shape.find("@PREPARE_SHAPE@");
+      prepare_shape.replace(at, 15, body);
+    }
+    fns = replace_all(fns, "@KPREPARESHAPE@", prepare_shape);
+    // Generated text last (not searched for placeholders).
+    size_t at = fns.find("@SHAPEFN@");
+    fns.replace(at, 9, spec.shape_function);
+    at = fns.find("@PLANFN@");
+    fns.replace(at, 8, spec.plan_function);
+    rewrite(api, "@KPREPARE@\n", "@KPREPARE@\n" + fns);
+    std::string late;
+    for (const auto& o : spec.outputs) late += (late.empty() ? "" : ", ") + std::string(o.late ? "1" : "0");
+    api = replace_all(api, "@OUTLATE@", late.empty() ? "0" : late);
+    std::string pre, post, data;
+    for (size_t i = 0; i < spec.outputs.size(); ++i) {
+      const auto& o = spec.outputs[i];
+      for (size_t d = 0; d < o.shape.size(); ++d)
+        if (!o.shape[d].known())
+          (o.late ? post : pre) += fmt::format("  m->out_shape[{}][{}] = {};\n", i, d, o.shape_c[d]);
+      data += fmt::format("  m->outputs[{}].data = {};\n", i, o.data);
+    }
+    rewrite(api, "@OUTSHAPES_PRE@", pre);
+    rewrite(api, "@OUTSHAPES_POST@", post);
+    rewrite(api, "@OUTDATA@", data);
+  }
   auto join = [](const std::vector<ApiTensor>& v, const std::function<std::string(const ApiTensor&)>& f) {
     std::string out;
     for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + f(v[i]);
@@ -803,9 +1170,18 @@ std::string emit_source(const ApiSpec& spec, const std::string& kernels, const s
         sym, replace_all(c_string_literal(spec.weights_file), "\"", "\\\""));
   }
   api = replace_all(api, "@WEIGHTS_DECL@", weights_decl);
+  api = replace_all(api, "@STATICDIMS@",
+                    spec.dynamic ? ""
+                                 : "int @P@_num_dims(void) { return 0; }\n"
+                                   "const char* @P@_dim_name(int k) { (void)k; return NULL; }\n"
+                                   "const char* @P@_input_dim_name(int i, int d) { (void)i; (void)d; return NULL; }\n"
+                                   "const char* @P@_output_dim_name(int i, int d) { (void)i; (void)d; return NULL; }\n"
+                                   "size_t @P@_workspace_size(const int64_t* dims) { (void)dims; return @P@_instance_size(); }\n");
   if (spec.kernel_library) {
     api = replace_all(api, "@KFIELDS@",
-                      fmt::format("  hodu_kernels* kernels;\n  hodu_kernel* ops[{}];\n", std::max(spec.library_ops, 1)));
+                      spec.dynamic ? std::string("  hodu_kernels* kernels;\n")
+                                   : fmt::format("  hodu_kernels* kernels;\n  hodu_kernel* ops[{}];\n",
+                                                 std::max(spec.library_ops, 1)));
     api = replace_all(api, "@KPREPARE@", kKernelPrepare);
     api = replace_all(api, "@KCREATE@",
                       "  {\n    int st = hm_prepare_kernels(m, num_threads, errbuf, errbuf_size);\n"
@@ -823,8 +1199,8 @@ std::string emit_source(const ApiSpec& spec, const std::string& kernels, const s
     if (!spec.outputs[i].direct) continue;
     indecl += fmt::format("  unsigned char* o{};\n", i);
     inset += fmt::format(
-        "  o{0} = outputs && outputs[{0}].data ? (unsigned char*)outputs[{0}].data + outputs[{0}].byte_offset : A + {1};\n",
-        i, spec.outputs[i].arena_offset);
+        "  o{0} = outputs && outputs[{0}].data ? (unsigned char*)outputs[{0}].data + outputs[{0}].byte_offset : {1};\n",
+        i, spec.dynamic ? "(unsigned char*)" + spec.outputs[i].data : fmt::format("A + {}", spec.outputs[i].arena_offset));
   }
   api = replace_all(api, "@INDECL@", indecl);
   api = replace_all(api, "@INSET@", inset);
@@ -834,7 +1210,7 @@ std::string emit_source(const ApiSpec& spec, const std::string& kernels, const s
   // The body last: it is generated text and must not be searched for placeholders.
   size_t at = api.find("@BODY@");
   api.replace(at, 6, spec.body);
-  if (size_t p = api.find("@PREPARE_BODY@"); p != std::string::npos) api.replace(p, 14, spec.prepare);
+  if (size_t p = api.find("@PREPARE_BODY@"); p != std::string::npos) api.replace(p, 14, spec.dynamic ? "" : spec.prepare);
   return s + shapes_decl + api;
 }
 

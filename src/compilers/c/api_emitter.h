@@ -6,21 +6,31 @@
 #include <string_view>
 #include <vector>
 
+#include "compilers/c/sym_int.h"
 #include "core/dtype.h"
 
 namespace hodu::compilers::c {
 
-inline constexpr int kAbiVersion = 1;
+// 2: sizes known at run time (free input dims): <name>_num_dims, _dim_name, _input_dim_name,
+// _workspace_size; -1 in the declared shapes for a free dim.
+inline constexpr int kAbiVersion = 2;
 inline constexpr char kWeightsMagic[9] = "HODUWGT1";
 inline constexpr int64_t kWeightsHeaderBytes = 64;
 
 struct ApiTensor {
   std::string name;
   DType dtype = DType::F32;
-  std::vector<int64_t> shape;
+  SymShape shape;
   int64_t arena_offset = 0;  // outputs: where run() leaves them
   // Outputs: the body writes it through `oK`, the caller's memory when given (else the arena).
   bool direct = false;
+  // Sizes known at run time: the free dim (SymTable atom) of each input dim, -1 if fixed;
+  // an output's data pointer after the run (C over A, O, L).
+  std::vector<int> free_dims;
+  std::string data;
+  bool late = false;                   // its shape is known only after the body
+  std::vector<std::string> shape_c;    // its dims as C (over S), where not constants
+  std::string shape_doc;               // "[batch, 3, 224, 224]" for the header
 };
 
 struct ApiSpec {
@@ -40,6 +50,17 @@ struct ApiSpec {
   bool kernel_library = false;
   int library_ops = 0;
   std::string prepare;
+  // Sizes known at run time (dynamic): the instance keeps a few shape states, each with the
+  // run-time dims S (the free input dims first), the arena offsets O and, in default mode,
+  // the library ops prepared for that shape.
+  bool dynamic = false;
+  std::vector<std::string> dim_names;  // the free input dims, S[0..)
+  int num_slots = 0;                   // S
+  int num_buffers = 0;                 // O
+  int num_late = 0;                    // values allocated while running (data-dependent sizes)
+  std::string shape_function;          // statements computing S from the free dims (and checks)
+  std::string plan_function;           // statements filling O; returns the arena bytes
+  std::string buffer_first, buffer_last, buffer_reuse;  // per buffer: liveness and in-place joins (C lists)
 };
 
 std::string emit_header(const ApiSpec& spec);

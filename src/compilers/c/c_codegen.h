@@ -59,6 +59,8 @@ std::vector<std::string> supported_ops();
 
 // The kernel library's C text (src/compilers/c/kernels/hodu_kernels.c).
 const char* kernel_library_source();
+// An optional section of the kernel library (src/compilers/c/kernels/hk_<name>.c): "convert".
+const char* kernel_section_source(const std::string& name);
 // The C ABI of libhodu_kernels (include/hodu/kernels.h), pasted into default-mode sources.
 const char* kernel_library_abi();
 

@@ -12,18 +12,19 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/memory_plan.h"
 #include "compilers/c/strided_views.h"
+#include "compilers/c/sym_int.h"
 #include "hodu/kernels.h"
 #include "ir/graph.h"
 
 namespace hodu::compilers::c {
 
 struct ValueInfo {
-  enum class Kind { Input, Weight, Arena };
+  enum class Kind { Input, Weight, Arena, Late };
   Kind kind = Kind::Arena;
-  int index = -1;  // input index, weight index or buffer id
-  int64_t offset = 0;  // bytes into the arena buffer (a part of an in-place Concat)
+  int index = -1;  // input index, weight index, buffer id or late block (L[index])
+  SymInt offset = 0;  // bytes into the arena buffer (a part of an in-place Concat)
   DType dtype = DType::Undefined;
-  std::vector<int64_t> shape;
+  SymShape shape;
 };
 
 // Floats of packing scratch one hk_gemm call needs (HK_GEMM_PACK_FLOATS in the kernels).
@@ -32,6 +33,8 @@ inline constexpr int64_t kGemmPackBytes = (256 * 512 + 64 * 256) * 4;
 const char* c_type(DType t);  // nullptr when compiled code does not support it
 std::string c_string_literal(const std::string& s);
 std::string c_float(double v);
+// Bytes of `n` elements of a dtype compiled code supports.
+SymInt storage_bytes(DType t, const SymInt& n);
 
 struct Codegen {
   Codegen(const Graph& g, const CodegenOptions& o);
@@ -39,6 +42,13 @@ struct Codegen {
   const Graph& graph;
   const CodegenOptions& options;
   std::map<std::string, Tensor> constants;  // initializers + build-time folded values
+  // Small int64 tensors computed from sizes (Shape → Gather → Concat glue): their elements.
+  std::map<std::string, SymShape> sym_values;
+  // Shapes of values that are not static (dims bound at run time), from graph_prep.
+  std::map<std::string, SymShape> sym_shapes;
+  // Data read as sizes: its elements as late dims (read_late), and those read so far.
+  std::map<std::string, SymShape> late_values;
+  std::set<std::string> late_read;
   std::map<std::string, ValueInfo> values;
   std::vector<std::string> input_names;
   std::map<std::string, int> last_use;      // value (alias root) → last step reading it
@@ -51,6 +61,9 @@ struct Codegen {
   std::string tables;                       // file-scope constant tables
   std::string functions;                    // file-scope generated functions (fused loops)
   int table_count = 0;
+  int late_values_count = 0;  // blocks allocated while running (sizes known only then): L[0..)
+  // Optional sections of the kernel library the code uses (kernel_section_source).
+  std::set<std::string> kernel_sections;
   int function_count = 0;
   int step = 0;
   int steps_emitted = 0;
@@ -107,7 +120,7 @@ struct Codegen {
   // first part the generator emits, whose layout the others follow).
   struct ConcatPart {
     std::string concat;
-    int64_t offset = 0;
+    SymInt offset = 0;
     std::string first;
   };
   std::map<std::string, ConcatPart> concat_parts;
@@ -116,30 +129,38 @@ struct Codegen {
   std::set<std::string> channel_scales;
 
   const ValueInfo& info(const std::string& name);
+  // A size value (sym_values) read as a tensor: written into an arena buffer here, once.
+  void materialize(const std::string& name);
+  // Data read as sizes (late_values): its elements read into their late dims here, once.
+  void read_late(const std::string& name);
+  // Memory for `bytes` known only while running (hm_late): a pointer expression of type T*.
+  std::string late_alloc(const SymInt& bytes, const char* type);
   DType dtype_of(const std::string& name) const;
-  std::vector<int64_t> shape_of(const std::string& name) const;
+  SymShape shape_of(const std::string& name) const;
   bool is_constant(const std::string& name) const { return constants.count(name) > 0; }
   const Tensor& constant(const std::string& name) const { return constants.at(name); }
 
   int add_weight(const Tensor& t);
-  int new_buffer(int64_t bytes, int first_step);
+  int new_buffer(const SymInt& bytes, int first_step);
   // A new arena value written at this step; reuse_buffer ≥ 0 shares that buffer in place.
-  void define(const std::string& name, DType dt, const std::vector<int64_t>& shape, int reuse_buffer = -1);
+  void define(const std::string& name, DType dt, const SymShape& shape, int reuse_buffer = -1);
   // `name` is a view of `of` with another shape (Reshape and friends: no copy).
-  void define_alias(const std::string& name, const std::string& of, const std::vector<int64_t>& shape);
+  void define_alias(const std::string& name, const std::string& of, const SymShape& shape);
   // Typed C pointer expression to a value (marks it read at this step).
   std::string ptr(const std::string& name);
   void touch(const std::string& name);
   // A scratch buffer live during this step only (float*).
-  std::string scratch(int64_t bytes);
-  // A file-scope int64/float table; returns its name.
+  std::string scratch(const SymInt& bytes);
+  // A file-scope int64/float table; returns its name. Sizes known only at run time: a
+  // local array of the run body, declared here.
   std::string table(const std::vector<int64_t>& v);
+  std::string table(const SymShape& v);
   std::string float_table(const std::vector<float>& v);
   void emit(const std::string& line);
   // A kernel call returning non-zero on bad data → run() fails with a message naming the node.
   void emit_checked(const std::string& call, const Node& n, const std::string& what);
   // True when the value dies at this step and its buffer can be written in place.
-  bool reusable(const std::string& name, int64_t bytes) const;
+  bool reusable(const std::string& name, const SymInt& bytes) const;
   int buffer_of(const std::string& name) const;
   // A library op: `prepare_call` (a hodu_*_prepare call whose last argument is
   // written "&OP") runs at create time; returns the op's C expression (m->ops[i]).
@@ -149,6 +170,16 @@ struct Codegen {
   void emit_library_call(const Node& n, const std::string& op, const std::string& library_call,
                          const std::string& portable);
 };
+
+// The int64 elements of input i of n: a constant, a value computed from shapes (Shape →
+// Gather → Concat) whose elements are sizes, or (a small int tensor computed from data)
+// late dims read from it here; Unsupported otherwise.
+SymShape sym_ints(Codegen& cg, const Node& n, size_t i);
+// A Slice's first index on a dim of `dim` elements (negative starts count from the end, clamped).
+SymInt slice_start(const SymInt& start, const SymInt& dim, int64_t step);
+
+// `if (!(cond)) return hm_fail(m, status, message, args...);` for a run-time check on sizes.
+std::string runtime_check(const SymTable::Statement& check, int status);
 
 // A Conv that the default mode runs as a vector product (1x1 kernel over 1x1
 // pixels, one group: squeeze-excite's fully connected layers), not through oneDNN.

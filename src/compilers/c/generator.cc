@@ -13,6 +13,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
+#include "compilers/c/ops_generic.h"
 #include "compilers/c/strided_views.h"
 #include "compilers/c/weight_store.h"
 #include "ir/schema.h"
@@ -22,6 +23,11 @@
 
 namespace hodu::compilers::c {
 namespace {
+
+std::string replace_all(std::string s, const std::string& from, const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos; at = s.find(from, at + to.size())) s.replace(at, from.size(), to);
+  return s;
+}
 
 bool is_identifier(const std::string& s) {
   if (s.empty() || std::isdigit(static_cast<unsigned char>(s[0]))) return false;
@@ -104,8 +110,10 @@ std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n
 
 std::vector<std::string> supported_ops() {
   std::set<std::string> all;
-  for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names()}) all.insert(v.begin(), v.end());
-  all.insert({"Constant", "Shape", "Size", "ConstantOfShape", "Range"});  // folded at build time
+  for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names(), generic_op_names(), index_op_names(),
+                        attention_op_names(), rnn_op_names()})
+    all.insert(v.begin(), v.end());
+  all.insert({"Constant", "Shape", "Size"});  // folded at build time (or sizes known at run time)
   return {all.begin(), all.end()};
 }
 
@@ -116,6 +124,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
              "optimization level {} (expected 0 to 3)", options.opt_level);
   HODU_CHECK(!options.weight_store || !options.embed_weights, ErrorCode::Internal,
              "a shared weights blob is read at create time: embed_weights must be off");
+  // Sizes bound at run time (free input dims, data-dependent counts): SymInts over this table.
+  SymTable sym_table;
+  SymScope sym_scope(sym_table);
   PreparedGraph prep = prepare_graph(model, options.input_shapes, options.dims);
   Graph& g = prep.graph;
   // Default mode: the erf-form GELU chain (Div, Erf, Add, Mul, Mul) becomes one
@@ -135,13 +146,31 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   // split weights are new initializers.
   if (options.opt_level >= 2 && options.kernel_library && !options.standalone && passes::split_concat_convs(g, /*pool_only_into_one_conv=*/true))
     infer_types(g);
+  if (!prep.free_inputs.empty()) refresh_sym_shapes(g, prep.free_inputs, prep.sym);
   Codegen cg(g, options);
   cg.kernel_library = options.kernel_library && !options.standalone;
+  cg.sym_shapes = prep.sym.shapes;
+  cg.sym_values = prep.sym.values;
+  cg.late_values = prep.sym.late_values;
+  for (const auto& [name, shape] : prep.free_inputs) cg.values.at(name).shape = shape;
+  // Checks on sizes known only while running (a NonZero's count) go where they are made.
+  sym_table.on_late_check = [&](const SymTable::Statement& st) { cg.emit(runtime_check(st, 4)); };
 
   // Every op must be supported: one error listing what is not, and what is.
   {
     auto names = supported_ops();
     std::set<std::string> ok(names.begin(), names.end());
+    for (const auto& n : g.nodes) {
+      // Strings: the C API (DLPack) carries none, so compiled code has none.
+      for (const auto& v : n.inputs)
+        HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
+                   "{}: input '{}' is a string tensor; compiled code has no strings (the C API carries numbers and "
+                   "bools only)", n.describe(), v);
+      for (const auto& v : n.outputs)
+        HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
+                   "{}: output '{}' is a string tensor; compiled code has no strings (the C API carries numbers "
+                   "and bools only)", n.describe(), v);
+    }
     for (const auto& n : g.nodes)
       if (!n.domain.empty() || !ok.count(n.op_type)) {
         std::string list;
@@ -153,8 +182,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     for (const auto& o : g.outputs) {
       auto t = g.type_of(o.name);
       HODU_CHECK(t && t->is_tensor() && c_type(t->dtype), ErrorCode::Unsupported,
-                 "output '{}' has type {}: compiled code supports f32, f64, int and bool tensors", o.name,
-                 t ? t->to_string() : "unknown");
+                 "output '{}' has type {}: compiled code supports tensors of numbers and bools (no strings, "
+                 "complex numbers, sequences or optionals)", o.name, t ? t->to_string() : "unknown");
     }
   }
   if (options.opt_level >= 2) fold_batchnorm_into_conv(g, cg);
@@ -209,7 +238,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         const Node& add = g.nodes[j];
         auto cs = cg.shape_of(*c);
         if (cg.is_constant(*c) && cg.dtype_of(*c) == DType::F32 && !cs.empty() && cs.back() == ys.back() &&
-            shape_numel(cs) == ys.back() && cs.size() <= ys.size() && cg.shape_of(add.outputs[0]) == ys) {
+            numel(cs) == ys.back() && cs.size() <= ys.size() && cg.shape_of(add.outputs[0]) == ys) {
           bias_add_of[i] = j;
           bias_value[static_cast<int>(i)] = *c;
           emitted_at[j] = static_cast<int>(i);
@@ -371,18 +400,19 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         continue;
       auto ys = cg.shape_of(c.outputs[0]);
       int64_t axis = c.get_int("axis", 0);
-      if (ys[0] != 1 || (axis != 1 && axis != -3)) continue;
+      if (!ys[0].is(1) || (axis != 1 && axis != -3)) continue;
       std::set<std::string> seen;
       bool ok = true;
       for (const auto& in : c.inputs) {
         auto p = made_by.find(in);
         ok = ok && !in.empty() && seen.insert(in).second && p != made_by.end() && library_conv(g.nodes[p->second]) &&
-             uses[in] == 1 && !graph_outputs.count(in) && cg.shape_of(in)[1] % 16 == 0;
+             uses[in] == 1 && !graph_outputs.count(in) && cg.shape_of(in)[1].known() &&
+             cg.shape_of(in)[1].value() % 16 == 0;
       }
       if (!ok) continue;
       cg.inplace_concats.insert(c.outputs[0]);
       concat_step[c.outputs[0]] = static_cast<int>(j);
-      int64_t at = 0;
+      SymInt at = 0;
       std::string first;
       int first_step = INT_MAX;
       for (const auto& in : c.inputs)
@@ -407,8 +437,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         const std::string &x = n.inputs[k], &sv = n.inputs[1 - k];
         if (x == sv || !made_by.count(x) || cg.shape_of(x) != zs || cg.dtype_of(sv) != DType::F32) continue;
         auto ss = cg.shape_of(sv);
-        if (ss.size() == 4 && (ss[0] == 1 || ss[0] == zs[0]) && ss[1] == zs[1] && ss[2] == 1 && ss[3] == 1 &&
-            zs[2] * zs[3] > 1)
+        if (ss.size() == 4 && (ss[0].is(1) || ss[0] == zs[0]) && ss[1] == zs[1] && ss[2].is(1) && ss[3].is(1) &&
+            !(zs[2] * zs[3]).is(1))
           scale_candidates.insert(static_cast<int>(j));
       }
     }
@@ -481,11 +511,11 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
           auto ms = cg.shape_of(m);
           if (static_cast<int64_t>(ms.size()) > r) continue;
           ms.insert(ms.begin(), r - ms.size(), 1);
-          bool ok = ms[r - 1] == xs[r - 1] && (ms[r - 2] == 1 || ms[r - 2] == xs[r - 2]);
-          for (int64_t d = 0; d + 2 < r; ++d) ok = ok && ms[d] == 1;
+          bool ok = ms[r - 1] == xs[r - 1] && (ms[r - 2].is(1) || ms[r - 2] == xs[r - 2]);
+          for (int64_t d = 0; d + 2 < r; ++d) ok = ok && ms[d].is(1);
           if (!ok) continue;
           in.mask = m;
-          in.mask_rows = ms[r - 2];
+          in.mask_rows = ms[r - 2].value();
           in.x = other;
           fused.push_back(p);
           break;
@@ -497,7 +527,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         for (int side = 0; side < 2; ++side) {
           if (d.op_type == "Div" && side == 0) continue;  // c / x is no scale
           const std::string &c = d.inputs[side], &other = d.inputs[1 - side];
-          if (!cg.is_constant(c) || shape_numel(cg.shape_of(c)) != 1 || cg.dtype_of(c) != DType::F32 ||
+          if (!cg.is_constant(c) || !numel(cg.shape_of(c)).is(1) || cg.dtype_of(c) != DType::F32 ||
               cg.shape_of(other) != xs || cg.dtype_of(other) != DType::F32)
             continue;
           double v = cg.constant(c).get_double(0);
@@ -540,7 +570,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       for (int side = 0; side < 2; ++side) {
         if (d.op_type == "Div" && side == 0) continue;  // c / x is no scale
         const std::string &c = d.inputs[side], &x = d.inputs[1 - side];
-        if (!cg.is_constant(c) || shape_numel(cg.shape_of(c)) != 1 || !is_f32(c) || !is_f32(x) ||
+        if (!cg.is_constant(c) || !numel(cg.shape_of(c)).is(1) || !is_f32(c) || !is_f32(x) ||
             cg.shape_of(x) != cg.shape_of(d.outputs[0]))
           continue;
         double v = cg.constant(c).get_double(0);
@@ -665,11 +695,26 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     cg.last_use[r == cg.alias_root.end() ? o.name : r->second] = INT_MAX;
   }
 
-  // Emission.
+  // Emission. The nodes each step emits (a node fused into another's step is emitted there).
+  std::vector<std::vector<int>> nodes_at(count);
+  for (size_t k = 0; k < count; ++k)
+    if (emitted_at[k] >= 0 && static_cast<size_t>(emitted_at[k]) < count) nodes_at[emitted_at[k]].push_back(static_cast<int>(k));
   for (size_t i = 0; i < count; ++i) {
     const Node& n = g.nodes[i];
     cg.step = static_cast<int>(i);
     if (emitted_at[i] != static_cast<int>(i) || (is_elementwise(cg, n) && absorbed[i])) continue;
+    // Size values read as tensors (not as sizes) are written out first, data read as sizes
+    // is read into its late dims, and the checks on late sizes of the nodes run here are made.
+    for (int k : nodes_at[i])
+      for (size_t j = 0; j < g.nodes[k].inputs.size(); ++j) {
+        const std::string& in = g.nodes[k].inputs[j];
+        if (!in.empty() && cg.sym_values.count(in) && !is_size_input(g.nodes[k].op_type, j)) cg.materialize(in);
+        if (!in.empty() && cg.late_values.count(in)) cg.read_late(in);
+      }
+    for (int k : nodes_at[i])
+      if (auto c = prep.sym.late_checks.find(g.nodes[k].outputs.empty() ? "" : g.nodes[k].outputs[0]);
+          c != prep.sym.late_checks.end())
+        for (const auto& st : c->second) cg.emit(runtime_check(st, 4));
     if (!group[i].empty()) {
       std::vector<const Node*> members;
       for (int k : group[i]) members.push_back(&g.nodes[k]);
@@ -725,7 +770,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.fused_nodes;
     }
     try {
-      if (!emit_nn_op(cg, n) && !emit_tensor_op(cg, n))
+      if (!emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
+          !emit_rnn_op(cg, n) &&
+          !emit_generic_op(cg, n))
         fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler", n.describe());
     } catch (const Error& e) {
       std::string msg = e.what();
@@ -746,27 +793,34 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   std::vector<std::string> output_values;
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const std::string& name = g.outputs[k].name;
+    if (cg.sym_values.count(name)) cg.materialize(name);
     const ValueInfo& v = cg.info(name);
-    if (v.kind == ValueInfo::Kind::Arena) {
+    if (v.kind == ValueInfo::Kind::Arena || v.kind == ValueInfo::Kind::Late) {
       cg.touch(name);
       output_values.push_back(name);
       continue;
     }
     std::string copy = fmt::format("\x01output{}", k);
     std::string src = cg.ptr(name);
-    int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(v.dtype, shape_numel(v.shape)));
-    cg.define(copy, v.dtype, v.shape);
+    const ValueInfo& vi = cg.info(name);  // ptr() may add the weight
+    SymInt bytes = storage_bytes(vi.dtype, numel(vi.shape));
+    cg.define(copy, vi.dtype, vi.shape);
     cg.emit(fmt::format("memcpy({}, {}, {});", cg.ptr(copy), src, bytes));
     output_values.push_back(copy);
   }
-  for (const auto& name : output_values) cg.buffers[cg.info(name).index].last_step = INT_MAX / 2;
+  for (const auto& name : output_values)
+    if (cg.info(name).kind == ValueInfo::Kind::Arena) cg.buffers[cg.info(name).index].last_step = INT_MAX / 2;
   if (options.opt_level == 0)  // no sharing at all: every buffer lives for the whole run
     for (auto& b : cg.buffers) {
       b.first_step = 0;
       b.last_step = INT_MAX / 2;
       b.reuse = -1;
     }
-  MemoryPlan plan = plan_memory(cg.buffers);
+  // Sizes known at run time: the arena is planned by the generated code for each shape.
+  const bool dynamic = sym_table.size() > 0;
+  MemoryPlan plan;
+  if (dynamic) plan.offsets.assign(cg.buffers.size(), 0);
+  else plan = plan_memory(cg.buffers);
   // Outputs written straight into caller-given memory: each output whose bytes are a whole
   // arena buffer of its own (every reference to that buffer in the body becomes `oK`, the
   // caller's memory or the arena). The buffers in place of which it was defined keep their
@@ -774,13 +828,14 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   std::map<int, size_t> direct_buffer;  // buffer id → output index
   {
     std::map<int, int> seen;
-    for (const auto& name : output_values) ++seen[cg.info(name).index];
+    for (const auto& name : output_values)
+      if (cg.info(name).kind == ValueInfo::Kind::Arena) ++seen[cg.info(name).index];
     for (size_t k = 0; k < output_values.size(); ++k) {
       const ValueInfo& v = cg.info(output_values[k]);
       // The buffer is exactly the output (not a larger tensor it is a prefix view of).
-      const int64_t bytes = static_cast<int64_t>(dtype_storage_bytes(v.dtype, shape_numel(v.shape)));
-      if (v.kind != ValueInfo::Kind::Arena || v.offset || seen[v.index] != 1 || cg.native_values.count(output_values[k]) ||
-          cg.buffers[v.index].bytes != std::max<int64_t>(bytes, 1) ||
+      const SymInt bytes = storage_bytes(v.dtype, numel(v.shape));
+      if (v.kind != ValueInfo::Kind::Arena || !v.offset.is(0) || seen[v.index] != 1 ||
+          cg.native_values.count(output_values[k]) || cg.buffers[v.index].bytes != sym_max(bytes, 1) ||
           cg.prepare.find(fmt::format("@{}@", v.index)) != std::string::npos)
         continue;
       direct_buffer[v.index] = k;
@@ -802,7 +857,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
               out.compare(out.size() - kBase.size(), kBase.size(), kBase) == 0) {
             out.replace(out.size() - kBase.size(), kBase.size(), fmt::format("o{}", d->second));
           } else {
-            out += std::to_string(plan.offsets[id]);
+            out += dynamic ? fmt::format("O[{}]", id) : std::to_string(plan.offsets[id]);
           }
           i = end;
           continue;
@@ -818,13 +873,71 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   spec.embed_weights = options.embed_weights;
   spec.standalone = options.standalone;
   spec.weights_file = options.weights_file.empty() ? options.name + ".weights" : options.weights_file;
+  auto shape_doc = [&](const SymShape& shape) {
+    std::string d;
+    for (const auto& x : shape) {
+      std::string t = x.known() ? std::to_string(x.value()) : "?";
+      if (x.terms().size() == 1 && x.terms()[0].coef == 1 && x.terms()[0].atoms.size() == 1 &&
+          x.terms()[0].atoms[0] < sym_table.num_input_dims())
+        t = sym_table.atom(x.terms()[0].atoms[0]).name;
+      d += (d.empty() ? "" : ", ") + t;
+    }
+    return "[" + d + "]";
+  };
   for (const auto& in : cg.input_names) {
     const ValueInfo& v = cg.values.at(in);
-    spec.inputs.push_back({in, v.dtype, v.shape, 0});
+    ApiTensor t;
+    t.name = in;
+    t.dtype = v.dtype;
+    t.shape = v.shape;
+    spec.inputs.push_back(t);
+    spec.inputs.back().shape_doc = shape_doc(v.shape);
+    for (const auto& d : v.shape) {
+      const bool free = !d.known() && d.terms().size() == 1 && d.terms()[0].atoms.size() == 1 && d.terms()[0].coef == 1;
+      HODU_CHECK(d.known() || free, ErrorCode::Internal, "input '{}': dim {} is no free dim", in, d.c());
+      spec.inputs.back().free_dims.push_back(free ? d.terms()[0].atoms[0] : -1);
+    }
   }
   for (size_t k = 0; k < g.outputs.size(); ++k) {
     const ValueInfo& v = cg.info(output_values[k]);
-    spec.outputs.push_back({g.outputs[k].name, v.dtype, v.shape, plan.offsets[v.index], direct_buffer.count(v.index) > 0});
+    ApiTensor t;
+    t.name = g.outputs[k].name;
+    t.dtype = v.dtype;
+    t.shape = v.shape;
+    t.arena_offset = plan.offsets[v.index];
+    t.direct = direct_buffer.count(v.index) > 0;
+    spec.outputs.push_back(t);
+    spec.outputs.back().shape_doc = shape_doc(v.shape);
+    if (!dynamic) continue;
+    ApiTensor& o = spec.outputs.back();
+    for (const auto& d : v.shape) {
+      o.shape_c.push_back(d.c());
+      o.late = o.late || d.late();
+      const bool free = !d.known() && d.terms().size() == 1 && d.terms()[0].atoms.size() == 1 &&
+                        d.terms()[0].coef == 1 && d.terms()[0].atoms[0] < sym_table.num_input_dims();
+      o.free_dims.push_back(free ? d.terms()[0].atoms[0] : -1);
+    }
+    HODU_CHECK(!(o.late && o.direct), ErrorCode::Internal, "output '{}': late and direct", o.name);
+    o.data = resolve(cg.ptr(output_values[k]), false);
+  }
+  if (dynamic) {
+    spec.dynamic = true;
+    spec.num_slots = sym_table.size();
+    spec.num_buffers = static_cast<int>(cg.buffers.size());
+    spec.num_late = cg.late_values_count;
+    for (int k = 0; k < sym_table.num_input_dims(); ++k) spec.dim_names.push_back(sym_table.atom(k).name);
+    for (const auto& st : sym_table.statements()) {
+      if (st.atom >= 0) spec.shape_function += fmt::format("  S[{}] = {};\n", st.atom, sym_table.atom(st.atom).expr);
+      else spec.shape_function += "  " + runtime_check(st, 1) + "\n";
+    }
+    for (size_t b = 0; b < cg.buffers.size(); ++b) {
+      const PlanBuffer& pb = cg.buffers[b];
+      HODU_CHECK(!pb.bytes.late(), ErrorCode::Internal, "arena buffer {} has a late size", b);
+      spec.plan_function += fmt::format("  bytes[{}] = {};\n", b, pb.bytes);
+      spec.buffer_first += fmt::format("{}{}", b ? ", " : "", pb.first_step);
+      spec.buffer_last += fmt::format("{}{}", b ? ", " : "", pb.last_step);
+      spec.buffer_reuse += fmt::format("{}{}", b ? ", " : "", pb.reuse);
+    }
   }
   spec.arena_bytes = plan.arena_bytes;
   const WeightStore* store = options.weight_store;
@@ -834,8 +947,10 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   spec.fingerprint = store ? store->fingerprint() : fingerprint_of(std::string_view(cg.weights).substr(kWeightsHeaderBytes));
   spec.tables = cg.tables + cg.functions;
   spec.body = resolve(cg.code, true);
-  spec.model_doc = fmt::format("{} nodes, {} steps, arena {} bytes, weights {} bytes, -O{}{}", count,
-                               cg.steps_emitted, plan.arena_bytes, weight_bytes, options.opt_level,
+  if (dynamic) spec.body = replace_all(spec.body, "m->ops[", "hs->ops[");
+  spec.model_doc = fmt::format("{} nodes, {} steps, arena {}, weights {} bytes, -O{}{}", count, cg.steps_emitted,
+                               dynamic ? "planned per shape" : fmt::format("{} bytes", plan.arena_bytes),
+                               weight_bytes, options.opt_level,
                                options.standalone       ? ", standalone"
                                : cg.kernel_library ? fmt::format(", {} libhodu_kernels ops", cg.library_ops)
                                                    : ", portable kernels");
@@ -846,7 +961,9 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   GeneratedModel out;
   out.name = options.name;
   out.header = emit_header(spec);
-  out.source = emit_source(spec, kernel_library_source(), kernel_library_abi());
+  std::string kernels = kernel_library_source();
+  for (const auto& section : cg.kernel_sections) kernels += kernel_section_source(section);
+  out.source = emit_source(spec, kernels, kernel_library_abi());
   out.library_ops = cg.library_ops;
   out.main_source = emit_main(spec);
   seal_weights_blob(cg.weights, spec.fingerprint);

@@ -1,5 +1,9 @@
 #include "compilers/c/graph_prep.h"
 
+#include "compilers/c/control_flow.h"
+#include "compilers/c/half_widening.h"
+#include "compilers/c/quant_lowering.h"
+
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
@@ -10,7 +14,7 @@ namespace hodu::compilers::c {
 namespace {
 
 void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& input_shapes,
-                 const std::map<std::string, int64_t>& dims) {
+                 const std::map<std::string, int64_t>& dims, SymInfo& sym) {
   for (const auto& [name, shape] : input_shapes) {
     HODU_CHECK(g.input(name) && !g.initializer(name), ErrorCode::InvalidArgument,
                "--shape {}: the model has no input named '{}'", name, name);
@@ -33,22 +37,23 @@ void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& in
     }
     HODU_CHECK(in.type.shape.rank_known(), ErrorCode::InvalidArgument,
                "input '{}' has unknown rank: give its shape with --shape {}=1x3x224x224", in.name, in.name);
+    // Dims left free become run-time dims (named by their symbol, or "<input>_<d>").
+    SymShape shape;
     for (size_t d = 0; d < in.type.shape.dims().size(); ++d) {
       Dim& dim = in.type.shape[d];
-      if (dim.is_known()) continue;
-      if (dim.is_symbolic()) {
-        auto it = dims.find(dim.symbol);
-        HODU_CHECK(it != dims.end(), ErrorCode::InvalidArgument,
-                   "input '{}' has symbolic shape {}: compiled code needs static shapes; give --dim {}=N or "
-                   "--shape {}=...",
-                   in.name, in.type.shape.to_string(), dim.symbol, in.name);
-        dim = Dim(it->second);
-      } else {
-        fail(ErrorCode::InvalidArgument, "input '{}' has an unknown dim {} (shape {}): give --shape {}=...", in.name, d,
-             in.type.shape.to_string(), in.name);
+      if (!dim.is_known() && dim.is_symbolic())
+        if (auto it = dims.find(dim.symbol); it != dims.end()) dim = Dim(it->second);
+      if (dim.is_known()) {
+        shape.push_back(dim.value);
+        continue;
       }
+      std::string name = dim.is_symbolic() ? dim.symbol : fmt::format("{}_{}", in.name, d);
+      dim = Dim::sym(name);
+      shape.push_back(SymInt::dim(current_sym_table()->input_dim(name)));
     }
+    if (!is_static(shape)) sym.shapes[in.name] = shape;
   }
+
   // The bound input types drive inference; stale intermediate types would not.
   g.value_types.clear();
 }
@@ -74,17 +79,43 @@ std::vector<Tensor> evaluate(const Node& node, const Graph& g, const Model& mode
 
 }  // namespace
 
+void refresh_sym_shapes(const Graph& g, const std::map<std::string, SymShape>& free_inputs, SymInfo& info,
+                        bool partial) {
+  info.shapes = free_inputs;
+  for (const auto& [name, s] : info.value_shapes) info.shapes[name] = to_sym(s);
+  infer_sym_shapes(g, info, partial);
+}
+
 PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
                             const std::map<std::string, int64_t>& dims) {
   PreparedGraph p;
   p.graph = model.graph;
   Graph& g = p.graph;
-  bind_inputs(g, input_shapes, dims);
+  bind_inputs(g, input_shapes, dims, p.sym);
+  const bool dynamic = !p.sym.shapes.empty();
+  p.free_inputs = p.sym.shapes;
+  // Shapes over the free dims, afresh for the graph as it is now (nodes are folded away).
+  auto infer_sizes = [&](bool partial) { refresh_sym_shapes(g, p.free_inputs, p.sym, partial); };
   for (int round = 0; round < 64; ++round) {
     // Infers types and folds Shape/Size of tensors whose shape is now static.
     size_t before = g.nodes.size();
     bool changed = passes::fold_shapes(g);
     p.folded_nodes += static_cast<int>(before - g.nodes.size());
+    if (dynamic) {
+      // The Shape → Gather → Concat glue over free dims: size values, or constants.
+      infer_sizes(true);
+      before = g.nodes.size();
+      if (fold_sym_values(g, p.sym)) {
+        changed = true;
+        p.folded_nodes += static_cast<int>(before - g.nodes.size());
+      }
+    }
+    // Quantization ops as the float ops they are defined by (types are known now).
+    if (lower_quantization(g)) changed = true;
+    // Half-float convolutions, pools and products on the float32 kernels.
+    if (widen_half_ops(g)) changed = true;
+    // An If on a condition known now is the branch it takes.
+    if (passes::inline_constant_ifs(g)) changed = true;
     std::vector<Node> kept;
     for (const auto& n : g.nodes) {
       bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);
@@ -103,11 +134,15 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     g.nodes = std::move(kept);
     if (!changed) break;
   }
+  require_no_control_flow(g);
+  require_quantization_lowered(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at
   // 224x224: a full copy each, 9 % of its run).
   passes::eliminate_identities(g);
   infer_types(g);
+  // Shapes over the free dims, and (static models too) the sizes only known while running.
+  infer_sizes(false);
   return p;
 }
 

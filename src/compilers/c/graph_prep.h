@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compilers/c/sym_shapes.h"
 #include "ir/graph.h"
 
 namespace hodu::compilers::c {
@@ -15,10 +16,17 @@ namespace hodu::compilers::c {
 struct PreparedGraph {
   Graph graph;          // remaining nodes; folded values are initializers
   int folded_nodes = 0;
+  SymInfo sym;          // shapes and size values over the free input dims (empty when all static)
+  std::map<std::string, SymShape> free_inputs;  // inputs with free dims: their shapes
 };
 
-// InvalidArgument when an input keeps a symbolic or unknown dim, naming the
-// input and the --shape / --dim option that would bind it.
+// Infers info.shapes afresh for g (after a rewrite): the free inputs, the size values, the rest.
+void refresh_sym_shapes(const Graph& g, const std::map<std::string, SymShape>& free_inputs, SymInfo& info,
+                        bool partial = false);
+
+// Input dims the options do not bind stay free: each symbol (or unnamed dim, named
+// "<input>_<d>") becomes a run-time dim of `table` (the current SymScope's). An input of
+// unknown rank is InvalidArgument, naming the --shape option that would give it.
 PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std::vector<int64_t>>& input_shapes,
                             const std::map<std::string, int64_t>& dims);
 

@@ -25,19 +25,20 @@ MemoryPlan plan_memory(const std::vector<PlanBuffer>& buffers, int64_t alignment
   MemoryPlan plan;
   for (size_t i = 0; i < buffers.size(); ++i) {
     const auto& b = buffers[i];
-    plan.naive_bytes += align_up(b.bytes, alignment);
+    const int64_t bytes = b.bytes.value();  // static plans only (run-time sizes: the generated planner)
+    plan.naive_bytes += align_up(bytes, alignment);
     HODU_CHECK(b.first_step <= b.last_step, ErrorCode::Internal, "memory plan: buffer {} ends before it starts", i);
     if (b.reuse >= 0) {
       HODU_CHECK(static_cast<size_t>(b.reuse) < i, ErrorCode::Internal, "memory plan: buffer {} reuses a later one", i);
       Slot& s = slots[slot_of[b.reuse]];
-      HODU_CHECK(s.last == b.first_step && s.bytes >= b.bytes, ErrorCode::Internal,
+      HODU_CHECK(s.last == b.first_step && s.bytes >= bytes, ErrorCode::Internal,
                  "memory plan: buffer {} cannot reuse buffer {} in place", i, b.reuse);
       s.last = std::max(s.last, b.last_step);
       slot_of[i] = slot_of[b.reuse];
       continue;
     }
     slot_of[i] = static_cast<int>(slots.size());
-    slots.push_back({b.bytes, b.first_step, b.last_step});
+    slots.push_back({bytes, b.first_step, b.last_step});
   }
   // Greedy by size (largest first): the lowest offset that overlaps no placed
   // slot live at the same time.

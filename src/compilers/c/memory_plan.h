@@ -7,10 +7,12 @@
 #include <cstdint>
 #include <vector>
 
+#include "compilers/c/sym_int.h"
+
 namespace hodu::compilers::c {
 
 struct PlanBuffer {
-  int64_t bytes = 0;
+  SymInt bytes = 0;
   int first_step = 0;  // written at this step
   int last_step = 0;   // last read at this step (inclusive)
   int reuse = -1;      // index of a buffer to share in place, or -1

@@ -25,11 +25,11 @@ TEST(MemoryPlan, LiveTogetherNeverOverlap) {
   auto p = plan_memory(bufs);
   for (size_t i = 0; i < bufs.size(); ++i) {
     EXPECT_EQ(p.offsets[i] % 64, 0);
-    EXPECT_LE(p.offsets[i] + bufs[i].bytes, p.arena_bytes);
+    EXPECT_LE(p.offsets[i] + bufs[i].bytes.value(), p.arena_bytes);
     for (size_t j = i + 1; j < bufs.size(); ++j) {
       bool live_together = bufs[i].first_step <= bufs[j].last_step && bufs[j].first_step <= bufs[i].last_step;
       if (live_together) {
-        EXPECT_FALSE(overlap(p.offsets[i], bufs[i].bytes, p.offsets[j], bufs[j].bytes)) << i << " " << j;
+        EXPECT_FALSE(overlap(p.offsets[i], bufs[i].bytes.value(), p.offsets[j], bufs[j].bytes.value())) << i << " " << j;
       }
     }
   }

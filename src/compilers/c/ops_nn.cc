@@ -20,12 +20,14 @@ void require_f32(Codegen& cg, const Node& n, size_t input) {
 }
 
 struct Window {
-  std::vector<int64_t> in, out, kernel, strides, dilations, begin, end;
+  SymShape in, out;
+  std::vector<int64_t> kernel, strides, dilations;
+  SymShape begin, end;
 };
 
 // Spatial geometry of Conv/pooling (1-D or 2-D). The output size comes from
 // shape inference; auto_pad SAME_* pads are derived from it.
-Window window(Codegen& cg, const Node& n, const std::vector<int64_t>& in_shape, const std::vector<int64_t>& out_shape,
+Window window(Codegen& cg, const Node& n, const SymShape& in_shape, const SymShape& out_shape,
               const std::vector<int64_t>& kernel) {
   size_t nd = in_shape.size() - 2;
   HODU_CHECK(nd == 1 || nd == 2, ErrorCode::Unsupported,
@@ -44,9 +46,8 @@ Window window(Codegen& cg, const Node& n, const std::vector<int64_t>& in_shape, 
   w.end.assign(pads.begin() + nd, pads.end());
   if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
     for (size_t d = 0; d < nd; ++d) {
-      int64_t total = std::max<int64_t>(
-          0, (w.out[d] - 1) * w.strides[d] + (w.kernel[d] - 1) * w.dilations[d] + 1 - w.in[d]);
-      w.begin[d] = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      SymInt total = sym_max(0, (w.out[d] - 1) * w.strides[d] + (w.kernel[d] - 1) * w.dilations[d] + 1 - w.in[d]);
+      w.begin[d] = auto_pad == "SAME_UPPER" ? floordiv(total, 2) : total - floordiv(total, 2);
       w.end[d] = total - w.begin[d];
     }
   } else if (auto_pad == "VALID") {
@@ -54,7 +55,8 @@ Window window(Codegen& cg, const Node& n, const std::vector<int64_t>& in_shape, 
     std::fill(w.end.begin(), w.end.end(), 0);
   }
   if (nd == 1) {  // as 2-D with H = 1
-    for (auto* v : {&w.in, &w.out, &w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
+    for (auto* v : {&w.in, &w.out}) v->insert(v->begin(), 1);
+    for (auto* v : {&w.kernel, &w.strides, &w.dilations}) v->insert(v->begin(), 1);
     w.begin.insert(w.begin.begin(), 0);
     w.end.insert(w.end.begin(), 0);
   }
@@ -77,7 +79,7 @@ const char* activation_expr(int kind) {
   return "v / (1.f + expf(-v))";
 }
 
-std::string activation_loop(const Target& t, const std::string& y, int64_t count) {
+std::string activation_loop(const Target& t, const std::string& y, const SymInt& count) {
   if (t.kind == HODU_ACTIVATION_CLIP) return "";
   return fmt::format("    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i]; {}[i] = {}; }}\n", count, y, y,
                      activation_expr(t.kind));
@@ -120,7 +122,8 @@ void require_library_reader(Codegen& cg, const Node& n, const std::string& from,
 // activation, in generated code (oneDNN's per-call overhead is larger than the op).
 void emit_fc(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]);
-  int64_t N = xs[0], K = xs[1], M = ws[0];
+  SymInt N = xs[0];
+  int64_t K = xs[1].value(), M = ws[0].value();
   Target t = take_target(cg, n);
   HODU_CHECK(cg.residual.empty(), ErrorCode::Internal, "{}: a fused residual on a vector product", n.describe());
   Tensor wt = cg.constant(n.inputs[1]).reshape({M, K}).permute({1, 0}).contiguous();
@@ -136,7 +139,7 @@ void emit_fc(Codegen& cg, const Node& n) {
 
 // The arena storage of a conv/pool result: its own buffer, or its part of an
 // in-place Concat's buffer (defined by the first part emitted).
-void define_result(Codegen& cg, const std::string& name, const std::vector<int64_t>& shape) {
+void define_result(Codegen& cg, const std::string& name, const SymShape& shape) {
   auto part = cg.concat_parts.find(name);
   if (part == cg.concat_parts.end()) {
     cg.define(name, DType::F32, shape);
@@ -158,11 +161,11 @@ int dst_mode(Codegen& cg, const std::string& name) {
 }
 
 // Room for 16-channel blocks in a native result's buffer.
-void grow_for_blocks(Codegen& cg, const std::string& name, const std::vector<int64_t>& shape) {
+void grow_for_blocks(Codegen& cg, const std::string& name, const SymShape& shape) {
   PlanBuffer& buf = cg.buffers[cg.buffer_of(name)];
-  int64_t inner = 1;
+  SymInt inner = 1;
   for (size_t d = 2; d < shape.size(); ++d) inner *= shape[d];
-  buf.bytes = std::max(buf.bytes, cg.values.at(name).offset + shape[0] * ((shape[1] + 15) / 16 * 16) * inner * 4);
+  buf.bytes = sym_max(buf.bytes, cg.values.at(name).offset + shape[0] * (ceildiv(shape[1], 16) * 16) * inner * 4);
 }
 
 // In-place residuals need buffer sharing (-O1+).
@@ -184,27 +187,29 @@ void emit_conv(Codegen& cg, const Node& n) {
     return;
   }
   auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
-  Window w = window(cg, n, xs, ys, std::vector<int64_t>(ws.begin() + 2, ws.end()));
+  auto kernel = to_static(SymShape(ws.begin() + 2, ws.end()));
+  HODU_CHECK(kernel, ErrorCode::Unsupported, "{}: a kernel whose size is known only at run time", n.describe());
+  Window w = window(cg, n, xs, ys, *kernel);
   int64_t group = n.get_int("group", 1);
-  int64_t N = xs[0], C = xs[1], M = ws[0];
-  HODU_CHECK(C % group == 0 && M % group == 0 && ws[1] * group == C, ErrorCode::InvalidModel,
-             "{}: channels {} / weight {} do not match group {}", n.describe(), C, shape_to_string(ws), group);
+  SymInt N = xs[0], C = xs[1], M = ws[0];
+  HODU_CHECK(floormod(C, group).is(0) && floormod(M, group).is(0) && ws[1] * group == C, ErrorCode::InvalidModel,
+             "{}: channels {} / weight {} do not match group {}", n.describe(), C, to_string(ws), group);
   Target t = take_target(cg, n);
   std::string residual = cg.residual;  // fused Add (default mode): y = act(conv + residual)
   cg.residual.clear();
   std::string x = cg.ptr(n.inputs[0]), wp = cg.ptr(n.inputs[1]);
   std::string z = residual.empty() ? "NULL" : cg.ptr(residual);
   std::string b = n.has_input(2) ? cg.ptr(n.inputs[2]) : "NULL";
-  int64_t Cg = C / group, Mg = M / group;
+  SymInt Cg = floordiv(C, group), Mg = floordiv(M, group);
   bool pointwise = w.kernel[0] == 1 && w.kernel[1] == 1 && w.strides[0] == 1 && w.strides[1] == 1 &&
-                   w.begin[0] == 0 && w.begin[1] == 0 && w.out[0] == w.in[0] && w.out[1] == w.in[1];
-  bool depthwise = Cg == 1 && Mg == 1;
+                   w.begin[0].is(0) && w.begin[1].is(0) && w.out[0] == w.in[0] && w.out[1] == w.in[1];
+  bool depthwise = Cg.is(1) && Mg.is(1);
   std::string col = pointwise || depthwise ? "NULL" : cg.scratch(Cg * w.kernel[0] * w.kernel[1] * w.out[0] * w.out[1] * 4);
   std::string pack = depthwise ? "NULL" : cg.scratch(kGemmPackBytes);
   // A residual that dies here is the result's buffer (default mode): the sum
   // post-op accumulates onto it, nothing is copied. The portable fallback then
   // keeps the residual in a scratch buffer while the conv overwrites it.
-  int64_t y_bytes = shape_numel(ys) * 4;
+  SymInt y_bytes = numel(ys) * 4;
   bool in_place = !residual.empty() && cg.kernel_library && options_allow_in_place(cg) &&
                   !cg.concat_parts.count(t.name) && cg.reusable(residual, y_bytes) &&
                   (cg.info(n.inputs[0]).kind != ValueInfo::Kind::Arena ||
@@ -230,8 +235,8 @@ void emit_conv(Codegen& cg, const Node& n) {
   if (!residual.empty())
     portable += fmt::format(
         "    for (int64_t i = 0; i < {}; ++i) {{ float v = {}[i] + {}[i]; v = v < {} ? {} : v; {}[i] = v > {} ? {} : v; }}\n",
-        shape_numel(ys), y, in_place ? kept : z, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi));
-  portable += activation_loop(t, y, shape_numel(ys));
+        numel(ys), y, in_place ? kept : z, c_float(t.lo), c_float(t.lo), y, c_float(t.hi), c_float(t.hi));
+  portable += activation_loop(t, y, numel(ys));
   // Chained convs: the output may stay in oneDNN's layout (room for 16-channel
   // blocks), the input may be in the producing conv's layout.
   int mode = dst_mode(cg, t.name);
@@ -302,7 +307,7 @@ void emit_pool(Codegen& cg, const Node& n) {
 void emit_global_pool(Codegen& cg, const Node& n) {
   require_f32(cg, n, 0);
   auto xs = cg.shape_of(n.inputs[0]);
-  int64_t inner = 1;
+  SymInt inner = 1;
   for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], DType::F32, cg.shape_of(n.outputs[0]));
@@ -316,7 +321,7 @@ void emit_global_pool(Codegen& cg, const Node& n) {
     return;
   }
   // One window over the whole image (1-D: height 1).
-  int64_t h = xs.size() == 4 ? xs[2] : 1, w = xs.back();
+  SymInt h = xs.size() == 4 ? xs[2] : SymInt(1), w = xs.back();
   std::string op = cg.library_op(
       n, "hodu_pool2d_desc",
       fmt::format("{}, {}, {}, {}, 1, 1, {}, {}, 1, 1, 1, 1, 0, 0, 0, 0, {}, HODU_DST_PLAIN", xs[0], xs[1], h, w, h, w,
@@ -341,7 +346,10 @@ void emit_batchnorm(Codegen& cg, const Node& n) {
        var = const_doubles(cg, n, 4);
   double eps = n.get_float("epsilon", 1e-5f);
   auto xs = cg.shape_of(n.inputs[0]);
-  int64_t C = xs.size() > 1 ? xs[1] : 1, inner = 1;
+  HODU_CHECK(xs.size() < 2 || xs[1].known(), ErrorCode::Unsupported, "{}: channels known only at run time",
+             n.describe());
+  int64_t C = xs.size() > 1 ? xs[1].value() : 1;
+  SymInt inner = 1;
   for (size_t d = 2; d < xs.size(); ++d) inner *= xs[d];
   std::vector<float> scale(C), shift(C);
   for (int64_t c = 0; c < C; ++c) {
@@ -352,7 +360,7 @@ void emit_batchnorm(Codegen& cg, const Node& n) {
   int ws = cg.add_weight(Tensor::from_vector(DType::F32, {C}, scale));
   int wb = cg.add_weight(Tensor::from_vector(DType::F32, {C}, shift));
   std::string x = cg.ptr(n.inputs[0]);
-  int64_t bytes = shape_numel(xs) * 4;
+  SymInt bytes = numel(xs) * 4;
   cg.define(n.outputs[0], DType::F32, xs, cg.reusable(n.inputs[0], bytes) ? cg.buffer_of(n.inputs[0]) : -1);
   cg.emit(fmt::format("hk_channel_affine({}, (const float*)(W + {}), (const float*)(W + {}), {}, {}, {}, {});", x,
                       cg.weight_offsets[ws], cg.weight_offsets[wb], cg.ptr(n.outputs[0]), xs[0], C, inner));
@@ -366,17 +374,18 @@ void emit_layernorm(Codegen& cg, const Node& n) {
   int64_t r = static_cast<int64_t>(xs.size()), axis = n.get_int("axis", -1);
   if (axis < 0) axis += r;
   HODU_CHECK(axis >= 0 && axis < r, ErrorCode::InvalidModel, "{}: axis out of range", n.describe());
-  int64_t rows = 1, cols = 1;
+  SymInt rows = 1, cols = 1;
   for (int64_t d = 0; d < r; ++d) (d < axis ? rows : cols) *= xs[d];
   // Scale and bias must cover the normalized elements; constants are expanded.
   auto full = [&](size_t i) -> std::string {
     if (!n.has_input(i)) return "NULL";
-    if (shape_numel(cg.shape_of(n.inputs[i])) == cols) return cg.ptr(n.inputs[i]);
-    HODU_CHECK(cg.is_constant(n.inputs[i]) && shape_numel(cg.shape_of(n.inputs[i])) == 1, ErrorCode::Unsupported,
-               "{}: compiled code needs input '{}' to have {} elements", n.describe(), n.inputs[i], cols);
-    std::vector<float> v(cols, static_cast<float>(cg.constant(n.inputs[i]).get_double(0)));
+    if (numel(cg.shape_of(n.inputs[i])) == cols) return cg.ptr(n.inputs[i]);
+    HODU_CHECK(cg.is_constant(n.inputs[i]) && numel(cg.shape_of(n.inputs[i])).is(1) && cols.known(),
+               ErrorCode::Unsupported, "{}: compiled code needs input '{}' to have {} elements", n.describe(),
+               n.inputs[i], cols);
+    std::vector<float> v(cols.value(), static_cast<float>(cg.constant(n.inputs[i]).get_double(0)));
     return fmt::format("((const float*)(W + {}))",
-                       cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {cols}, v))]);
+                       cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {cols.value()}, v))]);
   };
   std::string x = cg.ptr(n.inputs[0]), s = full(1), b = full(2);
   cg.define(n.outputs[0], DType::F32, xs);
@@ -397,16 +406,16 @@ void emit_softmax(Codegen& cg, const Node& n) {
   if (axis < 0) axis += r;
   HODU_CHECK(axis >= 0 && axis < std::max<int64_t>(r, 1), ErrorCode::InvalidModel, "{}: axis out of range",
              n.describe());
-  int64_t outer = 1, inner = 1, mid = r ? xs[axis] : 1;
+  SymInt outer = 1, inner = 1, mid = r ? xs[axis] : SymInt(1);
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
   auto fused = cg.softmax_inputs.find(n.outputs[0]);
-  if (fused != cg.softmax_inputs.end() && n.op_type == "Softmax" && inner == 1) {
+  if (fused != cg.softmax_inputs.end() && n.op_type == "Softmax" && inner.is(1)) {
     // Default mode: softmax(x * scale + mask) over rows (generator.cc fused the
     // scale and the mask); the portable fallback applies them in a loop first.
     const Codegen::SoftmaxInput& in = fused->second;
     std::string x = cg.ptr(in.x), mask = in.mask.empty() ? "NULL" : cg.ptr(in.mask);
-    int64_t bytes = shape_numel(xs) * 4;
+    SymInt bytes = numel(xs) * 4;
     cg.define(n.outputs[0], DType::F32, xs, cg.reusable(in.x, bytes) ? cg.buffer_of(in.x) : -1);
     std::string y = cg.ptr(n.outputs[0]);
     std::string prologue;
@@ -443,10 +452,10 @@ std::string captured(Codegen& cg, F&& emit) {
 
 // hodu_matmul_desc fields: rank, a_dims[6], b_dims[6], transposes, alpha, b_constant, has_bias,
 // activation, accumulate, a_strides[6], b_strides[6], dst_strides[6] (empty: row-major).
-std::string matmul_desc(std::vector<int64_t> a, std::vector<int64_t> b, bool ta, bool tb, float alpha, bool b_constant,
-                        bool bias, const Target& t, bool accumulate = false, std::vector<int64_t> a_strides = {},
-                        std::vector<int64_t> b_strides = {}, std::vector<int64_t> dst_strides = {}) {
-  auto dims = [](std::vector<int64_t> v) {
+std::string matmul_desc(SymShape a, SymShape b, bool ta, bool tb, float alpha, bool b_constant, bool bias,
+                        const Target& t, bool accumulate = false, SymShape a_strides = {}, SymShape b_strides = {},
+                        SymShape dst_strides = {}) {
+  auto dims = [](SymShape v) {
     v.resize(6, 0);
     std::string s;
     for (size_t i = 0; i < v.size(); ++i) s += fmt::format("{}{}", i ? ", " : "", v[i]);
@@ -463,7 +472,7 @@ std::string matmul_desc(std::vector<int64_t> a, std::vector<int64_t> b, bool ta,
 struct Operand {
   std::string ptr;
   const StridedView* view = nullptr;
-  std::vector<int64_t> strides;  // empty: row-major
+  SymShape strides;  // empty: row-major
 };
 
 Operand operand(Codegen& cg, const std::string& v, size_t rank) {
@@ -472,9 +481,9 @@ Operand operand(Codegen& cg, const std::string& v, size_t rank) {
   auto it = cg.strided_views.find(v);
   if (it == cg.strided_views.end()) return o;
   o.view = &it->second;
-  std::vector<int64_t> st = it->second.strides, shape = it->second.dims;
-  int64_t outer = 1;
-  for (size_t d = 0; d < shape.size(); ++d) outer = std::max(outer, st[d] * shape[d]);
+  SymShape st = it->second.strides, shape = it->second.dims;
+  SymInt outer = 1;
+  for (size_t d = 0; d < shape.size(); ++d) outer = sym_max(outer, st[d] * shape[d]);
   st.insert(st.begin(), rank - st.size(), outer);
   o.strides = st;
   return o;
@@ -492,30 +501,30 @@ void emit_matmul(Codegen& cg, const Node& n) {
   HODU_CHECK(!as.empty() && !bs.empty(), ErrorCode::InvalidModel, "{}: MatMul of a scalar", n.describe());
   if (as.size() == 1) as.insert(as.begin(), 1);
   if (bs.size() == 1) bs.push_back(1);
-  int64_t M = as[as.size() - 2], K = as.back(), N = bs.back();
-  HODU_CHECK(bs[bs.size() - 2] == K, ErrorCode::InvalidModel, "{}: inner dims {} and {} differ", n.describe(), K,
-             bs[bs.size() - 2]);
-  std::vector<int64_t> abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
+  SymInt M = as[as.size() - 2], K = as.back(), N = bs.back();
+  sym_require(sym_eq(bs[bs.size() - 2], K), n.describe() + ": inner dims %lld and %lld differ", {K, bs[bs.size() - 2]});
+  SymShape abatch(as.begin(), as.end() - 2), bbatch(bs.begin(), bs.end() - 2);
   size_t rank = std::max(abatch.size(), bbatch.size());
   abatch.insert(abatch.begin(), rank - abatch.size(), 1);
   bbatch.insert(bbatch.begin(), rank - bbatch.size(), 1);
-  std::vector<int64_t> batch(rank);
-  for (size_t d = 0; d < rank; ++d) batch[d] = std::max(abatch[d], bbatch[d]);
-  int64_t nb = shape_numel(batch);
+  SymShape batch(rank);
+  for (size_t d = 0; d < rank; ++d) batch[d] = broadcast_dim(abatch[d], bbatch[d], n.describe());
+  SymInt nb = numel(batch);
   // Operands read through strides: the library reads them in place, the portable code
   // from a row-major copy.
   Operand ao = operand(cg, a_name, rank + 2), bo = operand(cg, n.inputs[1], rank + 2);
   auto offset_ptr = [](const Operand& o) {
-    return o.view && o.view->offset ? fmt::format("({} + {})", o.ptr, o.view->offset) : o.ptr;
+    return o.view && !o.view->offset.is(0) ? fmt::format("({} + {})", o.ptr, o.view->offset) : o.ptr;
   };
   const std::string a_stored = offset_ptr(ao), b_stored = offset_ptr(bo);
   std::string a = ao.ptr, b = bo.ptr;
   std::string pack = cg.scratch(kGemmPackBytes);
   auto row_major_copy = [&](const Operand& o, std::string& p) {
     if (!o.view) return std::string();
-    std::string copy = cg.scratch(shape_numel(o.view->dims) * 4);
-    std::string line = fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, 4);", p, copy, o.view->dims.size(),
-                                   cg.table(o.view->dims), cg.table(o.view->strides), o.view->offset);
+    std::string copy = cg.scratch(numel(o.view->dims) * 4);
+    std::string dims = cg.table(o.view->dims), strides = cg.table(o.view->strides);
+    std::string line = fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, 4);", p, copy, o.view->dims.size(), dims,
+                                   strides, o.view->offset);
     p = copy;
     return line;
   };
@@ -527,21 +536,21 @@ void emit_matmul(Codegen& cg, const Node& n) {
   cg.residual.clear();
   std::string z = residual.empty() ? "" : cg.ptr(residual);
   // A head merge (default mode): the Transpose reading the result is written through strides.
-  std::vector<int64_t> dst_strides;
+  SymShape dst_strides;
   std::string out = t.name;
   if (!cg.dst_transpose.empty()) {
     HODU_CHECK(residual.empty() && ys.size() == rank + 2, ErrorCode::Internal, "{}: a strided result",
                n.describe());
     out = cg.dst_transpose;
     auto perm = cg.dst_transpose_perm;
-    auto cs = contiguous_strides(cg.shape_of(out));
+    auto cs = row_major_strides(cg.shape_of(out));
     dst_strides.assign(perm.size(), 0);
     for (size_t k = 0; k < perm.size(); ++k) dst_strides[perm[k]] = cs[k];
     cg.dst_transpose.clear();
   }
   // A residual that dies here is the result's buffer: the sum post-op accumulates onto
   // it; the portable code then keeps the residual in a scratch buffer.
-  int64_t y_bytes = shape_numel(ys) * 4;
+  SymInt y_bytes = numel(ys) * 4;
   auto apart = [&](const std::string& v) {
     return cg.info(v).kind != ValueInfo::Kind::Arena || cg.buffer_of(v) != cg.buffer_of(residual);
   };
@@ -555,28 +564,40 @@ void emit_matmul(Codegen& cg, const Node& n) {
   if (in_place) cg.emit(fmt::format("memcpy({}, {}, {});", kept, z, y_bytes));
   if (!a_copy.empty()) cg.emit(a_copy);
   if (!b_copy.empty()) cg.emit(b_copy);
-  if (shape_numel(bbatch) == 1) {
+  if (numel(bbatch).is(1)) {
     // B shared by every batch: one GEMM with the batches stacked as rows.
-    int64_t rows = nb * M;
-    if (shape_numel(abatch) != nb) {  // A broadcast over batches: one GEMM per batch
+    SymInt rows = nb * M;
+    if (numel(abatch) != nb) {  // A broadcast over batches: one GEMM per batch
       cg.emit(fmt::format("for (int64_t bi = 0; bi < {}; ++bi) hk_gemm({}, {}, {}, {}, {}, {}, {}, {} + bi * {}, {}, 0, {});",
                           nb, M, N, K, a, K, b, N, y, M * N, N, pack));
     } else {
       cg.emit(fmt::format("hk_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {});", rows, N, K, a, K, b, N, y, N, pack));
     }
+  } else if (!is_static(batch) || !is_static(abatch) || !is_static(bbatch)) {
+    // Batch dims known at run time: the offsets are computed while running.
+    SymShape astr = row_major_strides(abatch), bstr = row_major_strides(bbatch);
+    for (size_t d = 0; d < rank; ++d) {
+      astr[d] = broadcast_stride(abatch[d], batch[d], astr[d]);
+      bstr[d] = broadcast_stride(bbatch[d], batch[d], bstr[d]);
+    }
+    std::string bt = cg.table(batch), at = cg.table(astr), btt = cg.table(bstr);
+    cg.emit(fmt::format("hk_matmul_bcast({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", rank, bt, at, btt, M, N, K, a,
+                        b, y, pack));
   } else {
-    std::vector<int64_t> aoff(nb), boff(nb), idx(rank, 0);
-    auto astr = contiguous_strides(abatch), bstr = contiguous_strides(bbatch);
-    for (int64_t i = 0; i < nb; ++i) {
+    const auto abatch_ = *to_static(abatch), bbatch_ = *to_static(bbatch), batch_ = *to_static(batch);
+    const int64_t nb_ = nb.value(), M_ = M.value(), K_ = K.value(), N_ = N.value();
+    std::vector<int64_t> aoff(nb_), boff(nb_), idx(rank, 0);
+    auto astr = contiguous_strides(abatch_), bstr = contiguous_strides(bbatch_);
+    for (int64_t i = 0; i < nb_; ++i) {
       int64_t ao_ = 0, bo_ = 0;
       for (size_t d = 0; d < rank; ++d) {
-        if (abatch[d] != 1) ao_ += idx[d] * astr[d];
-        if (bbatch[d] != 1) bo_ += idx[d] * bstr[d];
+        if (abatch_[d] != 1) ao_ += idx[d] * astr[d];
+        if (bbatch_[d] != 1) bo_ += idx[d] * bstr[d];
       }
-      aoff[i] = ao_ * M * K;
-      boff[i] = bo_ * K * N;
+      aoff[i] = ao_ * M_ * K_;
+      boff[i] = bo_ * K_ * N_;
       for (size_t d = rank; d-- > 0;) {
-        if (++idx[d] < batch[d]) break;
+        if (++idx[d] < batch_[d]) break;
         idx[d] = 0;
       }
     }
@@ -591,16 +612,16 @@ void emit_matmul(Codegen& cg, const Node& n) {
     std::string act = t.kind != HODU_ACTIVATION_CLIP ? fmt::format(" v = {};", activation_expr(t.kind)) : "";
     if (t.kind == HODU_ACTIVATION_CLIP && t.lo != -INFINITY) act += fmt::format(" v = v < {} ? {} : v;", c_float(t.lo), c_float(t.lo));
     if (t.kind == HODU_ACTIVATION_CLIP && t.hi != INFINITY) act += fmt::format(" v = v > {} ? {} : v;", c_float(t.hi), c_float(t.hi));
-    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {};{} {}[i] = v; }}", shape_numel(ys), v, act, y));
+    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ float v = {};{} {}[i] = v; }}", numel(ys), v, act, y));
   }
   if (!dst_strides.empty()) {
     // Scatter the row-major result through the head merge's strides.
     auto out_shape = cg.shape_of(out);
-    std::vector<int64_t> gather(out_shape.size());
-    auto ycs = contiguous_strides(ys);
+    SymShape gather(out_shape.size());
+    auto ycs = row_major_strides(ys);
     for (size_t k = 0; k < out_shape.size(); ++k) gather[k] = ycs[cg.dst_transpose_perm[k]];
-    cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", y, y_final, out_shape.size(),
-                        cg.table(out_shape), cg.table(gather)));
+    std::string ot = cg.table(out_shape), gt = cg.table(gather);
+    cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", y, y_final, out_shape.size(), ot, gt));
   }
   });
   if (!cg.kernel_library || rank + 2 > 6) {
@@ -610,7 +631,7 @@ void emit_matmul(Codegen& cg, const Node& n) {
     cg.code += portable;
     return;
   }
-  std::vector<int64_t> a_dims = abatch, b_dims = bbatch;
+  SymShape a_dims = abatch, b_dims = bbatch;
   a_dims.insert(a_dims.end(), {M, K});
   b_dims.insert(b_dims.end(), {K, N});
   bool b_constant = cg.is_constant(n.inputs[1]);
@@ -631,7 +652,7 @@ void emit_gemm(Codegen& cg, const Node& n) {
   auto as = cg.shape_of(n.inputs[0]), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
   HODU_CHECK(as.size() == 2 && bs.size() == 2, ErrorCode::InvalidModel, "{}: Gemm needs 2-D inputs", n.describe());
   bool ta = n.get_int("transA", 0) != 0, tb = n.get_int("transB", 0) != 0;
-  int64_t M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb ? bs[0] : bs[1];
+  SymInt M = ta ? as[1] : as[0], K = ta ? as[0] : as[1], N = tb ? bs[0] : bs[1];
   float alpha = n.get_float("alpha", 1.f), beta = n.get_float("beta", 1.f);
   std::string a = cg.ptr(n.inputs[0]), b;
   if (tb && cg.is_constant(n.inputs[1])) {
@@ -661,13 +682,12 @@ void emit_gemm(Codegen& cg, const Node& n) {
   }
   cg.emit(fmt::format("hk_gemm({}, {}, {}, {}, {}, {}, {}, {}, {}, 0, {});", M, N, K, a, K, b, N, y, N, pack));
   if (!c.empty() || alpha != 1.f) {
-    int64_t rs = 0, cs = 0;
+    SymInt rs = 0, cs = 0;
     if (!c.empty()) {
       auto s = cg.shape_of(n.inputs[2]);
-      int64_t cr = s.size() >= 2 ? s[s.size() - 2] : 1, cc = s.empty() ? 1 : s.back();
-      cs = cc == N && N != 1 ? 1 : 0;
-      rs = cr == M && M != 1 ? cc : 0;
-      if (cc == 1 && cr == M) rs = 1;
+      SymInt cr = s.size() >= 2 ? s[s.size() - 2] : SymInt(1), cc = s.empty() ? SymInt(1) : s.back();
+      cs = broadcast_stride(cc, N, 1);
+      rs = broadcast_stride(cr, M, cc);
     }
     cg.emit(fmt::format("hk_gemm_epilogue({}, {}, {}, {}, {}, {}, {}, {});", y, M, N, c_float(alpha),
                         c.empty() ? "NULL" : c, rs, cs, c_float(beta)));
@@ -683,24 +703,24 @@ void emit_gemm(Codegen& cg, const Node& n) {
   bool library = cg.kernel_library && (alpha == 1.f || b_constant);
   if (library && !c.empty()) {
     auto s = cg.shape_of(n.inputs[2]);
-    bool vector = cg.is_constant(n.inputs[2]) && shape_numel(s) == N && (s.empty() || s.back() == N);
+    bool vector = cg.is_constant(n.inputs[2]) && numel(s) == N && (s.empty() || s.back() == N) && N.known();
     if (!vector) {
       library = false;
     } else if (beta == 1.f) {
       bias = c;
     } else {
-      std::vector<float> v(N);
-      for (int64_t i = 0; i < N; ++i) v[i] = static_cast<float>(cg.constant(n.inputs[2]).get_double(i) * beta);
+      std::vector<float> v(N.value());
+      for (int64_t i = 0; i < N.value(); ++i) v[i] = static_cast<float>(cg.constant(n.inputs[2]).get_double(i) * beta);
       bias = fmt::format("((const float*)(W + {}))",
-                         cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {N}, v))]);
+                         cg.weight_offsets[cg.add_weight(Tensor::from_vector(DType::F32, {N.value()}, v))]);
     }
   }
   if (!library) {
     cg.code += portable;
     return;
   }
-  std::vector<int64_t> a_dims = ta_stored ? std::vector<int64_t>{K, M} : std::vector<int64_t>{M, K};
-  std::vector<int64_t> b_dims = tb ? std::vector<int64_t>{N, K} : std::vector<int64_t>{K, N};
+  SymShape a_dims = ta_stored ? SymShape{K, M} : SymShape{M, K};
+  SymShape b_dims = tb ? SymShape{N, K} : SymShape{K, N};
   std::string op = cg.library_op(
       n, "hodu_matmul_desc", matmul_desc(a_dims, b_dims, ta_stored, tb, alpha, b_constant, bias != "NULL", t),
       fmt::format("hodu_matmul_prepare(m->kernels, &d, {}, {}, &OP)", b_constant ? b_stored : "NULL", bias));
@@ -719,18 +739,18 @@ void emit_channel_scale(Codegen& cg, const Node& n) {
   const std::string& xv = x_first ? n.inputs[0] : n.inputs[1];
   const std::string& sv = x_first ? n.inputs[1] : n.inputs[0];
   auto ss = cg.shape_of(sv);
-  int64_t N = zs[0], C = zs[1], hw = zs[2] * zs[3];
-  int64_t s_batch = ss.size() == 4 && ss[0] == N && N > 1 ? C : 0;
+  SymInt N = zs[0], C = zs[1], hw = zs[2] * zs[3];
+  SymInt s_batch = ss.size() == 4 ? broadcast_stride(ss[0], N, C) : SymInt(0);
   std::string from = native_producer(cg, xv);
   std::string x = cg.ptr(xv), sp = cg.ptr(sv);
-  int64_t bytes = N * ((C + 15) / 16 * 16) * hw * 4;
+  SymInt bytes = N * (ceildiv(C, 16) * 16) * hw * 4;
   cg.define(z, DType::F32, zs, cg.reusable(xv, bytes) ? cg.buffer_of(xv) : -1);
   grow_for_blocks(cg, z, zs);
   if (from != "NULL") cg.native_op[z] = from;
   cg.emit("/* Mul: per-channel scale */ {");
   cg.code += fmt::format("    hk_scale_args a = {{{}, {}, {}, {}, {}, {}, {}, hodu_kernel_layout({})}};\n", x, sp,
                          cg.ptr(z), N, C, hw, s_batch, from);
-  if (N * C * hw >= 65536)
+  if (!(N * C * hw).known() || (N * C * hw).value() >= 65536)
     cg.code += "    hodu_kernels_parallel_for(m->kernels, hk_scale_tasks(&a), 1, hk_scale_range, &a);\n  }\n";
   else
     cg.code += "    hk_scale_range(&a, 0, hk_scale_tasks(&a));\n  }\n";
@@ -748,7 +768,7 @@ void emit_concat_inplace(Codegen& cg, const Node& n) {
   std::string parts, channels;
   for (const auto& in : n.inputs) {
     parts += (parts.empty() ? "" : ", ") + native_producer(cg, in);
-    channels += (channels.empty() ? "" : ", ") + std::to_string(cg.shape_of(in)[1]);
+    channels += (channels.empty() ? "" : ", ") + cg.shape_of(in)[1].c();
   }
   std::string op = fmt::format("m->ops[{}]", cg.library_ops++);
   cg.prepare += fmt::format(
@@ -771,8 +791,8 @@ bool conv_as_fc(const Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
   auto pads = n.get_ints("pads", {});
   std::string auto_pad = n.get_string("auto_pad", "NOTSET");
-  return cg.dtype_of(n.inputs[0]) == DType::F32 && xs.size() == 4 && xs[2] == 1 && xs[3] == 1 && ws.size() == 4 &&
-         ws[2] == 1 && ws[3] == 1 && ys.size() == 4 && ys[2] == 1 && ys[3] == 1 &&
+  return cg.dtype_of(n.inputs[0]) == DType::F32 && xs.size() == 4 && xs[1].known() && xs[2].is(1) && xs[3].is(1) &&
+         ws.size() == 4 && ws[2].is(1) && ws[3].is(1) && ys.size() == 4 && ys[2].is(1) && ys[3].is(1) &&
          std::all_of(pads.begin(), pads.end(), [](int64_t p) { return p == 0; }) &&
          (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
@@ -782,15 +802,36 @@ std::vector<std::string> nn_op_names() {
           "LayerNormalization", "Softmax", "LogSoftmax", "MatMul", "Gemm"};
 }
 
+namespace {
+
+// The fast emitters take float32 only; other dtypes go to the generic ones (ops_generic.cc).
+bool f32_only(const Codegen& cg, const Node& n) {
+  for (const auto& v : n.inputs)
+    if (!v.empty() && dtype_is_float(cg.dtype_of(v)) && cg.dtype_of(v) != DType::F32) return false;
+  return cg.dtype_of(n.inputs[0]) == DType::F32;
+}
+
+// Inference-mode BatchNormalization with constant parameters (folded into a scale and shift).
+bool fast_batchnorm(const Codegen& cg, const Node& n) {
+  if (!f32_only(cg, n) || n.get_int("training_mode", 0) != 0 || n.has_output(1)) return false;
+  for (size_t i = 1; i < 5; ++i)
+    if (!n.has_input(i) || !cg.is_constant(n.inputs[i])) return false;
+  return cg.shape_of(n.inputs[0]).size() < 2 || cg.shape_of(n.inputs[0])[1].known();
+}
+
+}  // namespace
+
 bool emit_nn_op(Codegen& cg, const Node& n) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return false;
   if (op == "Conv") emit_conv(cg, n);
   else if (op == "MaxPool" || op == "AveragePool") emit_pool(cg, n);
   else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") emit_global_pool(cg, n);
-  else if (op == "BatchNormalization") emit_batchnorm(cg, n);
-  else if (op == "LayerNormalization") emit_layernorm(cg, n);
-  else if (op == "Softmax" || op == "LogSoftmax") emit_softmax(cg, n);
+  else if (op == "BatchNormalization" && fast_batchnorm(cg, n)) emit_batchnorm(cg, n);
+  else if (op == "LayerNormalization" && f32_only(cg, n) && !n.has_output(1) && !n.has_output(2) &&
+           n.get_int("stash_type", 1) == 1)
+    emit_layernorm(cg, n);
+  else if ((op == "Softmax" || op == "LogSoftmax") && f32_only(cg, n)) emit_softmax(cg, n);
   else if (op == "MatMul") emit_matmul(cg, n);
   else if (op == "Gemm") emit_gemm(cg, n);
   else if (op == "Mul" && cg.channel_scales.count(n.outputs[0])) emit_channel_scale(cg, n);

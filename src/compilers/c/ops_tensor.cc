@@ -9,6 +9,7 @@
 #include <set>
 
 #include "compilers/c/codegen_context.h"
+#include "compilers/c/ops_generic.h"
 #include "core/error.h"
 #include "passes/graph_utils.h"
 
@@ -33,25 +34,29 @@ int64_t esize(Codegen& cg, const std::string& v) {
   DType t = cg.dtype_of(v);
   HODU_CHECK(c_type(t), ErrorCode::Unsupported, "value '{}' has dtype {}, which compiled code does not support", v,
              dtype_name(t));
+  HODU_CHECK(!dtype_is_subbyte(t), ErrorCode::Unsupported,
+             "value '{}' has dtype {}: compiled code moves 4- and 2-bit elements only through Cast, Reshape and "
+             "the quantization ops", v, dtype_name(t));
   return dtype_bits(t) / 8;
 }
 
-void strided_copy(Codegen& cg, const std::string& in, const std::string& out, const std::vector<int64_t>& dims,
-                  const std::vector<int64_t>& strides, int64_t offset, const std::vector<int64_t>& out_shape) {
+void strided_copy(Codegen& cg, const std::string& in, const std::string& out, const SymShape& dims,
+                  const SymShape& strides, const SymInt& offset, const SymShape& out_shape) {
   HODU_CHECK(dims.size() <= 8, ErrorCode::Unsupported, "value '{}': rank {} is above the compiled code's limit of 8",
              out, dims.size());
   std::string x = cg.ptr(in);
   cg.define(out, cg.dtype_of(in), out_shape);
-  cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(out), dims.size(), cg.table(dims),
-                      cg.table(strides), offset, esize(cg, in)));
+  std::string d = cg.table(dims), st = cg.table(strides);
+  cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(out), dims.size(), d, st, offset,
+                      esize(cg, in)));
 }
 
 void emit_transpose(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]);
   int64_t r = static_cast<int64_t>(xs.size());
   const auto perm = passes::transpose_perm(n, static_cast<size_t>(r));
-  auto st = contiguous_strides(xs);
-  std::vector<int64_t> dims, strides;
+  auto st = row_major_strides(xs);
+  SymShape dims, strides;
   for (auto p : perm) {
     dims.push_back(xs[p]);
     strides.push_back(st[p]);
@@ -62,21 +67,20 @@ void emit_transpose(Codegen& cg, const Node& n) {
 void emit_slice(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
   int64_t r = static_cast<int64_t>(xs.size());
-  auto starts = const_ints(cg, n, 1), ends = const_ints(cg, n, 2);
+  auto starts = sym_ints(cg, n, 1);
   std::vector<int64_t> axes, steps;
   if (n.has_input(3)) axes = const_ints(cg, n, 3);
   else
     for (size_t i = 0; i < starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
   steps = n.has_input(4) ? const_ints(cg, n, 4) : std::vector<int64_t>(starts.size(), 1);
-  auto st = contiguous_strides(xs);
-  std::vector<int64_t> strides = st;
-  int64_t offset = 0;
+  auto st = row_major_strides(xs);
+  SymShape strides = st;
+  SymInt offset = 0;
   for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = norm_axis(n, axes[i], r), D = xs[a], s = starts[i], step = steps[i];
+    int64_t a = norm_axis(n, axes[i], r), step = steps[i];
     HODU_CHECK(step != 0, ErrorCode::InvalidModel, "{}: step 0", n.describe());
-    if (s < 0) s += D;
-    s = step > 0 ? std::clamp<int64_t>(s, 0, D) : std::clamp<int64_t>(s, 0, D - 1);
-    if (ys[a] > 0) offset += s * st[a];
+    SymInt s = slice_start(starts[i], xs[a], step);
+    if (!ys[a].is(0)) offset += s * st[a];
     strides[a] = st[a] * step;
   }
   strided_copy(cg, n.inputs[0], n.outputs[0], ys, strides, offset, ys);
@@ -84,18 +88,18 @@ void emit_slice(Codegen& cg, const Node& n) {
 
 void emit_expand(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
-  auto st = contiguous_strides(xs);
+  auto st = row_major_strides(xs);
   size_t off = ys.size() - xs.size();
-  std::vector<int64_t> strides(ys.size(), 0);
-  for (size_t d = 0; d < xs.size(); ++d) strides[d + off] = xs[d] == 1 ? 0 : st[d];
+  SymShape strides(ys.size(), 0);
+  for (size_t d = 0; d < xs.size(); ++d) strides[d + off] = broadcast_stride(xs[d], ys[d + off], st[d]);
   strided_copy(cg, n.inputs[0], n.outputs[0], ys, strides, 0, ys);
 }
 
 void emit_tile(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
-  auto reps = const_ints(cg, n, 1);
-  auto st = contiguous_strides(xs);
-  std::vector<int64_t> dims, strides;
+  auto reps = sym_ints(cg, n, 1);
+  auto st = row_major_strides(xs);
+  SymShape dims, strides;
   for (size_t d = 0; d < xs.size(); ++d) {
     dims.push_back(reps[d]);
     strides.push_back(0);
@@ -108,8 +112,8 @@ void emit_tile(Codegen& cg, const Node& n) {
 void emit_split(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]);
   int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
-  auto st = contiguous_strides(xs);
-  int64_t start = 0;
+  auto st = row_major_strides(xs);
+  SymInt start = 0;
   for (const auto& out : n.outputs) {
     HODU_CHECK(!out.empty(), ErrorCode::Unsupported, "{}: omitted outputs", n.describe());
     auto ys = cg.shape_of(out);
@@ -121,7 +125,8 @@ void emit_split(Codegen& cg, const Node& n) {
 void emit_concat(Codegen& cg, const Node& n) {
   auto ys = cg.shape_of(n.outputs[0]);
   int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(ys.size()));
-  int64_t outer = 1, inner = 1, es = esize(cg, n.outputs[0]);
+  SymInt outer = 1, inner = 1;
+  int64_t es = esize(cg, n.outputs[0]);
   for (int64_t d = 0; d < axis; ++d) outer *= ys[d];
   for (size_t d = axis + 1; d < ys.size(); ++d) inner *= ys[d];
   std::vector<std::string> ins;
@@ -129,11 +134,12 @@ void emit_concat(Codegen& cg, const Node& n) {
     if (!in.empty()) ins.push_back(cg.ptr(in));
   cg.define(n.outputs[0], cg.dtype_of(n.outputs[0]), ys);
   std::string y = cg.ptr(n.outputs[0]);
-  int64_t at = 0, k = 0;
+  SymInt at = 0;
+  int64_t k = 0;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
-    int64_t a = cg.shape_of(in)[axis];
-    if (a > 0)
+    SymInt a = cg.shape_of(in)[axis];
+    if (!a.is(0))
       cg.emit(fmt::format("hk_copy_rows((char*){} + {}, {}, {}, {}, {}, {});", y, at * inner * es, ys[axis] * inner * es,
                           ins[k], a * inner * es, outer, a * inner * es));
     at += a;
@@ -147,27 +153,27 @@ void emit_gather(Codegen& cg, const Node& n) {
   DType it = cg.dtype_of(n.inputs[1]);
   HODU_CHECK(it == DType::I64 || it == DType::I32, ErrorCode::Unsupported, "{}: indices of dtype {}", n.describe(),
              dtype_name(it));
-  int64_t outer = 1, inner = 1;
+  SymInt outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (size_t d = axis + 1; d < xs.size(); ++d) inner *= xs[d];
   std::string x = cg.ptr(n.inputs[0]), idx = cg.ptr(n.inputs[1]);
   cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), cg.shape_of(n.outputs[0]));
   cg.emit_checked(fmt::format("hk_gather({}, {}, {}, {}, {}, {}, {}, {})", x, idx, it == DType::I32 ? 1 : 0,
-                              cg.ptr(n.outputs[0]), outer, xs[axis], shape_numel(is), inner * esize(cg, n.inputs[0])),
+                              cg.ptr(n.outputs[0]), outer, xs[axis], numel(is), inner * esize(cg, n.inputs[0])),
                   n, "index out of range");
 }
 
 void emit_pad(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
   int64_t r = static_cast<int64_t>(xs.size());
-  auto pads = const_ints(cg, n, 1);
+  auto pads = sym_ints(cg, n, 1);
   std::vector<int64_t> axes;
   if (n.has_input(3)) axes = const_ints(cg, n, 3);
   else
     for (int64_t d = 0; d < r; ++d) axes.push_back(d);
   HODU_CHECK(pads.size() == 2 * axes.size(), ErrorCode::InvalidModel, "{}: pads has {} values for {} axes",
              n.describe(), pads.size(), axes.size());
-  std::vector<int64_t> begin(r, 0);
+  SymShape begin(r, 0);
   for (size_t i = 0; i < axes.size(); ++i) begin[norm_axis(n, axes[i], r)] = pads[i];
   std::string mode = n.get_string("mode", "constant");
   int m = mode == "constant" ? 0 : mode == "reflect" ? 1 : mode == "edge" ? 2 : mode == "wrap" ? 3 : -1;
@@ -180,13 +186,75 @@ void emit_pad(Codegen& cg, const Node& n) {
   int wv = cg.add_weight(value.reshape({}));
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], dt, ys);
-  cg.emit(fmt::format("hk_pad({}, {}, {}, {}, {}, {}, {}, W + {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
-                      cg.table(ys), cg.table(begin), m, cg.weight_offsets[wv], esize(cg, n.inputs[0])));
+  std::string xt = cg.table(xs), yt = cg.table(ys), bt = cg.table(begin);
+  cg.emit(fmt::format("hk_pad({}, {}, {}, {}, {}, {}, {}, W + {}, {});", x, cg.ptr(n.outputs[0]), r, xt, yt, bt, m,
+                      cg.weight_offsets[wv], esize(cg, n.inputs[0])));
+}
+
+// Resize over sizes known only while running: the index (and weight) tables the static path
+// computes at build time are computed by the generated code (hk_resize_table), then the same
+// kernels run. Scales are constants; sizes may be size values.
+void emit_resize_dynamic(Codegen& cg, const Node& n, const std::string& mode, const std::string& ctm,
+                         const std::string& nearest) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  const int64_t r = static_cast<int64_t>(xs.size());
+  std::vector<double> scale(r, 0.0);  // 0: out / in, computed while running
+  if (n.has_input(2) && cg.is_constant(n.inputs[2]) && cg.constant(n.inputs[2]).numel() > 0) {
+    auto sc = cg.constant(n.inputs[2]).to_doubles();
+    for (int64_t d = 0; d < r; ++d) scale[d] = static_cast<double>(static_cast<float>(sc[d]));
+  }
+  static const std::map<std::string, int> ctms = {{"half_pixel", 0},         {"align_corners", 1},
+                                                  {"asymmetric", 2},         {"pytorch_half_pixel", 3},
+                                                  {"half_pixel_symmetric", 4}};
+  static const std::map<std::string, int> nearests = {
+      {"round_prefer_floor", 0}, {"round_prefer_ceil", 1}, {"floor", 2}, {"ceil", 3}};
+  HODU_CHECK(ctms.count(ctm) && nearests.count(nearest), ErrorCode::InvalidModel,
+             "{}: coordinate_transformation_mode '{}', nearest_mode '{}'", n.describe(), ctm, nearest);
+  need_generic_kernels(cg);
+  const bool linear = mode == "linear";
+  HODU_CHECK(!linear || (cg.dtype_of(n.inputs[0]) == DType::F32 && r >= 2), ErrorCode::Unsupported,
+             "{}: linear resize of float32 tensors of rank >= 2 only", n.describe());
+  if (linear)
+    for (int64_t d = 0; d + 2 < r; ++d)
+      HODU_CHECK(xs[d] == ys[d], ErrorCode::Unsupported, "{}: linear resize of dim {} (only the last two dims)",
+                 n.describe(), d);
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys);
+  auto table = [&](int64_t d, std::string* i0, std::string* i1, std::string* w) {
+    *i0 = fmt::format("((int64_t*){})", cg.scratch(ys[d] * 8));
+    *i1 = linear ? fmt::format("((int64_t*){})", cg.scratch(ys[d] * 8)) : "NULL";
+    *w = linear ? fmt::format("((float*){})", cg.scratch(ys[d] * 4)) : "NULL";
+    cg.emit(fmt::format("hk_resize_table({}, {}, {:.17g}, {}, {}, {}, {}, {}, {});", xs[d], ys[d], scale[d],
+                        ctms.at(ctm), nearests.at(nearest), linear ? 1 : 0, *i0, *i1, *w));
+  };
+  if (!linear) {
+    // hk_resize_nearest reads the dims' tables one after the other.
+    SymInt total = 0;
+    for (const auto& d : ys) total += d;
+    std::string all = fmt::format("((int64_t*){})", cg.scratch(total * 8));
+    SymInt at = 0;
+    for (int64_t d = 0; d < r; ++d) {
+      std::string i0, i1, w;
+      table(d, &i0, &i1, &w);
+      cg.emit(fmt::format("memcpy({} + {}, {}, {} * 8);", all, at, i0, ys[d]));
+      at += ys[d];
+    }
+    cg.emit(fmt::format("hk_resize_nearest({}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                        cg.table(ys), all, esize(cg, n.inputs[0])));
+    return;
+  }
+  std::string t[2][3];
+  for (int k = 0; k < 2; ++k) table(r - 2 + k, &t[k][0], &t[k][1], &t[k][2]);
+  SymInt nc = 1;
+  for (int64_t d = 0; d + 2 < r; ++d) nc = nc * xs[d];
+  cg.emit(fmt::format("hk_resize_linear2d({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      cg.ptr(n.outputs[0]), nc, xs[r - 2], xs[r - 1], ys[r - 2], ys[r - 1], t[0][0], t[0][1], t[0][2],
+                      t[1][0], t[1][1], t[1][2]));
 }
 
 void emit_resize(Codegen& cg, const Node& n) {
-  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
-  int64_t r = static_cast<int64_t>(xs.size());
+  auto xs_sym = cg.shape_of(n.inputs[0]), ys_sym = cg.shape_of(n.outputs[0]);
+  auto xs_static = to_static(xs_sym), ys_static = to_static(ys_sym);
   std::string mode = n.get_string("mode", "nearest");
   std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
   std::string nearest = n.get_string("nearest_mode", "round_prefer_floor");
@@ -195,6 +263,15 @@ void emit_resize(Codegen& cg, const Node& n) {
   HODU_CHECK(ctm != "tf_crop_and_resize" && n.get_int("antialias", 0) == 0 && n.get_ints("axes").empty() &&
                  n.get_string("keep_aspect_ratio_policy", "stretch") == "stretch",
              ErrorCode::Unsupported, "{}: tf_crop_and_resize, antialias, axes and keep_aspect_ratio_policy", n.describe());
+  const bool sizes_given = n.has_input(3) && (!cg.is_constant(n.inputs[3]) || cg.constant(n.inputs[3]).numel() > 0);
+  if (!xs_static || !ys_static || (sizes_given && !cg.is_constant(n.inputs[3]))) {
+    HODU_CHECK(!n.has_input(2) || cg.is_constant(n.inputs[2]), ErrorCode::Unsupported,
+               "{}: compiled code needs the scales ('{}') to be a constant", n.describe(), n.inputs[2]);
+    emit_resize_dynamic(cg, n, mode, ctm, nearest);
+    return;
+  }
+  const std::vector<int64_t> xs = *xs_static, ys = *ys_static;
+  int64_t r = static_cast<int64_t>(xs.size());
   for (size_t i = 1; i < 4; ++i)
     HODU_CHECK(!n.has_input(i) || cg.is_constant(n.inputs[i]), ErrorCode::Unsupported,
                "{}: compiled code needs input {} ('{}') to be a constant", n.describe(), i, n.inputs[i]);
@@ -218,7 +295,7 @@ void emit_resize(Codegen& cg, const Node& n) {
     return (x + 0.5) / s - 0.5;  // half_pixel
   };
   std::string x = cg.ptr(n.inputs[0]);
-  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys_sym);
   if (mode == "nearest") {
     std::vector<int64_t> table;
     for (int64_t d = 0; d < r; ++d)
@@ -261,6 +338,17 @@ void emit_resize(Codegen& cg, const Node& n) {
                       cg.table(i1[0]), cg.float_table(w[0]), cg.table(i0[1]), cg.table(i1[1]), cg.float_table(w[1])));
 }
 
+// Float32 with axes known at build time: the float kernel (other dtypes and axes read
+// while running: ops_generic.cc).
+bool fast_reduce(const Codegen& cg, const Node& n) {
+  if (cg.dtype_of(n.inputs[0]) != DType::F32) return false;
+  if (n.has_input(1) && !cg.is_constant(n.inputs[1])) return false;
+  if (n.get_int("noop_with_empty_axes", 0) != 0 && (!n.has_input(1) || cg.constant(n.inputs[1]).numel() == 0) &&
+      n.get_ints("axes").empty())
+    return false;  // no axes, no-op: a copy (the generic kernel's empty flags)
+  return true;
+}
+
 int reduce_code(const std::string& op) {
   static const std::map<std::string, int> codes = {{"ReduceSum", 0}, {"ReduceMean", 1}, {"ReduceMax", 2},
                                                    {"ReduceMin", 3}, {"ReduceProd", 4}, {"ReduceSumSquare", 5},
@@ -282,25 +370,29 @@ void emit_reduce(Codegen& cg, const Node& n) {
   } else {
     for (auto a : axes) reduced[norm_axis(n, a, r)] = true;
   }
-  std::vector<int64_t> kept;
+  SymShape kept;
+  SymInt reduced_count = 1;
   for (int64_t d = 0; d < r; ++d)
     if (!reduced[d]) kept.push_back(xs[d]);
-  auto kst = contiguous_strides(kept);
-  std::vector<int64_t> out_strides(r, 0);
+    else reduced_count *= xs[d];
+  auto kst = row_major_strides(kept);
+  SymShape out_strides(r, 0);
   for (int64_t d = 0, k = 0; d < r; ++d)
     if (!reduced[d]) out_strides[d] = kst[k++];
-  int64_t n_out = shape_numel(ys), per = n_out ? shape_numel(xs) / n_out : 0;
+  SymInt n_out = numel(ys), per = reduced_count;
+  if (n_out.known() && numel(xs).known()) per = n_out.value() ? numel(xs).value() / n_out.value() : 0;
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], DType::F32, ys);
-  cg.emit(fmt::format("hk_reduce({}, {}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
-                      cg.table(out_strides), n_out, per, reduce_code(n.op_type)));
+  std::string xt = cg.table(xs), ot = cg.table(out_strides);
+  cg.emit(fmt::format("hk_reduce({}, {}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, xt, ot, n_out, per,
+                      reduce_code(n.op_type)));
 }
 
 void emit_argreduce(Codegen& cg, const Node& n) {
   HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
   auto xs = cg.shape_of(n.inputs[0]);
   int64_t r = static_cast<int64_t>(xs.size()), axis = norm_axis(n, n.get_int("axis", 0), r);
-  int64_t outer = 1, inner = 1;
+  SymInt outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
   std::string x = cg.ptr(n.inputs[0]);
@@ -313,23 +405,80 @@ void emit_argreduce(Codegen& cg, const Node& n) {
 void emit_depth_space(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
   HODU_CHECK(xs.size() == 4, ErrorCode::Unsupported, "{}: 4-D input only", n.describe());
-  int64_t b = n.get_int("blocksize", 1), N = xs[0], C = xs[1], H = xs[2], W = xs[3];
-  std::vector<int64_t> dims, strides;
+  int64_t b = n.get_int("blocksize", 1);
+  SymInt N = xs[0], C = xs[1], H = xs[2], W = xs[3];
+  SymShape dims, strides;
   if (n.op_type == "DepthToSpace") {
     bool crd = n.get_string("mode", "DCR") == "CRD";
-    int64_t c = C / (b * b);
+    SymInt c = floordiv(C, b * b);
     // output index order: n, c, h, b1, w, b2
-    int64_t sHW = H * W;
-    int64_t s_c = crd ? b * b * sHW : sHW, s_b1 = crd ? b * sHW : b * c * sHW, s_b2 = crd ? sHW : c * sHW;
+    SymInt sHW = H * W;
+    SymInt s_c = crd ? b * b * sHW : sHW, s_b1 = crd ? b * sHW : b * c * sHW, s_b2 = crd ? sHW : c * sHW;
     dims = {N, c, H, b, W, b};
     strides = {C * sHW, s_c, W, s_b1, 1, s_b2};
   } else {
     // output [N, C*b*b, H/b, W/b] with channel index (b1, b2, c): source x[n, c, h*b+b1, w*b+b2]
-    int64_t oh = H / b, ow = W / b;
+    SymInt oh = floordiv(H, b), ow = floordiv(W, b);
     dims = {N, b, b, C, oh, ow};
     strides = {C * H * W, W, 1, H * W, b * W, b};
   }
   strided_copy(cg, n.inputs[0], n.outputs[0], dims, strides, 0, ys);
+}
+
+// Cast (CastLike) where a side has no C arithmetic type (float8, float4, 4- and 2-bit
+// integers): hk_cast, the interpreter's element rules (saturation, e8m0's round_mode).
+void emit_cast(Codegen& cg, const Node& n) {
+  DType from = cg.dtype_of(n.inputs[0]), to = cg.dtype_of(n.outputs[0]);
+  HODU_CHECK(c_type(from) && c_type(to), ErrorCode::Unsupported,
+             "{}: Cast from {} to {} (compiled code has no strings or complex numbers)", n.describe(),
+             dtype_name(from), dtype_name(to));
+  std::string rm = n.get_string("round_mode", "up");
+  HODU_CHECK(rm == "up" || rm == "down" || rm == "nearest", ErrorCode::InvalidModel,
+             "{}: round_mode must be up, down or nearest, got '{}'", n.describe(), rm);
+  auto ys = cg.shape_of(n.outputs[0]);
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], to, ys);
+  cg.kernel_sections.insert("convert");
+  cg.emit(fmt::format("hk_cast({}, {}, {}, {}, {}, {}, {});", x, static_cast<int>(from), cg.ptr(n.outputs[0]),
+                      static_cast<int>(to), numel(ys), n.get_int("saturate", 1) ? 1 : 0,
+                      rm == "up" ? 0 : rm == "down" ? 1 : 2));
+}
+
+// Range with a size from the inputs' shapes: y[i] = start + i * delta.
+void emit_range(Codegen& cg, const Node& n) {
+  DType dt = cg.dtype_of(n.outputs[0]);
+  const char* t = c_type(dt);
+  HODU_CHECK(t, ErrorCode::Unsupported, "{}: dtype {}", n.describe(), dtype_name(dt));
+  auto ys = cg.shape_of(n.outputs[0]);
+  for (size_t i : {0, 2})
+    if (cg.sym_values.count(n.inputs[i])) cg.materialize(n.inputs[i]);
+  std::string start = cg.ptr(n.inputs[0]), delta = cg.ptr(n.inputs[2]);
+  cg.define(n.outputs[0], dt, ys);
+  if (dt == DType::F16 || dt == DType::BF16) {  // in float, each value rounded once
+    const char* name = dt == DType::F16 ? "f16" : "bf16";
+    cg.kernel_sections.insert("convert");
+    cg.emit(fmt::format("{{ uint16_t* y = {0}; const float s = hk_{1}_to_f32({2}[0]), d = hk_{1}_to_f32({3}[0]); "
+                        "for (int64_t i = 0; i < {4}; ++i) y[i] = hk_f32_to_{1}(s + (float)i * d); }}",
+                        cg.ptr(n.outputs[0]), name, start, delta, ys[0]));
+    return;
+  }
+  cg.emit(fmt::format("{{ {0}* y = {1}; const {0} s = {2}[0], d = {3}[0]; for (int64_t i = 0; i < {4}; ++i) y[i] = "
+                      "({0})(s + ({0})i * d); }}",
+                      t, cg.ptr(n.outputs[0]), start, delta, ys[0]));
+}
+
+// ConstantOfShape of a shape from the inputs' shapes: the value repeated.
+void emit_constant_of_shape(Codegen& cg, const Node& n) {
+  DType dt = cg.dtype_of(n.outputs[0]);
+  const char* t = c_type(dt);
+  HODU_CHECK(t, ErrorCode::Unsupported, "{}: dtype {}", n.describe(), dtype_name(dt));
+  const Tensor* v = n.get_tensor("value");
+  Tensor value = v ? v->contiguous() : Tensor::scalar(DType::F32, 0.f);
+  auto ys = cg.shape_of(n.outputs[0]);
+  int w = cg.add_weight(value.reshape({}));
+  cg.define(n.outputs[0], dt, ys);
+  cg.emit(fmt::format("{{ {0}* y = {1}; const {0} v = *(const {0}*)(W + {2}); for (int64_t i = 0; i < {3}; ++i) y[i] = v; }}",
+                      t, cg.ptr(n.outputs[0]), cg.weight_offsets[w], numel(ys)));
 }
 
 }  // namespace
@@ -346,7 +495,8 @@ bool is_view_op(const Node& n) {
 std::vector<std::string> tensor_op_names() {
   return {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Expand", "Tile",
           "Split", "Concat", "Gather", "Pad", "Resize", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
-          "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ArgMax", "ArgMin", "DepthToSpace", "SpaceToDepth"};
+          "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ArgMax", "ArgMin", "DepthToSpace", "SpaceToDepth",
+          "Range", "ConstantOfShape"};
 }
 
 bool emit_tensor_op(Codegen& cg, const Node& n) {
@@ -375,7 +525,7 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
                    n.describe(), dtype_name(cg.dtype_of(mask)));
         auto shape = cg.shape_of(mask);
         cg.define(mask, DType::Bool, shape);
-        cg.emit(fmt::format("memset({}, 1, {});", cg.ptr(mask), shape_numel(shape)));
+        cg.emit(fmt::format("memset({}, 1, {});", cg.ptr(mask), numel(shape)));
       }
     }
   } else if (op == "Transpose") emit_transpose(cg, n);
@@ -387,9 +537,12 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   else if (op == "Gather") emit_gather(cg, n);
   else if (op == "Pad") emit_pad(cg, n);
   else if (op == "Resize") emit_resize(cg, n);
-  else if (reduce_code(op) >= 0) emit_reduce(cg, n);
-  else if (op == "ArgMax" || op == "ArgMin") emit_argreduce(cg, n);
+  else if (reduce_code(op) >= 0 && fast_reduce(cg, n)) emit_reduce(cg, n);
+  else if ((op == "ArgMax" || op == "ArgMin") && cg.dtype_of(n.inputs[0]) == DType::F32) emit_argreduce(cg, n);
   else if (op == "DepthToSpace" || op == "SpaceToDepth") emit_depth_space(cg, n);
+  else if (op == "Range") emit_range(cg, n);
+  else if (op == "Cast" || op == "CastLike") emit_cast(cg, n);
+  else if (op == "ConstantOfShape") emit_constant_of_shape(cg, n);
   else return false;
   return true;
 }

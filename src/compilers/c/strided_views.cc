@@ -22,15 +22,15 @@ StridedView whole_view(const Codegen& cg, const std::string& v) {
   StridedView w;
   w.root = v;
   w.dims = cg.shape_of(v);
-  w.strides = contiguous_strides(w.dims);
+  w.strides = row_major_strides(w.dims);
   return w;
 }
 
 bool is_row_major(const StridedView& v) {
-  if (v.offset != 0) return false;
-  auto want = contiguous_strides(v.dims);
+  if (!v.offset.is(0)) return false;
+  auto want = row_major_strides(v.dims);
   for (size_t i = 0; i < v.dims.size(); ++i)
-    if (v.dims[i] != 1 && v.strides[i] != want[i]) return false;
+    if (!v.dims[i].is(1) && v.strides[i] != want[i]) return false;
   return true;
 }
 
@@ -67,14 +67,13 @@ std::optional<StridedView> view_through(const Codegen& cg, const Node& n, const 
     for (size_t i = 0; i < axes.size(); ++i) {
       int64_t a = axes[i] < 0 ? axes[i] + r : axes[i];
       if (a < 0 || a >= r || steps[i] <= 0) return std::nullopt;
-      int64_t s = starts[i] < 0 ? starts[i] + in.dims[a] : starts[i];
-      s = std::clamp<int64_t>(s, 0, in.dims[a]);
-      if (ys[a] > 0) out.offset += s * in.strides[a];
+      SymInt s = slice_start(starts[i], in.dims[a], 1);
+      if (!ys[a].is(0)) out.offset += s * in.strides[a];
       out.strides[a] = in.strides[a] * steps[i];
     }
     out.dims = ys;
   } else {
-    auto st = passes::reshape_strides(in.dims, in.strides, ys);
+    auto st = passes::reshape_strides_with(in.dims, in.strides, ys, provably_ge);
     if (!st) return std::nullopt;
     out.dims = ys;
     out.strides = *st;

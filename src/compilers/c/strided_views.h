@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "compilers/c/sym_int.h"
 #include "ir/graph.h"
 
 namespace hodu::compilers::c {
@@ -17,8 +18,8 @@ struct Codegen;
 // Element offset and strides over `root` (a value stored row-major), in the view's dims.
 struct StridedView {
   std::string root;
-  int64_t offset = 0;
-  std::vector<int64_t> dims, strides;
+  SymInt offset = 0;
+  SymShape dims, strides;
 };
 
 // The row-major view of `v` itself.

@@ -249,6 +249,8 @@ BuildResult build_model(const Model& model, const std::string& out_path, const B
   if (!options.target.empty() && cc.find("gcc") == std::string::npos) base.push_back("--target=" + options.target);
   // -ffp-contract=off: the same numbers on every target (no fused multiply-add surprises).
   base.push_back("-ffp-contract=off");
+  // A kernel the generated code calls but the artifact lacks is a generator bug: fail here.
+  base.push_back("-Werror=implicit-function-declaration");
   result.compiler = cc;
   auto t1 = clock::now();
   say(fmt::format("compiling {:.1f} KiB of C with {} -O{} ({})", gen.source.size() / 1024.0, cc, co.opt_level,

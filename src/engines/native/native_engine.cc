@@ -6,6 +6,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -26,7 +27,8 @@ namespace fs = std::filesystem;
 namespace hodu::native {
 namespace {
 
-constexpr int kAbiVersion = 1;
+// 2 added sizes bound at run time (free dims: -1 in the declared shapes); 1 still runs.
+constexpr int kAbiVersion = 2;
 constexpr const char* kNameTag = "HODU_AOT_MODEL_NAME=";
 constexpr const char* kDocTag = "HODU_AOT_MODEL_DOC=";
 
@@ -51,6 +53,8 @@ struct Api {
   int (*output_ndim)(int) = nullptr;
   const int64_t* (*input_shape)(int) = nullptr;
   const int64_t* (*output_shape)(int) = nullptr;
+  const char* (*input_dim_name)(int, int) = nullptr;   // ABI 2: a free dim's name, NULL when fixed
+  const char* (*output_dim_name)(int, int) = nullptr;  // ABI 2: an output dim that is a free dim
   int (*run)(void*, const DLTensor*, int, DLTensor*, int) = nullptr;
   const char* (*last_error)(const void*) = nullptr;
 
@@ -123,7 +127,7 @@ std::shared_ptr<Api> open_library(const std::string& path, const std::string& sh
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
   };
   sym("abi_version", api->abi_version);
-  HODU_CHECK(api->abi_version() == kAbiVersion, ErrorCode::Unsupported,
+  HODU_CHECK(api->abi_version() == kAbiVersion || api->abi_version() == 1, ErrorCode::Unsupported,
              "{}: built with C API version {}, this hodu runs version {} (rebuild it with hodu build)", path,
              api->abi_version(), kAbiVersion);
   sym("create_ex", api->create_ex);
@@ -143,6 +147,10 @@ std::shared_ptr<Api> open_library(const std::string& path, const std::string& sh
   sym("input_shape", api->input_shape);
   sym("output_shape", api->output_shape);
   sym("run", api->run);
+  api->input_dim_name =
+      reinterpret_cast<decltype(api->input_dim_name)>(dlsym(api->handle, (api->prefix + "_input_dim_name").c_str()));
+  api->output_dim_name =
+      reinterpret_cast<decltype(api->output_dim_name)>(dlsym(api->handle, (api->prefix + "_output_dim_name").c_str()));
   sym("last_error", api->last_error);
   return api;
 }
@@ -200,17 +208,32 @@ class NativeExecutable : public Executable {
     results.reserve(nout);
     for (int i = 0; i < nout; ++i) {
       const char* name = api_->output_name(i);
-      Tensor& t = outputs_[i];
-      if (!t.defined() || t.storage().use_count() > 1) {
-        const int64_t* s = api_->output_shape(i);
-        t = Tensor::empty(from_dl_dtype(api_->output_dtype(i), name), std::vector<int64_t>(s, s + api_->output_ndim(i)));
+      const int64_t* s = api_->output_shape(i);
+      std::vector<int64_t> shape(s, s + api_->output_ndim(i));
+      // A size known only per run: the library's own tensor, copied after the run.
+      if (std::any_of(shape.begin(), shape.end(), [](int64_t d) { return d < 0; })) {
+        outputs_[i] = Tensor();
+        out[i] = DLTensor{};
+        continue;
       }
+      Tensor& t = outputs_[i];
+      if (!t.defined() || t.storage().use_count() > 1) t = Tensor::empty(from_dl_dtype(api_->output_dtype(i), name), shape);
       out[i] = dl_view(t, name);
     }
     int st = api_->run(instance_, in.data(), nin, out.data(), nout);
     HODU_CHECK(st == 0, st == 1 ? ErrorCode::InvalidArgument : ErrorCode::Internal, "{}: {}{}", api_->path,
                api_->last_error(instance_), st == 1 ? hint_ : "");
-    for (const auto& t : outputs_) results.emplace_back(t);
+    for (int i = 0; i < nout; ++i) {
+      if (!outputs_[i].defined()) {
+        const DLTensor& o = out[i];
+        std::vector<int64_t> shape(o.shape, o.shape + o.ndim);
+        Tensor t = Tensor::empty(from_dl_dtype(o.dtype, api_->output_name(i)), shape);
+        if (t.nbytes()) std::memcpy(t.raw_data(), static_cast<const char*>(o.data) + o.byte_offset, t.nbytes());
+        results.emplace_back(t);
+        continue;
+      }
+      results.emplace_back(outputs_[i]);
+    }
     return results;
   }
 
@@ -348,18 +371,27 @@ Model describe_library(const std::string& path) {
   m.graph.name = api->prefix;
   m.metadata.push_back({kLibraryKey, api->path});
   m.doc = api->doc;
+  // A free dim (-1) is the library's symbol; an output dim computed while running is unknown.
+  auto shape_of = [&](const int64_t* s, int ndim, int input, int output) {
+    std::vector<Dim> dims;
+    for (int d = 0; d < ndim; ++d) {
+      const char* name = input >= 0 && api->input_dim_name     ? api->input_dim_name(input, d)
+                         : output >= 0 && api->output_dim_name ? api->output_dim_name(output, d)
+                                                               : nullptr;
+      dims.push_back(s[d] >= 0 ? Dim(s[d]) : name ? Dim::sym(name) : Dim::unknown());
+    }
+    return Shape(dims);
+  };
   for (int i = 0; i < api->num_inputs(); ++i) {
-    const int64_t* s = api->input_shape(i);
     m.graph.inputs.push_back(Value{api->input_name(i),
                                    ValueType::tensor(from_dl_dtype(api->input_dtype(i), api->input_name(i)),
-                                                     Shape::from(std::vector<int64_t>(s, s + api->input_ndim(i)))),
+                                                     shape_of(api->input_shape(i), api->input_ndim(i), i, -1)),
                                    {}});
   }
   for (int i = 0; i < api->num_outputs(); ++i) {
-    const int64_t* s = api->output_shape(i);
     m.graph.outputs.push_back(Value{api->output_name(i),
                                     ValueType::tensor(from_dl_dtype(api->output_dtype(i), api->output_name(i)),
-                                                      Shape::from(std::vector<int64_t>(s, s + api->output_ndim(i)))),
+                                                      shape_of(api->output_shape(i), api->output_ndim(i), -1, i)),
                                     {}});
   }
   return m;

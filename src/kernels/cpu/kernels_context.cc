@@ -130,13 +130,28 @@ void hodu_kernels::refuse_if_asked(const char* kind) const {
     hodu::kernels::fail(HODU_KERNELS_ERR_UNSUPPORTED, std::string(kind) + ": refused (HODU_KERNELS_REFUSE)");
 }
 
-PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to) {
+PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                  bool share) {
   PackedConstant p;
-  p.bytes = aligned_bytes(to.get_size());
+  // The same constant packed for another op of this context (another shape's): shared.
+  for (auto it = packed.begin(); share && it != packed.end();) {
+    if (it->bytes.expired()) {
+      it = packed.erase(it);
+      continue;
+    }
+    if (it->data == data && it->from == from && it->to == to) {
+      p.bytes = it->bytes.lock();
+      p.mem = dnnl::memory(to, engine, p.bytes.get());
+      return p;
+    }
+    ++it;
+  }
+  p.bytes = std::shared_ptr<char>(aligned_bytes(to.get_size()).release(), FreeDeleter());
   p.mem = dnnl::memory(to, engine, p.bytes.get());
   dnnl::memory src(from, engine, const_cast<float*>(data));
   dnnl::reorder(src, p.mem).execute(stream, src, p.mem);
   stream.wait();
+  if (share) packed.push_back({data, from, to, p.bytes});
   return p;
 }
 
@@ -207,6 +222,15 @@ int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_
 }
 
 void hodu_kernels_destroy(hodu_kernels* k) { delete k; }
+
+void hodu_kernel_release(hodu_kernels* k, hodu_kernel* op) {
+  if (!k || !op) return;
+  for (auto it = k->ops.begin(); it != k->ops.end(); ++it)
+    if (it->get() == op) {
+      k->ops.erase(it);
+      return;
+    }
+}
 
 int hodu_kernels_num_threads(const hodu_kernels* k) { return k ? k->threads : 0; }
 

@@ -73,9 +73,11 @@ bool is_reference(const PrimitiveDesc& pd) {
 }
 
 
-// A constant (weights, bias) reordered once into the layout a primitive wants.
+// A constant (weights, bias) reordered once into the layout a primitive wants. The bytes
+// are shared by the ops of one context that pack the same data into the same layout (a
+// model with sizes known at run time prepares its ops once per shape).
 struct PackedConstant {
-  AlignedBytes bytes;
+  std::shared_ptr<char> bytes;
   dnnl::memory mem;
 };
 
@@ -113,6 +115,13 @@ struct hodu_kernels {
   dnnl::engine engine;
   dnnl::stream stream;
   std::vector<std::unique_ptr<hodu_kernel>> ops;
+  // Constants packed by the ops (pack()): reused while an op holds them.
+  struct Packed {
+    const float* data;
+    dnnl::memory::desc from, to;
+    std::weak_ptr<char> bytes;
+  };
+  std::vector<Packed> packed;
   // oneDNN scratchpad; reordered src/dst (conv), and a matmul's variable B (its A and dst use
   // src/dst) where a strided operand is copied plain first.
   hodu::kernels::Scratch scratchpad, src_buffer, dst_buffer, b_buffer;
@@ -123,7 +132,10 @@ struct hodu_kernels {
 
   // Fails with UNSUPPORTED when `kind` ("matmul", "conv2d", "pool2d") is refused.
   void refuse_if_asked(const char* kind) const;
-  hodu::kernels::PackedConstant pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to);
+  // share: `data` is the caller's constant (not a temporary copy), so another op packing it
+  // into the same layout may reuse the bytes.
+  hodu::kernels::PackedConstant pack(const float* data, const dnnl::memory::desc& from, const dnnl::memory::desc& to,
+                                     bool share = true);
   // Runs `body` under the thread scope; maps exceptions to a status and the message.
   template <class F>
   int guarded(F&& body) noexcept;

@@ -259,7 +259,7 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
       for (float& v : scaled) v *= d.alpha;
       from = scaled.data();
     }
-    op->packed_b = k.pack(from, b_user, pd.weights_desc());
+    op->packed_b = k.pack(from, b_user, pd.weights_desc(), /*share=*/from == b);
     op->matmul.add(DNNL_ARG_WEIGHTS, op->packed_b.mem);
   } else {
     op->b_mem = dnnl::memory(b_user, k.engine, nullptr);

@@ -34,6 +34,44 @@
 HK inline float hk_clamp01f(float v) { return v < 0.f ? 0.f : v > 1.f ? 1.f : v; }
 HK inline double hk_clamp01(double v) { return v < 0. ? 0. : v > 1. ? 1. : v; }
 
+/* Integer and float helpers of the elementwise loops: ONNX's semantics (numpy's), no
+ * undefined behaviour (a division by zero or INT_MIN / -1 gives 0 or wraps). */
+HK inline int64_t hk_idiv(int64_t x, int64_t y) { return y == 0 ? 0 : y == -1 ? (int64_t)(0 - (uint64_t)x) : x / y; }
+HK inline uint64_t hk_udiv(uint64_t x, uint64_t y) { return y ? x / y : 0; }
+HK inline int64_t hk_imod(int64_t x, int64_t y) {
+  int64_t m;
+  if (y == 0 || y == -1) return 0;
+  m = x % y;
+  return m != 0 && ((m < 0) != (y < 0)) ? m + y : m;
+}
+HK inline int64_t hk_ifmod(int64_t x, int64_t y) { return y == 0 || y == -1 ? 0 : x % y; }
+HK inline uint64_t hk_umod(uint64_t x, uint64_t y) { return y ? x % y : 0; }
+/* numpy.mod of floats: the result has the divisor's sign. */
+HK inline double hk_fmodpy(double x, double y) {
+  double m = fmod(x, y);
+  if (y == 0) return m;
+  if (m != 0) return (y < 0) != (m < 0) ? m + y : m;
+  return copysign(0.0, y);
+}
+HK inline float hk_fmodpyf(float x, float y) {
+  float m = fmodf(x, y);
+  if (y == 0) return m;
+  if (m != 0) return (y < 0) != (m < 0) ? m + y : m;
+  return copysignf(0.f, y);
+}
+/* Integer power with wrap-around; a negative exponent gives the truncated real result. */
+HK inline int64_t hk_ipow(int64_t base, int64_t e) {
+  uint64_t r = 1, b = (uint64_t)base, ue = (uint64_t)e;
+  if (e < 0) return base == 1 ? 1 : base == -1 ? (e % 2 == 0 ? 1 : -1) : 0;
+  while (ue) {
+    if (ue & 1) r *= b;
+    b *= b;
+    ue >>= 1;
+  }
+  return (int64_t)r;
+}
+HK inline int64_t hk_pow_to_int(double v) { return !isfinite(v) || fabs(v) >= 9.2e18 ? INT64_MIN : (int64_t)v; }
+
 /* ---- GEMM: C[M,N] = A[M,K] * B[K,N] (+ C when accumulate), row-major ------ */
 #define HK_MR 4
 #define HK_NR 8
@@ -165,6 +203,26 @@ HK void hk_matmul_batched(int64_t batches, int64_t M, int64_t N, int64_t K, cons
                           const float* B, const int64_t* b_off, float* C, float* pack) {
   int64_t b;
   for (b = 0; b < batches; ++b) hk_gemm(M, N, K, A + a_off[b], K, B + b_off[b], N, C + b * M * N, N, 0, pack);
+}
+
+/* Batched GEMM over `rank` broadcast batch dims known at run time: batch i of A and B at
+ * sum(index_d * stride_d) (stride 0 on a broadcast dim) times M*K and K*N. */
+HK void hk_matmul_bcast(int64_t rank, const int64_t* batch, const int64_t* a_stride, const int64_t* b_stride, int64_t M,
+                        int64_t N, int64_t K, const float* A, const float* B, float* C, float* pack) {
+  int64_t idx[8] = {0}, total = 1, i, d;
+  for (d = 0; d < rank; ++d) total *= batch[d];
+  for (i = 0; i < total; ++i) {
+    int64_t ao = 0, bo = 0;
+    for (d = 0; d < rank; ++d) {
+      ao += idx[d] * a_stride[d];
+      bo += idx[d] * b_stride[d];
+    }
+    hk_gemm(M, N, K, A + ao * M * K, K, B + bo * K * N, N, C + i * M * N, N, 0, pack);
+    for (d = rank; d-- > 0;) {
+      if (++idx[d] < batch[d]) break;
+      idx[d] = 0;
+    }
+  }
 }
 
 /* y[M,N] = alpha * y + beta * c (c read with row/col strides, 0 = broadcast). */
@@ -674,3 +732,60 @@ HK void hk_argreduce(const float* x, int64_t* y, int64_t outer, int64_t n, int64
     }
 }
 
+
+/* The arena plan of a model whose sizes are known at run time (memory_plan.cc's algorithm,
+ * run when the model first sees a shape): buffers joined in place share one slot whose life
+ * is their union; slots largest first, each at the lowest 64-aligned offset that overlaps no
+ * placed slot live at the same time. work: 5 * n int64s. Returns the arena bytes. */
+HK int64_t hk_plan(int64_t n, const int64_t* bytes, const int32_t* first, const int32_t* last, const int32_t* reuse,
+                   int64_t* offsets, int64_t* work) {
+  int64_t* slot_of = work;            /* buffer -> slot */
+  int64_t* size = work + n;           /* slot -> bytes (aligned) */
+  int64_t* life = work + 2 * n;       /* slot -> first << 32 | last */
+  int64_t* order = work + 3 * n;      /* slots by size */
+  int64_t* off = work + 4 * n;        /* slot -> offset */
+  int64_t slots = 0, i, j, k, total = 0;
+  for (i = 0; i < n; ++i) {
+    int64_t b = (bytes[i] < 1 ? 1 : bytes[i]) + 63;
+    b -= b % 64;
+    if (reuse[i] >= 0) {
+      int64_t s = slot_of[reuse[i]];
+      int64_t f = life[s] >> 32, l = life[s] & 0xffffffff;
+      if (last[i] > l) l = last[i];
+      life[s] = (f << 32) | l;
+      if (b > size[s]) size[s] = b;
+      slot_of[i] = s;
+      continue;
+    }
+    slot_of[i] = slots;
+    size[slots] = b;
+    life[slots] = ((int64_t)first[i] << 32) | (int64_t)last[i];
+    order[slots] = slots;
+    ++slots;
+  }
+  /* Insertion sort by size, largest first, stable. */
+  for (i = 1; i < slots; ++i) {
+    int64_t s = order[i];
+    for (j = i; j > 0 && size[order[j - 1]] < size[s]; --j) order[j] = order[j - 1];
+    order[j] = s;
+  }
+  for (i = 0; i < slots; ++i) {
+    int64_t s = order[i], at = 0, moved = 1;
+    int64_t f = life[s] >> 32, l = life[s] & 0xffffffff;
+    /* Lowest offset clear of every placed slot live at the same time (placed: order[0..i)). */
+    while (moved) {
+      moved = 0;
+      for (k = 0; k < i; ++k) {
+        int64_t p = order[k], pf = life[p] >> 32, pl = life[p] & 0xffffffff;
+        if (pf <= l && f <= pl && at < off[p] + size[p] && off[p] < at + size[s]) {
+          at = off[p] + size[p];
+          moved = 1;
+        }
+      }
+    }
+    off[s] = at;
+    if (at + size[s] > total) total = at + size[s];
+  }
+  for (i = 0; i < n; ++i) offsets[i] = off[slot_of[i]];
+  return total;
+}

@@ -1,0 +1,45 @@
+// Helpers of the emitters for the ops outside the hot path (ops_generic.cc, ops_index.cc,
+// ...): they call the kernel library's generic section (kernels/hk_ops.c), which computes
+// floats in double and integers in int64, with sizes given at run time.
+#pragma once
+#include <string>
+
+#include "compilers/c/codegen_context.h"
+
+namespace hodu::compilers::c {
+
+// The generic section (and the dtype section it needs) in the artifact.
+void need_generic_kernels(Codegen& cg);
+// A float value as `const double*`: itself (f64) or a converted copy in scratch.
+std::string f64_in(Codegen& cg, const std::string& v);
+// An integer or bool value as `const int64_t*`: itself (i64) or a converted copy.
+std::string i64_in(Codegen& cg, const std::string& v);
+// A result the kernel writes as doubles (or int64s: integer) into `buffer`; finish() converts
+// it into the value `name` (defined by f64_out, of its graph dtype and `shape`).
+struct WideOut {
+  std::string name, buffer;
+  DType dtype = DType::F64;
+  SymInt count;
+  bool converted = false;
+  bool integer = false;
+  void finish(Codegen& cg) const;
+};
+WideOut wide_out(Codegen& cg, const std::string& name, const SymShape& shape, bool integer = false);
+// `v` broadcast to `shape` (numpy, unidirectional): its pointer, or a copy expanded in scratch.
+std::string expanded(Codegen& cg, const std::string& v, const SymShape& shape);
+// Element size in bytes of a dtype compiled code moves (Unsupported for 4- and 2-bit ones).
+int64_t element_bytes(Codegen& cg, const std::string& v);
+// Axis normalized to [0, rank).
+int64_t normalized_axis(const Node& n, int64_t axis, int64_t rank);
+
+// Op emitters of these families; false when the op is not one of theirs.
+bool emit_generic_op(Codegen& cg, const Node& n);
+std::vector<std::string> generic_op_names();
+bool emit_index_op(Codegen& cg, const Node& n);  // ops_index.cc
+std::vector<std::string> index_op_names();
+bool emit_attention_op(Codegen& cg, const Node& n);  // ops_attention.cc
+std::vector<std::string> attention_op_names();
+bool emit_rnn_op(Codegen& cg, const Node& n);  // ops_rnn.cc
+std::vector<std::string> rnn_op_names();
+
+}  // namespace hodu::compilers::c

@@ -1,0 +1,426 @@
+#!/usr/bin/python3
+"""Ops compiled with free dims: small hand-built ONNX models (onnx.helper) for what the
+node suite checks only at fixed sizes or not at all (Ifs decided by a static dim of a
+shape that is otherwise free, nested, with branch-local constants; ops of the newest
+opsets). Each is
+built by `hodu build` without --dim/--shape in default mode and with --standalone, run at
+two or more sizes through the native engine, and compared with the reference interpreter
+and, where it runs the model, ONNX Runtime 1.30 (rel-L2 <= 1e-4, float16 2e-3; integers exactly).
+
+usage: ops_models.py --hodu BIN [--keep DIR] [--filter SUBSTRING]
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ORT_DIR = os.path.join(HERE, "..", "ort")
+F, I64, BOOL = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+
+def rng_for(name):
+    return np.random.default_rng(sum(map(ord, name)))
+
+
+def init(name, a):
+    return numpy_helper.from_array(np.asarray(a), name)
+
+
+def model(name, nodes, inputs, outputs, inits=(), opset=21):
+    g = helper.make_graph(nodes, name, inputs, outputs, list(inits))
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+    m.ir_version = 8  # Debian's onnx 1.12 writes and checks up to IR 8 / opset 17
+    return m
+
+
+def vi(name, elem, dims):
+    return helper.make_tensor_value_info(name, elem, dims)
+
+
+# ---- the models ----------------------------------------------------------------------
+# Each: (name, ModelProto, [feeds: {input: array}], ort) where ort says ONNX Runtime runs it.
+
+def causal_conv():
+    r = rng_for("causal_conv")
+    C, K = 4, 3
+    n = helper.make_node("CausalConvWithState", ["x", "w", "b", "past"], ["y", "present"], activation="silu")
+    m = model("causal_conv", [n], [vi("x", F, ["B", C, "L"]), vi("past", F, ["B", C, K - 1])],
+              [vi("y", F, None), vi("present", F, None)],
+              [init("w", r.standard_normal((C, 1, K)).astype(np.float32)),
+               init("b", r.standard_normal(C).astype(np.float32))], opset=27)
+    feeds = [{"x": r.standard_normal((b, C, L)).astype(np.float32),
+              "past": r.standard_normal((b, C, K - 1)).astype(np.float32)} for b, L in [(1, 5), (3, 9), (2, 1)]]
+    return m, feeds, False
+
+
+def linear_attention():
+    r = rng_for("linear_attention")
+    Hq, Hkv, dk, dv = 4, 2, 3, 5
+    n = helper.make_node("LinearAttention", ["q", "k", "v", "past", "decay", "beta"], ["y", "state"],
+                         q_num_heads=Hq, kv_num_heads=Hkv, update_rule="gated_delta")
+    m = model("linear_attention", [n],
+              [vi("q", F, ["B", "T", Hq * dk]), vi("k", F, ["B", "T", Hkv * dk]), vi("v", F, ["B", "T", Hkv * dv]),
+               vi("past", F, ["B", Hkv, dk, dv]), vi("decay", F, ["B", "T", Hkv]), vi("beta", F, ["B", "T", 1])],
+              [vi("y", F, None), vi("state", F, None)], opset=27)
+    feeds = []
+    for b, t in [(1, 4), (2, 7)]:
+        feeds.append({"q": r.standard_normal((b, t, Hq * dk)).astype(np.float32) * 0.5,
+                      "k": r.standard_normal((b, t, Hkv * dk)).astype(np.float32) * 0.5,
+                      "v": r.standard_normal((b, t, Hkv * dv)).astype(np.float32),
+                      "past": r.standard_normal((b, Hkv, dk, dv)).astype(np.float32) * 0.1,
+                      "decay": -np.abs(r.standard_normal((b, t, Hkv))).astype(np.float32),
+                      "beta": r.uniform(0, 1, (b, t, 1)).astype(np.float32)})
+    return m, feeds, False
+
+
+def attention_kv_cache():
+    """Attention (opset 23), GQA with a past key/value over a free past length and a free
+    sequence, an additive mask and the causal rule; present key/value out."""
+    r = rng_for("attention_kv_cache")
+    Hq, Hkv, D = 4, 2, 8
+    n = helper.make_node("Attention", ["q", "k", "v", "mask", "pk", "pv"], ["y", "present_k", "present_v"],
+                         is_causal=1)
+    m = model("attention_kv_cache", [n],
+              [vi("q", F, ["B", Hq, "S", D]), vi("k", F, ["B", Hkv, "S", D]), vi("v", F, ["B", Hkv, "S", D]),
+               vi("mask", F, ["S", "T"]), vi("pk", F, ["B", Hkv, "P", D]), vi("pv", F, ["B", Hkv, "P", D])],
+              [vi("y", F, None), vi("present_k", F, None), vi("present_v", F, None)], opset=23)
+    feeds = []
+    for b, s, p in [(1, 1, 5), (2, 3, 4), (1, 6, 1)]:
+        feeds.append({"q": r.standard_normal((b, Hq, s, D)).astype(np.float32),
+                      "k": r.standard_normal((b, Hkv, s, D)).astype(np.float32),
+                      "v": r.standard_normal((b, Hkv, s, D)).astype(np.float32),
+                      "mask": (r.standard_normal((s, s + p)) * 0.5).astype(np.float32),
+                      "pk": r.standard_normal((b, Hkv, p, D)).astype(np.float32),
+                      "pv": r.standard_normal((b, Hkv, p, D)).astype(np.float32)})
+    return m, feeds, True
+
+
+def if_on_static_dim(runtime_cond=False):
+    """torch's shape-dependent branches: an If on Shape(x)[1] == 6 (static; the batch dim is
+    free), whose then branch holds a constant of its own, reads an outer value and nests an
+    If on Shape(x)[1] > 3. With runtime_cond the condition reads x's data instead."""
+    r = rng_for("if_on_static_dim")
+    c6 = init("c6", np.array(6, np.int64))
+    inner = helper.make_node(
+        "If", ["gt"], ["inner"],
+        then_branch=helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t2"])], "inner_then", [],
+                                      [vi("t2", F, ["B", 6])], [init("two", np.array(2.0, np.float32))]),
+        else_branch=helper.make_graph([helper.make_node("Neg", ["x"], ["e2"])], "inner_else", [],
+                                      [vi("e2", F, ["B", 6])]))
+    then_g = helper.make_graph(
+        [helper.make_node("Greater", ["d1", "three"], ["gt"]), inner,
+         helper.make_node("Add", ["inner", "bias"], ["t1"])], "then", [], [vi("t1", F, ["B", 6])],
+        [init("three", np.array(3, np.int64))])
+    else_g = helper.make_graph([helper.make_node("Sub", ["x", "bias"], ["e1"])], "else", [], [vi("e1", F, ["B", 6])])
+    cond = ([helper.make_node("ReduceSum", ["x"], ["sx"], keepdims=0),
+             helper.make_node("Greater", ["sx", "zero"], ["cond"])] if runtime_cond else
+            [helper.make_node("Equal", ["d1", "c6"], ["cond"])])
+    nodes = [helper.make_node("Shape", ["x"], ["shape"]),
+             helper.make_node("Gather", ["shape", "one"], ["d1"], axis=0)] + cond + [
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Relu", ["y"], ["z"])]
+    m = model("if_runtime" if runtime_cond else "if_on_static_dim", nodes, [vi("x", F, ["B", 6])],
+              [vi("z", F, ["B", 6])],
+              [c6, init("one", np.array(1, np.int64)), init("zero", np.array(0.0, np.float32)),
+               init("bias", r.standard_normal(6).astype(np.float32))], opset=13)
+    feeds = [{"x": r.standard_normal((b, 6)).astype(np.float32)} for b in (1, 5)]
+    return m, feeds, True
+
+
+def quantized_free_dims():
+    """ONNX Runtime's quantization patterns over free dims: DynamicQuantizeLinear ->
+    MatMulInteger (per-column int8 weight zero points) -> scales over [B, T, 8]; a per-axis
+    QuantizeLinear / DequantizeLinear pair; QLinearConv (per-channel weight scales) over a
+    free height and width."""
+    r = rng_for("quantized_free_dims")
+    U8, I8 = TensorProto.UINT8, TensorProto.INT8
+    w = r.integers(-127, 128, (8, 6)).astype(np.int8)
+    cw = r.integers(-127, 128, (4, 3, 3, 3)).astype(np.int8)
+    nodes = [
+        helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+        helper.make_node("MatMulInteger", ["xq", "w", "xz", "wz"], ["acc"]),
+        helper.make_node("Cast", ["acc"], ["accf"], to=F),
+        helper.make_node("Mul", ["xs", "ws"], ["s"]),
+        helper.make_node("Mul", ["accf", "s"], ["y"]),
+        helper.make_node("QuantizeLinear", ["y", "qs", "qz"], ["yq"], axis=2),
+        helper.make_node("DequantizeLinear", ["yq", "qs", "qz"], ["ydq"], axis=2),
+        helper.make_node("QuantizeLinear", ["img", "is", "iz"], ["imgq"]),
+        helper.make_node("QLinearConv", ["imgq", "is", "iz", "cw", "cws", "cwz", "os", "oz", "cb"], ["cq"],
+                         pads=[1, 1, 1, 1]),
+        helper.make_node("DequantizeLinear", ["cq", "os", "oz"], ["c"]),
+    ]
+    inits = [init("w", w), init("wz", np.array([0, 1, -2, 3, 0, -1], np.int8)),
+             init("ws", np.array(0.02, np.float32)),
+             init("qs", np.array([0.05, 0.1, 0.07, 0.2, 0.3, 0.04], np.float32)),
+             init("qz", np.array([128, 120, 130, 128, 100, 140], np.uint8)),
+             init("is", np.array(0.02, np.float32)), init("iz", np.array(128, np.uint8)),
+             init("cw", cw), init("cws", np.array([0.01, 0.02, 0.015, 0.005], np.float32)),
+             init("cwz", np.zeros(4, np.int8)), init("os", np.array(0.05, np.float32)),
+             init("oz", np.array(120, np.uint8)), init("cb", np.array([100, -50, 0, 300], np.int32))]
+    m = model("quantized_free_dims", nodes, [vi("x", F, ["B", "T", 8]), vi("img", F, ["N", 3, "H", "W"])],
+              [vi("y", F, ["B", "T", 6]), vi("yq", U8, ["B", "T", 6]), vi("ydq", F, ["B", "T", 6]),
+               vi("c", F, ["N", 4, "H", "W"]), vi("xs", F, []), vi("xz", U8, [])], inits, opset=13)
+    feeds = [{"x": r.standard_normal((b, t, 8)).astype(np.float32),
+              "img": r.uniform(-1, 1, (n, 3, h, w_)).astype(np.float32)} for b, t, n, h, w_ in
+             [(1, 3, 1, 5, 7), (2, 9, 2, 8, 4)]]
+    return m, feeds, True
+
+
+def recurrent(batch_first=False):
+    """LSTM (bidirectional, peepholes, initial states, sequence_lens), GRU (linear_before_reset,
+    clip) and RNN (reverse, custom activations) over a free sequence and batch; with
+    batch_first the layout-1 forms (ONNX Runtime runs only layout 0: interpreter only)."""
+    r = rng_for("recurrent")
+    I, H = 5, 4
+    L = 1 if batch_first else 0
+
+    def weights(tag, dirs, gates, extra=()):
+        return [init(f"{tag}w", (r.standard_normal((dirs, gates * H, I)) * 0.4).astype(np.float32)),
+                init(f"{tag}r", (r.standard_normal((dirs, gates * H, H)) * 0.4).astype(np.float32)),
+                init(f"{tag}b", (r.standard_normal((dirs, 2 * gates * H)) * 0.2).astype(np.float32))] + list(extra)
+
+    seq_in = ["B", "S", I] if batch_first else ["S", "B", I]
+    state = (lambda d: ["B", d, H]) if batch_first else (lambda d: [d, "B", H])
+    nodes = [
+        helper.make_node("LSTM", ["x", "lw", "lr", "lb", "lens", "h0", "c0", "lp"], ["ly", "lh", "lc"],
+                         hidden_size=H, direction="bidirectional", layout=L),
+        helper.make_node("GRU", ["x", "gw", "gr", "gb", "", "gh0"], ["gy", "gh"], hidden_size=H,
+                         linear_before_reset=1, clip=2.5, layout=L),
+        helper.make_node("RNN", ["x", "rw", "rr", "rb"], ["ry", "rh"], hidden_size=H, direction="reverse",
+                         activations=["LeakyRelu"], activation_alpha=[0.3], layout=L),
+    ]
+    inits = (weights("l", 2, 4, [init("lp", (r.standard_normal((2, 3 * H)) * 0.3).astype(np.float32))]) +
+             weights("g", 1, 3) + weights("r", 1, 1))
+    outs = ([vi("ly", F, ["B", "S", 2, H] if batch_first else ["S", 2, "B", H]), vi("lh", F, state(2)),
+             vi("lc", F, state(2)), vi("gy", F, ["B", "S", 1, H] if batch_first else ["S", 1, "B", H]),
+             vi("gh", F, state(1)), vi("ry", F, ["B", "S", 1, H] if batch_first else ["S", 1, "B", H]),
+             vi("rh", F, state(1))])
+    m = model("recurrent_bf" if batch_first else "recurrent", nodes,
+              [vi("x", F, seq_in), vi("lens", TensorProto.INT32, ["B"]), vi("h0", F, state(2)),
+               vi("c0", F, state(2)), vi("gh0", F, state(1))], outs, inits, opset=14)
+    feeds = []
+    for b, s_ in [(1, 1), (3, 6), (2, 11)]:
+        lens = np.array([s_] + [max(1, s_ - 2 * k) for k in range(1, b)], np.int32)
+        st = (lambda d: (b, d, H)) if batch_first else (lambda d: (d, b, H))
+        feeds.append({"x": r.standard_normal((b, s_, I) if batch_first else (s_, b, I)).astype(np.float32),
+                      "lens": lens, "h0": r.standard_normal(st(2)).astype(np.float32) * 0.5,
+                      "c0": r.standard_normal(st(2)).astype(np.float32) * 0.5,
+                      "gh0": r.standard_normal(st(1)).astype(np.float32) * 0.5})
+    return m, feeds, not batch_first
+
+
+def recurrent_batch_first():
+    return recurrent(batch_first=True)
+
+
+def conv_transpose():
+    """ConvTranspose over a free batch, height and width: grouped with strides, dilations,
+    pads and output_padding; SAME_UPPER; 1-D with a bias (PaddleOCR's and U-Net decoders)."""
+    r = rng_for("conv_transpose")
+    nodes = [
+        helper.make_node("ConvTranspose", ["x", "w"], ["a"], group=2, strides=[2, 3], dilations=[1, 2],
+                         pads=[1, 0, 0, 2], output_padding=[1, 0]),
+        helper.make_node("ConvTranspose", ["x", "w2", "b2"], ["s"], strides=[2, 2], auto_pad="SAME_UPPER"),
+        helper.make_node("ConvTranspose", ["z", "w1", "b1"], ["t"], strides=[3], pads=[1, 1]),
+    ]
+    inits = [init("w", r.standard_normal((4, 3, 3, 2)).astype(np.float32)),
+             init("w2", r.standard_normal((4, 5, 2, 2)).astype(np.float32)),
+             init("b2", r.standard_normal(5).astype(np.float32)),
+             init("w1", r.standard_normal((3, 2, 4)).astype(np.float32)),
+             init("b1", r.standard_normal(2).astype(np.float32))]
+    m = model("conv_transpose", nodes, [vi("x", F, ["N", 4, "H", "W"]), vi("z", F, ["N", 3, "L"])],
+              [vi("a", F, ["N", 6, "OH", "OW"]), vi("s", F, ["N", 5, "SH", "SW"]), vi("t", F, ["N", 2, "TL"])],
+              inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 4, h, w)).astype(np.float32),
+              "z": r.standard_normal((n, 3, l_)).astype(np.float32)} for n, h, w, l_ in [(1, 3, 4, 2), (2, 7, 5, 9)]]
+    return m, feeds, True
+
+
+def half_convs():
+    """A float16 Conv -> MaxPool -> GlobalAveragePool -> Gemm chain over a free batch and image
+    size: run on the float32 kernels between Casts, rounding where the interpreter does."""
+    r = rng_for("half_convs")
+    H16 = TensorProto.FLOAT16
+    nodes = [helper.make_node("Conv", ["x", "w", "b"], ["c"], pads=[1, 1, 1, 1]),
+             helper.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], strides=[2, 2]),
+             helper.make_node("GlobalAveragePool", ["p"], ["g"]),
+             helper.make_node("Flatten", ["g"], ["f"]),
+             helper.make_node("Gemm", ["f", "fw", "fb"], ["y"], transB=1)]
+    inits = [init("w", (r.standard_normal((6, 3, 3, 3)) * 0.3).astype(np.float16)),
+             init("b", r.standard_normal(6).astype(np.float16)),
+             init("fw", r.standard_normal((4, 6)).astype(np.float16)),
+             init("fb", r.standard_normal(4).astype(np.float16))]
+    m = model("half_convs", nodes, [vi("x", H16, ["N", 3, "H", "W"])],
+              [vi("y", H16, ["N", 4]), vi("p", H16, ["N", 6, "PH", "PW"])], inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 3, h, w)).astype(np.float16)} for n, h, w in [(1, 6, 8), (3, 9, 5)]]
+    return m, feeds, True
+
+
+def resize_free_dims():
+    """Resize over a free batch, height and width: x2 nearest (asymmetric, floor: torch's
+    Upsample), x2 linear (half_pixel), and linear to sizes taken from another input's shape
+    (an FPN's upsample-to-match)."""
+    r = rng_for("resize_free_dims")
+    empty = init("empty", np.zeros(0, np.float32))
+    nodes = [
+        helper.make_node("Resize", ["x", "", "s2"], ["n2"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["x", "", "s2"], ["l2"], mode="linear"),
+        helper.make_node("Shape", ["big"], ["bs"]),
+        helper.make_node("Resize", ["x", "", "empty", "bs"], ["to_big"], mode="linear",
+                         coordinate_transformation_mode="pytorch_half_pixel"),
+    ]
+    m = model("resize_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"]), vi("big", F, ["N", 3, "BH", "BW"])],
+              [vi("n2", F, ["N", 3, "H2", "W2"]), vi("l2", F, ["N", 3, "H2", "W2"]),
+               vi("to_big", F, ["N", 3, "BH", "BW"])],
+              [init("s2", np.array([1, 1, 2, 2], np.float32)), empty], opset=13)
+    feeds = [{"x": r.standard_normal((n, 3, h, w)).astype(np.float32),
+              "big": np.zeros((n, 3, bh, bw), np.float32)} for n, h, w, bh, bw in [(1, 4, 5, 9, 7), (2, 7, 3, 10, 13)]]
+    return m, feeds, True
+
+
+MODELS = [resize_free_dims, half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+          recurrent_batch_first]
+
+def resize_by_1_5():
+    m = model("resize_by_1_5", [helper.make_node("Resize", ["x", "", "s"], ["y"])], [vi("x", F, ["N", 3, "H", "W"])],
+              [vi("y", F, ["N", 3, "A", "B"])], [init("s", np.array([1, 1, 1.5, 1.5], np.float32))], opset=13)
+    return m, [], True
+
+
+# Models `hodu build` refuses, with what its error must say.
+REFUSED = [(resize_by_1_5, "a Resize by 1.5 of a dim known only at run time"),
+           (lambda: if_on_static_dim(runtime_cond=True),
+            "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
+
+
+# ---- running -------------------------------------------------------------------------
+
+def rel_l2(a, b):
+    a, b = a.astype(np.float64).ravel(), b.astype(np.float64).ravel()
+    den = np.linalg.norm(b)
+    return float(np.linalg.norm(a - b) / (den if den > 0 else 1.0))
+
+
+def outputs(out_dir):
+    return {f[:-4]: np.load(os.path.join(out_dir, f)) for f in sorted(os.listdir(out_dir)) if f.endswith(".npy")}
+
+
+def run(cmd):
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def compare(a, b):
+    """None when a matches b, else what differs."""
+    if a.shape != b.shape:
+        return f"shape {a.shape} != {b.shape}"
+    if a.dtype.kind in "biu" or b.dtype.kind in "biu":
+        return None if np.array_equal(a, b) else f"{int(np.sum(a != b))} elements differ"
+    if not np.array_equal(np.isnan(a), np.isnan(b)):
+        return "NaNs differ"
+    # float16 results: a float32 sum in another order lands an ulp away (eps 9.8e-4).
+    tol = 2e-3 if b.dtype == np.float16 else 1e-4
+    a, b = np.nan_to_num(a), np.nan_to_num(b)
+    e = rel_l2(a, b)
+    return None if e <= tol else f"rel-L2 {e:.2e} > {tol:g}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--hodu", required=True)
+    ap.add_argument("--keep", help="work in this folder (kept) instead of a temporary one")
+    ap.add_argument("--filter", default="", help="only models whose name contains this")
+    args = ap.parse_args()
+    have_ort = os.path.isdir(os.path.join(ORT_DIR, "node_modules", "onnxruntime-node"))
+    tmp_obj = None if args.keep else tempfile.TemporaryDirectory(prefix="hodu-opsm-")
+    tmp = args.keep or tmp_obj.name
+    os.makedirs(tmp, exist_ok=True)
+    failures = checks = 0
+
+    def fail(msg):
+        nonlocal failures
+        failures += 1
+        print("FAIL " + msg, flush=True)
+
+    for make in MODELS:
+        name = make.__name__
+        if args.filter not in name:
+            continue
+        m, sizes, ort_runs = make()
+        if m.opset_import[0].version <= onnx.defs.onnx_opset_version():
+            onnx.checker.check_model(m, full_check=True)
+        path = os.path.join(tmp, name + ".onnx")
+        onnx.save(m, path)
+        libs = {}
+        for mode, flags in [("default", []), ("standalone", ["--standalone"])]:
+            lib = os.path.join(tmp, f"{name}_{mode}.so")
+            r = run([args.hodu, "build", path, "-o", lib, "-q"] + flags)
+            if r.returncode != 0:
+                fail(f"{name} {mode}: build: {r.stderr.strip()[:600]}")
+                continue
+            libs[mode] = lib
+        for k, feeds in enumerate(sizes):
+            tag = f"{name}{k}"
+            paths = []
+            for n, a in feeds.items():
+                p = os.path.join(tmp, f"{tag}_{n}.npy")
+                np.save(p, a)
+                paths.append((n, p))
+            ins = [f"{n}={p}" for n, p in paths]
+            refs = {}
+            r = run([args.hodu, "run", path, "--engine", "interp", "-f", "npy", "-o", os.path.join(tmp, tag + "_i")] +
+                    sum([["-i", x] for x in ins], []))
+            if r.returncode != 0:
+                fail(f"{tag}: interpreter: {r.stderr.strip()[:300]}")
+                continue
+            refs["interpreter"] = outputs(os.path.join(tmp, tag + "_i"))
+            if ort_runs and have_ort:
+                r = run(["node", os.path.join(ORT_DIR, "ort_run.js"), path, os.path.join(tmp, tag + "_o"),
+                         "--threads", "2"] + ins)
+                if r.returncode != 0:
+                    fail(f"{tag}: ONNX Runtime: {r.stderr.strip()[:300]}")
+                else:
+                    refs["ORT"] = outputs(os.path.join(tmp, tag + "_o"))
+            shapes = " ".join(f"{n}{list(a.shape)}" for n, a in feeds.items())
+            for mode, lib in libs.items():
+                out = os.path.join(tmp, f"{tag}_{mode}")
+                r = run([args.hodu, "run", lib, "-f", "npy", "-o", out, "--threads", "2"] +
+                        sum([["-i", x] for x in ins], []))
+                if r.returncode != 0:
+                    fail(f"{tag} {mode} ({shapes}): run: {r.stderr.strip()[-400:]}")
+                    continue
+                got = outputs(out)
+                bad = []
+                for ref_name, ref in refs.items():
+                    for o, b in ref.items():
+                        checks += 1
+                        why = "missing" if o not in got else compare(got[o], b)
+                        if why:
+                            bad.append(f"{o} vs {ref_name}: {why}")
+                print(f"{tag:24s} {mode:10s} {shapes:40s} {'ok' if not bad else 'MISMATCH ' + '; '.join(bad)}",
+                      flush=True)
+                if bad:
+                    fail(f"{tag} {mode}: " + "; ".join(bad))
+    for k, (make, needle) in enumerate(REFUSED):
+        if args.filter not in "refused":
+            continue
+        path = os.path.join(tmp, f"refused{k}.onnx")
+        onnx.save(make()[0], path)
+        r = run([args.hodu, "build", path, "-o", os.path.join(tmp, f"refused{k}.so"), "-q"])
+        checks += 1
+        if r.returncode == 0 or "error: " not in r.stderr or needle not in r.stderr:
+            fail(f"refused{k}: expected an error saying '{needle}', got rc {r.returncode}: {r.stderr.strip()[:300]}")
+        else:
+            print(f"refused{k:<17d} clear error: {r.stderr.strip()[:120]}", flush=True)
+    print(f"ops models: {checks} checks, {failures} failures")
+    return 1 if failures or checks == 0 else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
