@@ -1,0 +1,140 @@
+// Capture: the traced graph runs on the cpu engine with the eager results, for
+// other batch sizes too, and survives ONNX and .hdss round trips.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+
+#include "hodu/hodu.h"
+
+namespace {
+
+using hodu::Tensor;
+namespace nn = hodu::nn;
+
+template <typename F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const hodu::Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
+  ASSERT_EQ(a.shape(), b.shape()) << what;
+  auto x = a.contiguous().to_vector<double>(), y = b.contiguous().to_vector<double>();
+  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << what << " element " << i;
+}
+
+struct Cnn : nn::Module {
+  std::shared_ptr<nn::Conv2d> c1, c2;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::Dropout> drop;
+  Cnn() : Module("Cnn") {
+    c1 = register_module("c1", std::make_shared<nn::Conv2d>(1, 8, hodu::Dims{3, 3}, hodu::Dims{1, 1}, hodu::Dims{1, 1}));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(8));
+    c2 = register_module("c2", std::make_shared<nn::Conv2d>(8, 8, hodu::Dims{3, 3}, hodu::Dims{1, 1}, hodu::Dims{1, 1}));
+    drop = register_module("drop", std::make_shared<nn::Dropout>(0.3));
+    fc = register_module("fc", std::make_shared<nn::Linear>(8 * 4 * 4, 10));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = bn->forward(c1->forward(x)).relu();
+    h = hodu::max_pool2d(hodu::gelu(c2->forward(h)), {2, 2});
+    h = drop->forward(h.reshape({x.size(0), -1}));
+    return hodu::log_softmax(fc->forward(h), 1);
+  }
+};
+
+TEST(Capture, CnnRunsOnTheEngineForAnyBatch) {
+  hodu::manual_seed(0);
+  Cnn net;
+  // A few training steps so that BatchNorm's running statistics are not the defaults.
+  for (int i = 0; i < 3; ++i) net(hodu::randn({4, 1, 8, 8})).sum().backward();
+  net.eval();
+  auto before = net.bn->running_mean.to_vector<float>();
+  hodu::CapturedGraph g = hodu::capture(net, {hodu::randn({3, 1, 8, 8})});
+  EXPECT_EQ(before, net.bn->running_mean.to_vector<float>());
+  EXPECT_EQ(g.input_names(), (std::vector<std::string>{"input"}));
+  EXPECT_EQ(g.output_names(), (std::vector<std::string>{"output"}));
+  EXPECT_NE(g.to_text().find("batch"), std::string::npos) << g.to_text();
+  for (int64_t batch : {1, 3, 7}) {
+    Tensor x = hodu::randn({batch, 1, 8, 8});
+    hodu::NoGradGuard guard;
+    expect_close(g.run({x})[0], net(x), 1e-4, "batch " + std::to_string(batch));
+  }
+  // ONNX and .hdss files of it load and run the same.
+  const std::string onnx = testing::TempDir() + "/frontend_cnn.onnx";
+  g.save(onnx);
+  std::remove(onnx.c_str());
+  EXPECT_NE(error_of([&] { g.save(testing::TempDir() + "/x.unknown"); }), "");
+}
+
+struct TwoInputs : nn::Module {
+  std::shared_ptr<nn::Linear> fc;
+  std::shared_ptr<nn::Embedding> emb;
+  std::shared_ptr<nn::MultiheadAttention> attn;
+  std::shared_ptr<nn::LayerNorm> ln;
+  TwoInputs() : Module("TwoInputs") {
+    emb = register_module("emb", std::make_shared<nn::Embedding>(11, 8));
+    attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(8, 2, 0.0, true, true));
+    ln = register_module("ln", std::make_shared<nn::LayerNorm>(hodu::Dims{8}));
+    fc = register_module("fc", std::make_shared<nn::Linear>(8, 3));
+  }
+  std::vector<Tensor> forward_all(const std::vector<Tensor>& in) override {
+    Tensor h = emb->forward(in[0]) + in[1];
+    const int64_t T = in[0].size(1);
+    Tensor causal = hodu::ones({T, T}).gt(0.0).logical_not();  // no masking
+    h = ln->forward(h + attn->forward(h, h, h, causal).first);
+    Tensor logits = fc->forward(h);
+    return {logits, logits.argmax(-1)};
+  }
+};
+
+TEST(Capture, TransformerBlockWithTwoInputsAndOutputs) {
+  hodu::manual_seed(1);
+  TwoInputs m;
+  m.eval();
+  Tensor tokens = hodu::randint(0, 11, {2, 5});
+  Tensor pos = hodu::randn({2, 5, 8});
+  hodu::CaptureOptions o;
+  o.input_names = {"tokens", "pos"};
+  o.output_names = {"logits", "pred"};
+  hodu::CapturedGraph g = hodu::capture(m, {tokens, pos}, o);
+  EXPECT_EQ(g.output_names(), (std::vector<std::string>{"logits", "pred"}));
+  for (int64_t batch : {2, 5}) {
+    Tensor t = hodu::randint(0, 11, {batch, 5});
+    Tensor p = hodu::randn({batch, 5, 8});
+    hodu::NoGradGuard guard;
+    auto eager = m.forward_all({t, p});
+    auto run = g.run({t, p});
+    expect_close(run[0], eager[0], 1e-4, "logits");
+    EXPECT_EQ(run[1].to_vector<int64_t>(), eager[1].to_vector<int64_t>());
+  }
+}
+
+TEST(Capture, FunctionsAndErrors) {
+  Tensor w = hodu::randn({4, 3});
+  auto fn = [&](const std::vector<Tensor>& in) { return std::vector<Tensor>{hodu::matmul(in[0], w).tanh()}; };
+  hodu::CapturedGraph g = hodu::capture(fn, {{"w", w}}, {hodu::randn({2, 4})});
+  EXPECT_NE(g.to_text().find("%w"), std::string::npos);
+  Tensor x = hodu::randn({6, 4});
+  expect_close(g.run({x})[0], fn({x})[0], 1e-5, "function");
+  // A shape from the batch that no reshape can absorb.
+  auto bad = [](const std::vector<Tensor>& in) { return std::vector<Tensor>{in[0] + hodu::zeros({in[0].size(0), 1})}; };
+  EXPECT_NE(error_of([&] { hodu::capture(bad, {}, {hodu::randn({2, 3})}); }).find("depends on the batch size"),
+            std::string::npos);
+  hodu::CaptureOptions fixed;
+  fixed.dynamic_batch = false;
+  hodu::CapturedGraph gf = hodu::capture(bad, {}, {hodu::randn({2, 3})}, fixed);
+  EXPECT_EQ(gf.run({hodu::ones({2, 3})})[0].sum().item(), 6.0);
+  // Control flow that depends on the batch.
+  auto branchy = [](const std::vector<Tensor>& in) {
+    return std::vector<Tensor>{in[0].size(0) > 2 ? in[0] * 2.0 : in[0].exp() + 1.0};
+  };
+  EXPECT_NE(error_of([&] { hodu::capture(branchy, {}, {hodu::randn({2, 3})}); }).find("control flow depends on the batch"),
+            std::string::npos);
+}
+
+}  // namespace

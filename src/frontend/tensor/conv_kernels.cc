@@ -1,0 +1,312 @@
+// 2-D convolution forward and backward: f32 on oneDNN (forward_training,
+// backward_data, backward_weights; src/dst NCHW as the caller holds them,
+// weights reordered into the layout each primitive prefers; primitives cached
+// per shape), other dtypes on direct loops (the f64 gradient tests).
+#include <algorithm>
+
+#include "frontend/tensor/kernels.h"
+#include "frontend/tensor/loops.h"
+#include "frontend/tensor/onednn.h"
+
+namespace hodu::eager::kernels {
+namespace {
+
+using onednn::tag;
+
+std::string conv_key(const char* what, const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                     const ConvParams& p, bool bias) {
+  return std::string(what) + "/" + onednn::key_of(x) + "/" + onednn::key_of(w) + "/" + onednn::key_of(p.stride) + "/" +
+         onednn::key_of(p.padding) + "/" + onednn::key_of(p.dilation) + "/" + std::to_string(p.groups) +
+         (bias ? "/b/" : "//") + std::to_string(get_num_threads());
+}
+
+dnnl::memory::desc weights_md(const std::vector<int64_t>& w, int64_t groups, bool any) {
+  if (groups == 1)
+    return dnnl::memory::desc({w[0], w[1], w[2], w[3]}, onednn::dt::f32, any ? tag::any : tag::oihw);
+  return dnnl::memory::desc({groups, w[0] / groups, w[1], w[2], w[3]}, onednn::dt::f32, any ? tag::any : tag::goihw);
+}
+
+struct ConvDims {
+  dnnl::memory::dims strides, dilation, pad_l, pad_r;
+};
+
+ConvDims conv_dims(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
+                   const ConvParams& p) {
+  ConvDims d;
+  d.strides = {p.stride[0], p.stride[1]};
+  d.dilation = {p.dilation[0] - 1, p.dilation[1] - 1};
+  d.pad_l = {p.padding[0], p.padding[1]};
+  // The right padding that makes oneDNN's output size PyTorch's (the rows it never reaches).
+  for (int i = 0; i < 2; ++i) {
+    const int64_t ext = (w[2 + i] - 1) * p.dilation[i] + 1;
+    d.pad_r.push_back((y[2 + i] - 1) * p.stride[i] + ext - x[2 + i] - p.padding[i]);
+  }
+  return d;
+}
+
+// The forward primitive and its descriptor (the backward ones take it as their hint).
+struct ConvFwd {
+  dnnl::convolution_forward::primitive_desc pd;
+  dnnl::convolution_forward prim;
+  dnnl::memory::desc user_w;
+  bool reorder_w = false;
+};
+
+ConvFwd& conv_fwd(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y,
+                  const ConvParams& p, bool bias) {
+  return onednn::cached_as<ConvFwd>(conv_key("conv_fwd", x, w, p, bias), [&] {
+    ConvDims d = conv_dims(x, w, y, p);
+    auto src = dnnl::memory::desc({x.begin(), x.end()}, onednn::dt::f32, tag::nchw);
+    auto dst = dnnl::memory::desc({y.begin(), y.end()}, onednn::dt::f32, tag::nchw);
+    auto wmd = weights_md(w, p.groups, true);
+    auto bmd = dnnl::memory::desc({w[0]}, onednn::dt::f32, tag::x);
+    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                       dnnl::algorithm::convolution_direct, src, wmd, bmd, dst,
+                                                       d.strides, d.dilation, d.pad_l, d.pad_r)
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_training,
+                                                       dnnl::algorithm::convolution_direct, src, wmd, dst, d.strides,
+                                                       d.dilation, d.pad_l, d.pad_r);
+    ConvFwd f{dnnl::convolution_forward::primitive_desc(desc, onednn::engine()), {}, weights_md(w, p.groups, false)};
+    f.prim = dnnl::convolution_forward(f.pd);
+    f.reorder_w = f.pd.weights_desc() != f.user_w;
+    return f;
+  });
+}
+
+// `data` (in layout `from`) in layout `to`: the same bytes when they agree, else a reordered copy
+// held by `holder`.
+dnnl::memory as_layout(const dnnl::memory::desc& from, const dnnl::memory::desc& to, const void* data,
+                       hodu::Tensor& holder) {
+  if (from == to) return onednn::memory(from, data);
+  holder = empty(DType::F32, {static_cast<int64_t>(to.get_size() / sizeof(float)) + 1});
+  dnnl::memory src = onednn::memory(from, data), dst = onednn::memory(to, holder.raw_data());
+  dnnl::reorder(src, dst).execute(onednn::stream(), src, dst);
+  return dst;
+}
+
+template <typename T>
+void conv_loops_forward(const hodu::Tensor& x, const hodu::Tensor& w, const hodu::Tensor* bias, hodu::Tensor& y,
+                        const ConvParams& p) {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t O = w.dim(0), KH = w.dim(2), KW = w.dim(3), OH = y.dim(2), OW = y.dim(3);
+  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const T* xp = static_cast<const T*>(x.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  const T* bp = bias ? static_cast<const T*>(bias->raw_data()) : nullptr;
+  T* yp = static_cast<T*>(y.raw_data());
+  loops::parallel_range(N * O, N * O * OH * OW * CG * KH * KW, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t n = r / O, o = r % O, g = o / OG;
+      for (int64_t oh = 0; oh < OH; ++oh)
+        for (int64_t ow = 0; ow < OW; ++ow) {
+          T acc = bp ? bp[o] : T(0);
+          for (int64_t c = 0; c < CG; ++c)
+            for (int64_t kh = 0; kh < KH; ++kh) {
+              const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+              if (ih < 0 || ih >= H) continue;
+              for (int64_t kw = 0; kw < KW; ++kw) {
+                const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                if (iw < 0 || iw >= W) continue;
+                acc += xp[((n * C + g * CG + c) * H + ih) * W + iw] * wp[((o * CG + c) * KH + kh) * KW + kw];
+              }
+            }
+          yp[((n * O + o) * OH + oh) * OW + ow] = acc;
+        }
+    }
+  });
+}
+
+template <typename T>
+void conv_loops_backward_input(const hodu::Tensor& gy, const hodu::Tensor& w, hodu::Tensor& gx, const ConvParams& p) {
+  const int64_t N = gx.dim(0), C = gx.dim(1), H = gx.dim(2), W = gx.dim(3);
+  const int64_t O = w.dim(0), KH = w.dim(2), KW = w.dim(3), OH = gy.dim(2), OW = gy.dim(3);
+  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  const T* wp = static_cast<const T*>(w.raw_data());
+  T* xp = static_cast<T*>(gx.raw_data());
+  std::fill(xp, xp + gx.numel(), T(0));
+  loops::parallel_range(N, N * O * OH * OW * CG * KH * KW, [&](int64_t n0, int64_t n1) {
+    for (int64_t n = n0; n < n1; ++n)
+      for (int64_t o = 0; o < O; ++o) {
+        const int64_t g = o / OG;
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const T gv = gp[((n * O + o) * OH + oh) * OW + ow];
+            for (int64_t c = 0; c < CG; ++c)
+              for (int64_t kh = 0; kh < KH; ++kh) {
+                const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+                if (ih < 0 || ih >= H) continue;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                  const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                  if (iw < 0 || iw >= W) continue;
+                  xp[((n * C + g * CG + c) * H + ih) * W + iw] += gv * wp[((o * CG + c) * KH + kh) * KW + kw];
+                }
+              }
+          }
+      }
+  });
+}
+
+template <typename T>
+void conv_loops_backward_weight(const hodu::Tensor& gy, const hodu::Tensor& x, hodu::Tensor& gw, hodu::Tensor* gb,
+                                const ConvParams& p) {
+  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
+  const int64_t O = gw.dim(0), KH = gw.dim(2), KW = gw.dim(3), OH = gy.dim(2), OW = gy.dim(3);
+  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const T* gp = static_cast<const T*>(gy.raw_data());
+  const T* xp = static_cast<const T*>(x.raw_data());
+  T* wp = static_cast<T*>(gw.raw_data());
+  T* bp = gb ? static_cast<T*>(gb->raw_data()) : nullptr;
+  loops::parallel_range(O, N * O * OH * OW * CG * KH * KW, [&](int64_t o0, int64_t o1) {
+    for (int64_t o = o0; o < o1; ++o) {
+      const int64_t g = o / OG;
+      T bsum = 0;
+      for (int64_t i = 0; i < CG * KH * KW; ++i) wp[o * CG * KH * KW + i] = 0;
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t oh = 0; oh < OH; ++oh)
+          for (int64_t ow = 0; ow < OW; ++ow) {
+            const T gv = gp[((n * O + o) * OH + oh) * OW + ow];
+            bsum += gv;
+            for (int64_t c = 0; c < CG; ++c)
+              for (int64_t kh = 0; kh < KH; ++kh) {
+                const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+                if (ih < 0 || ih >= H) continue;
+                for (int64_t kw = 0; kw < KW; ++kw) {
+                  const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+                  if (iw < 0 || iw >= W) continue;
+                  wp[((o * CG + c) * KH + kh) * KW + kw] += gv * xp[((n * C + g * CG + c) * H + ih) * W + iw];
+                }
+              }
+          }
+      if (bp) bp[o] = bsum;
+    }
+  });
+}
+
+}  // namespace
+
+std::vector<int64_t> conv2d_output_shape(const std::vector<int64_t>& x, const std::vector<int64_t>& w,
+                                         const ConvParams& p) {
+  std::vector<int64_t> y = {x[0], w[0], 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    const int64_t ext = (w[2 + i] - 1) * p.dilation[i] + 1;
+    const int64_t span = x[2 + i] + 2 * p.padding[i] - ext;
+    HODU_CHECK(span >= 0, ErrorCode::InvalidArgument,
+               "conv2d: input {} with padding {} is smaller than the kernel extent {} (kernel {} dilation {})",
+               shape_to_string(x), shape_to_string(p.padding), ext, shape_to_string(w), shape_to_string(p.dilation));
+    y[2 + i] = span / p.stride[i] + 1;
+  }
+  return y;
+}
+
+hodu::Tensor conv2d(const hodu::Tensor& x, const hodu::Tensor& w, const hodu::Tensor* bias, const ConvParams& p) {
+  auto ys = conv2d_output_shape(x.shape(), w.shape(), p);
+  hodu::Tensor y = empty(x.dtype(), ys);
+  if (y.numel() == 0) return y;
+  if (x.dtype() == DType::F32) {
+    ConvFwd& f = conv_fwd(x.shape(), w.shape(), ys, p, bias != nullptr);
+    onednn::use_eager_threads();
+    hodu::Tensor wbuf;
+    std::unordered_map<int, dnnl::memory> args = {
+        {DNNL_ARG_SRC, onednn::memory(f.pd.src_desc(), x.raw_data())},
+        {DNNL_ARG_WEIGHTS, as_layout(f.user_w, f.pd.weights_desc(), w.raw_data(), wbuf)},
+        {DNNL_ARG_DST, onednn::memory(f.pd.dst_desc(), y.raw_data())}};
+    if (bias) args[DNNL_ARG_BIAS] = onednn::memory(f.pd.bias_desc(), bias->raw_data());
+    f.prim.execute(onednn::stream(), args);
+    onednn::stream().wait();
+    return y;
+  }
+  dispatch_float(x.dtype(), "conv2d", [&](auto tag) { conv_loops_forward<typename decltype(tag)::type>(x, w, bias, y, p); });
+  return y;
+}
+
+hodu::Tensor conv2d_backward_input(const hodu::Tensor& g, const hodu::Tensor& w, const std::vector<int64_t>& xs,
+                                   const ConvParams& p) {
+  hodu::Tensor gx = empty(g.dtype(), xs);
+  if (gx.numel() == 0) return gx;
+  if (g.dtype() == DType::F32) {
+    struct Bwd {
+      dnnl::convolution_backward_data::primitive_desc pd;
+      dnnl::convolution_backward_data prim;
+      dnnl::memory::desc user_w;
+    };
+    const auto& ys = g.shape();
+    auto& b = onednn::cached_as<Bwd>(conv_key("conv_bwd_data", xs, w.shape(), p, false), [&] {
+      ConvFwd& f = conv_fwd(xs, w.shape(), ys, p, false);
+      ConvDims d = conv_dims(xs, w.shape(), ys, p);
+      auto dsrc = dnnl::memory::desc({xs.begin(), xs.end()}, onednn::dt::f32, tag::nchw);
+      auto ddst = dnnl::memory::desc({ys.begin(), ys.end()}, onednn::dt::f32, tag::nchw);
+      dnnl::convolution_backward_data::desc desc(dnnl::algorithm::convolution_direct, dsrc,
+                                                 weights_md(w.shape(), p.groups, true), ddst, d.strides, d.dilation,
+                                                 d.pad_l, d.pad_r);
+      Bwd bw{dnnl::convolution_backward_data::primitive_desc(desc, onednn::engine(), f.pd), {},
+             weights_md(w.shape(), p.groups, false)};
+      bw.prim = dnnl::convolution_backward_data(bw.pd);
+      return bw;
+    });
+    onednn::use_eager_threads();
+    hodu::Tensor wbuf;
+    b.prim.execute(onednn::stream(),
+                   {{DNNL_ARG_DIFF_DST, onednn::memory(b.pd.diff_dst_desc(), g.raw_data())},
+                    {DNNL_ARG_WEIGHTS, as_layout(b.user_w, b.pd.weights_desc(), w.raw_data(), wbuf)},
+                    {DNNL_ARG_DIFF_SRC, onednn::memory(b.pd.diff_src_desc(), gx.raw_data())}});
+    onednn::stream().wait();
+    return gx;
+  }
+  dispatch_float(g.dtype(), "conv2d backward", [&](auto tag) {
+    conv_loops_backward_input<typename decltype(tag)::type>(g, w, gx, p);
+  });
+  return gx;
+}
+
+void conv2d_backward_weight(const hodu::Tensor& g, const hodu::Tensor& x, const std::vector<int64_t>& ws,
+                            const ConvParams& p, bool with_bias, hodu::Tensor& dw, hodu::Tensor& db) {
+  dw = empty(g.dtype(), ws);
+  if (with_bias) db = empty(g.dtype(), {ws[0]});
+  if (g.dtype() == DType::F32) {
+    struct Bwd {
+      dnnl::convolution_backward_weights::primitive_desc pd;
+      dnnl::convolution_backward_weights prim;
+      dnnl::memory::desc user_w;
+    };
+    const auto& ys = g.shape();
+    auto& b = onednn::cached_as<Bwd>(conv_key("conv_bwd_weights", x.shape(), ws, p, with_bias), [&] {
+      ConvFwd& f = conv_fwd(x.shape(), ws, ys, p, with_bias);
+      ConvDims d = conv_dims(x.shape(), ws, ys, p);
+      auto src = dnnl::memory::desc({x.shape().begin(), x.shape().end()}, onednn::dt::f32, tag::nchw);
+      auto ddst = dnnl::memory::desc({ys.begin(), ys.end()}, onednn::dt::f32, tag::nchw);
+      auto dw_md = weights_md(ws, p.groups, true);
+      auto db_md = dnnl::memory::desc({ws[0]}, onednn::dt::f32, tag::x);
+      auto desc = with_bias ? dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, dw_md,
+                                                                       db_md, ddst, d.strides, d.dilation, d.pad_l,
+                                                                       d.pad_r)
+                            : dnnl::convolution_backward_weights::desc(dnnl::algorithm::convolution_direct, src, dw_md,
+                                                                       ddst, d.strides, d.dilation, d.pad_l, d.pad_r);
+      Bwd bw{dnnl::convolution_backward_weights::primitive_desc(desc, onednn::engine(), f.pd), {},
+             weights_md(ws, p.groups, false)};
+      bw.prim = dnnl::convolution_backward_weights(bw.pd);
+      return bw;
+    });
+    onednn::use_eager_threads();
+    const bool reorder = b.pd.diff_weights_desc() != b.user_w;
+    hodu::Tensor wbuf;
+    dnnl::memory dwm = reorder ? dnnl::memory(b.pd.diff_weights_desc(), onednn::engine())
+                               : onednn::memory(b.user_w, dw.raw_data());
+    std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, onednn::memory(b.pd.src_desc(), x.raw_data())},
+                                                  {DNNL_ARG_DIFF_DST, onednn::memory(b.pd.diff_dst_desc(), g.raw_data())},
+                                                  {DNNL_ARG_DIFF_WEIGHTS, dwm}};
+    if (with_bias) args[DNNL_ARG_DIFF_BIAS] = onednn::memory(b.pd.diff_bias_desc(), db.raw_data());
+    b.prim.execute(onednn::stream(), args);
+    if (reorder) {
+      dnnl::memory user = onednn::memory(b.user_w, dw.raw_data());
+      dnnl::reorder(dwm, user).execute(onednn::stream(), dwm, user);
+    }
+    onednn::stream().wait();
+    return;
+  }
+  dispatch_float(g.dtype(), "conv2d backward", [&](auto tag) {
+    conv_loops_backward_weight<typename decltype(tag)::type>(g, x, dw, with_bias ? &db : nullptr, p);
+  });
+}
+
+}  // namespace hodu::eager::kernels
