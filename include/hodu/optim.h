@@ -75,6 +75,7 @@ class SGD : public Optimizer {
   SGD(std::vector<Tensor> params, SGDOptions options = {});
   explicit SGD(std::vector<ParamGroup<SGDOptions>> groups);
   void step() override;
+  const SGDOptions& options(size_t group = 0) const { return options_.at(group); }
   std::string state_json() const override;
   void load_state_json(const std::string& json) override;
 
@@ -88,6 +89,8 @@ class Adam : public Optimizer {
   Adam(std::vector<Tensor> params, AdamOptions options = {});
   explicit Adam(std::vector<ParamGroup<AdamOptions>> groups);
   void step() override;
+  const AdamOptions& options(size_t group = 0) const { return options_.at(group); }
+  bool decoupled_weight_decay() const { return decoupled_; }  // AdamW
   std::string state_json() const override;
   void load_state_json(const std::string& json) override;
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "formats/model_io.h"
+#include "frontend/capture/capture_internal.h"
 #include "frontend/capture/trace_state.h"
 #include "frontend/tensor/kernels.h"
 #include "hodu/autograd.h"
@@ -245,6 +246,11 @@ CapturedGraph capture_impl(const Fn& fn, const nn::NamedTensors& params, const n
 }
 
 }  // namespace
+
+CapturedGraph capture_graph(const Fn& fn, const nn::NamedTensors& params, const nn::NamedTensors& buffers,
+                            const std::vector<Tensor>& inputs, const CaptureOptions& options) {
+  return capture_impl(fn, params, buffers, inputs, options);
+}
 
 CapturedGraph capture(nn::Module& module, const std::vector<Tensor>& inputs, const CaptureOptions& options) {
   return capture_impl([&](const std::vector<Tensor>& xs) { return module.forward_all(xs); }, module.named_parameters(),

@@ -3,6 +3,7 @@
 
 #include "core/error.h"
 #include "core/shape.h"
+#include "frontend/capture/tracer.h"
 #include "hodu/autograd.h"
 #include "hodu/nn.h"
 
@@ -96,6 +97,7 @@ Tensor BatchNorm2d::forward(const Tensor& x) {
              num_features, x.type_string(), x.size(1));
   if (is_training() && num_batches_tracked.defined()) {
     NoGradGuard guard;
+    trace::Pause pause;  // a count, not part of a captured graph
     num_batches_tracked.add_(1.0);
   }
   // Batch statistics when training (running ones updated) or when none are tracked.

@@ -2,6 +2,7 @@
 // so that values and gradients agree to rounding.
 #include "core/error.h"
 #include "core/shape.h"
+#include "frontend/capture/tracer.h"
 #include "hodu/autograd.h"
 #include "hodu/nn.h"
 
@@ -41,16 +42,24 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& red
   if (weight.defined())
     HODU_CHECK(weight.dim() == 1 && weight.size(0) == C, ErrorCode::InvalidArgument, "{}: weight {} for {} classes", op,
                weight.type_string(), C);
-  Tensor ignored = target.eq(static_cast<double>(ignore_index));
-  Tensor t = where(ignored, zeros({}, target.dtype()), target).to(kInt64);
-  // Class indices out of range are reported by gather, naming the index.
-  Tensor picked = logp.gather(cdim, t.unsqueeze(cdim)).squeeze(cdim);
-  Tensor keep = ignored.logical_not().to(logp.dtype());
-  Tensor w = weight.defined() ? weight.to(logp.dtype()).index_select(0, t.flatten()).reshape(t.shape()) * keep : keep;
-  Tensor loss = -picked * w;
-  if (reduction == "none") return loss;
-  if (reduction == "sum") return loss.sum();
-  return loss.sum() / w.sum();
+  Tensor loss;
+  {
+    // Recorded by a capture as one ONNX NegativeLogLikelihoodLoss (below).
+    trace::Pause pause;
+    Tensor ignored = target.eq(static_cast<double>(ignore_index));
+    Tensor t = where(ignored, zeros({}, target.dtype()), target).to(kInt64);
+    // Class indices out of range are reported by gather, naming the index.
+    Tensor picked = logp.gather(cdim, t.unsqueeze(cdim)).squeeze(cdim);
+    Tensor keep = ignored.logical_not().to(logp.dtype());
+    Tensor w = weight.defined() ? weight.to(logp.dtype()).index_select(0, t.flatten()).reshape(t.shape()) * keep : keep;
+    loss = -picked * w;
+    if (reduction == "sum") loss = loss.sum();
+    else if (reduction == "mean") loss = loss.sum() / w.sum();
+  }
+  if (trace::active())
+    trace::record("NegativeLogLikelihoodLoss", {logp, target.to(kInt64), weight.defined() ? weight.to(logp.dtype()) : Tensor()},
+                  {loss}, {Attribute::make_string("reduction", reduction), Attribute::make_int("ignore_index", ignore_index)});
+  return loss;
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, const std::string& reduction, double ls,

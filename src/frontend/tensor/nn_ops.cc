@@ -559,27 +559,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
              return out;
            });
   if (trace::active()) {
-    if (training) {
-      // A training-mode forward (a captured training step): the statistics as ops.
-      Dims red;
-      for (int64_t i = 0; i < x.dim(); ++i)
-        if (i != 1) red.push_back(i);
-      Dims bshape(x.dim(), 1);
-      bshape[1] = C;
-      NoGradGuard guard;
-      Tensor mu = x.mean(red, true);
-      Tensor xc2 = x - mu;
-      Tensor var = (xc2 * xc2).mean(red, true);
-      Tensor norm = xc2 * (var + eps).rsqrt();
-      if (weight.defined()) norm = norm * weight.reshape(bshape);
-      if (bias.defined()) norm = norm + bias.reshape(bshape);
-      trace::alias(r, norm);
-    } else {
-      Tensor w = weight.defined() ? weight : ones({C}, dt), b = bias.defined() ? bias : zeros({C}, dt);
-      trace::record("BatchNormalization", {x, w, b, running_mean, running_var}, {r},
-                    {Attribute::make_float("epsilon", static_cast<float>(eps)),
-                     Attribute::make_float("momentum", static_cast<float>(1.0 - momentum))});
-    }
+    // ONNX BatchNormalization; in training mode (a captured training step) with batch
+    // statistics, its running statistics the step's state. ONNX's momentum weighs the old value.
+    Tensor w = weight.defined() ? weight : ones({C}, dt), b = bias.defined() ? bias : zeros({C}, dt);
+    Tensor rm = running_mean.defined() ? running_mean : zeros({C}, dt);
+    Tensor rv = running_var.defined() ? running_var : ones({C}, dt);
+    std::vector<Attribute> attrs = {Attribute::make_float("epsilon", static_cast<float>(eps)),
+                                    Attribute::make_float("momentum", static_cast<float>(1.0 - momentum))};
+    if (training) attrs.push_back(Attribute::make_int("training_mode", 1));
+    trace::record("BatchNormalization", {x, w, b, rm, rv}, {r}, std::move(attrs));
   }
   return r;
 }
