@@ -23,7 +23,7 @@ using hodu::Tensor;
 
 int main(int argc, char** argv) {
   std::string out = ".";
-  int steps = 400;
+  int steps = 800;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--out" && i + 1 < argc) out = argv[++i];

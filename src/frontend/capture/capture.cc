@@ -63,6 +63,9 @@ TraceRun trace_once(const Fn& fn, const nn::NamedTensors& params, const std::vec
   for (const auto& [name, t] : params) {
     HODU_CHECK(t.defined(), ErrorCode::InvalidArgument, "capture: parameter '{}' is undefined", name);
     s.parameters[t.impl().get()] = name;
+    hodu::Tensor copy = kernels::empty(t.dtype(), t.shape());
+    kernels::copy_into(copy, core(t));
+    s.parameter_values[t.impl().get()] = copy;
     s.keep_alive(t);
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -139,7 +142,7 @@ const hodu::Node* reader_of(const Graph& g, const std::string& value, int* input
 }
 
 // Makes graph `a` (batch B) batch-independent by comparing it with `b` (batch B + 1).
-void generalize_batch(Graph& a, const Graph& b, const CaptureOptions& options) {
+void generalize_batch(Graph& a, const Graph& b, const std::set<std::string>& constants, const CaptureOptions& options) {
   HODU_CHECK(a.nodes.size() == b.nodes.size(), ErrorCode::Unsupported,
              "capture: the forward records {} ops at one batch size and {} at another; its control flow depends on "
              "the batch (set dynamic_batch = false to capture a fixed batch)",
@@ -154,6 +157,7 @@ void generalize_batch(Graph& a, const Graph& b, const CaptureOptions& options) {
                i, x.op_type);
   }
   for (auto& [name, t] : a.initializers) {
+    if (!constants.count(name)) continue;  // parameters and buffers: the same in both traces
     const hodu::Tensor* other = b.initializer(name);
     if (!other) continue;
     if (t.shape() == other->shape() && tensors_bitwise_equal(t, *other)) continue;
@@ -240,7 +244,7 @@ CapturedGraph capture_impl(const Fn& fn, const nn::NamedTensors& params, const n
   if (options.dynamic_batch) {
     TraceRun second = trace_once(fn, all, one_more_row(inputs), options);
     snapshot.restore();
-    generalize_batch(first.state.graph, second.state.graph, options);
+    generalize_batch(first.state.graph, second.state.graph, first.state.constants, options);
   }
   return finish(std::move(first), inputs, options);
 }

@@ -138,3 +138,96 @@ TEST(Capture, FunctionsAndErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+struct SmallCnn : nn::Module {
+  std::shared_ptr<nn::Conv2d> conv;
+  std::shared_ptr<nn::BatchNorm2d> bn;
+  std::shared_ptr<nn::Linear> fc;
+  SmallCnn() : Module("SmallCnn") {
+    // No conv bias: BatchNorm would cancel it, leaving it a gradient of rounding noise that Adam
+    // amplifies differently in eager and captured runs.
+    conv = register_module("conv", std::make_shared<nn::Conv2d>(1, 4, hodu::Dims{3, 3}, hodu::Dims{1, 1}, hodu::Dims{1, 1},
+                                                                 hodu::Dims{1, 1}, 1, false));
+    bn = register_module("bn", std::make_shared<nn::BatchNorm2d>(4));
+    fc = register_module("fc", std::make_shared<nn::Linear>(4 * 4 * 4, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    return fc->forward(hodu::max_pool2d(bn->forward(conv->forward(x)).relu(), {2, 2}).flatten(1));
+  }
+};
+
+// The same steps eager and captured: losses and parameters agree.
+void check_training_step(const std::string& what, const std::function<std::unique_ptr<hodu::optim::Optimizer>(nn::Module&)>& make) {
+  SCOPED_TRACE(what);
+  hodu::manual_seed(4);
+  SmallCnn eager_net, captured_net;
+  captured_net.load_state_dict(eager_net.state_dict());
+  auto eager_opt = make(eager_net), captured_opt = make(captured_net);
+  auto loss_fn = [](const std::vector<Tensor>& out, const std::vector<Tensor>& t) {
+    return nn::cross_entropy(out[0], t[0], "mean", 0.1);
+  };
+  hodu::Generator g(9);
+  std::vector<Tensor> xs, ys;
+  for (int i = 0; i < 6; ++i) {
+    xs.push_back(hodu::randn({5, 1, 8, 8}, &g));
+    ys.push_back(hodu::randint(0, 3, {5}, &g));
+  }
+  hodu::TrainingStep step(captured_net, loss_fn, *captured_opt, {xs[0]}, {ys[0]});
+  for (int i = 0; i < 6; ++i) {
+    eager_opt->zero_grad();
+    Tensor l = loss_fn({eager_net(xs[i])}, {ys[i]});
+    l.backward();
+    eager_opt->step();
+    const double captured_loss = step.step({xs[i]}, {ys[i]});
+    EXPECT_NEAR(captured_loss, l.item(), 1e-4 * std::abs(l.item())) << "step " << i;
+  }
+  EXPECT_EQ(step.steps_taken(), 6);
+  step.sync();
+  for (auto& [name, t] : eager_net.named_parameters()) {
+    Tensor c;
+    for (auto& [n2, t2] : captured_net.named_parameters())
+      if (n2 == name) c = t2;
+    expect_close(c, t, 1e-3, "parameter " + name);
+  }
+  expect_close(captured_net.bn->running_mean, eager_net.bn->running_mean, 1e-4, "running mean");
+  EXPECT_EQ(captured_net.bn->num_batches_tracked.item(), 6);
+  // The optimizer continues from the captured steps' state.
+  eager_opt->zero_grad();
+  loss_fn({eager_net(xs[0])}, {ys[0]}).backward();
+  eager_opt->step();
+  captured_opt->zero_grad();
+  loss_fn({captured_net(xs[0])}, {ys[0]}).backward();
+  captured_opt->step();
+  expect_close(captured_net.fc->weight, eager_net.fc->weight, 1e-3, "after one more eager step");
+}
+
+TEST(Capture, TrainingStepMatchesEager) {
+  check_training_step("SGD", [](nn::Module& m) {
+    return std::make_unique<hodu::optim::SGD>(m.parameters(), hodu::optim::SGDOptions{.lr = 0.1, .momentum = 0.9, .weight_decay = 1e-3});
+  });
+  check_training_step("Adam", [](nn::Module& m) {
+    return std::make_unique<hodu::optim::Adam>(m.parameters(), hodu::optim::AdamOptions{.lr = 0.01});
+  });
+  check_training_step("AdamW", [](nn::Module& m) {
+    return std::make_unique<hodu::optim::AdamW>(m.parameters(), hodu::optim::AdamOptions{.lr = 0.01, .weight_decay = 0.1});
+  });
+}
+
+TEST(Capture, TrainingStepErrors) {
+  SmallCnn net;
+  hodu::optim::SGD two({hodu::optim::ParamGroup<hodu::optim::SGDOptions>{{net.fc->weight}, {}},
+                        hodu::optim::ParamGroup<hodu::optim::SGDOptions>{{net.fc->bias}, {}}});
+  auto loss_fn = [](const std::vector<Tensor>& out, const std::vector<Tensor>& t) { return nn::cross_entropy(out[0], t[0]); };
+  Tensor x = hodu::randn({2, 1, 8, 8}), y = hodu::randint(0, 3, {2});
+  EXPECT_NE(error_of([&] { hodu::TrainingStep s(net, loss_fn, two, {x}, {y}); }).find("2 parameter groups"), std::string::npos);
+  hodu::optim::SGD sgd(net.parameters());
+  auto not_scalar = [](const std::vector<Tensor>& out, const std::vector<Tensor>&) { return out[0]; };
+  EXPECT_NE(error_of([&] { hodu::TrainingStep s(net, not_scalar, sgd, {x}, {y}); }).find("one-element float tensor"),
+            std::string::npos);
+  hodu::TrainingStep step(net, loss_fn, sgd, {x}, {y});
+  EXPECT_NE(error_of([&] { step.step({x}, {}); }).find("captured with 2"), std::string::npos);
+}
+
+}  // namespace

@@ -15,6 +15,7 @@ struct TraceState {
   Graph graph;
   std::unordered_map<const TensorImpl*, std::string> names;       // traced values
   std::unordered_map<const TensorImpl*, std::string> parameters;  // becomes an initializer of this name
+  std::unordered_map<const TensorImpl*, hodu::Tensor> parameter_values;  // as they were when tracing began
   std::set<std::string> constants;                                // initializers made from constants
   std::vector<std::shared_ptr<TensorImpl>> keep;                  // keeps the keys' tensors alive
   int64_t counter = 0;

@@ -33,14 +33,17 @@ std::string TraceState::name_of(const Tensor& t) {
   const TensorImpl* impl = t.impl().get();
   if (auto it = names.find(impl); it != names.end()) return it->second;
   keep_alive(t);
-  // A snapshot: the graph keeps the value the tensor had when the op ran.
-  const hodu::Tensor& c = core(t);
-  hodu::Tensor copy = kernels::empty(c.dtype(), c.shape());
-  kernels::copy_into(copy, c);
+  // A snapshot: a parameter's value when tracing began (the forward may update a buffer before
+  // an op reads it), anything else's when the op ran.
   std::string name;
+  hodu::Tensor copy;
   if (auto p = parameters.find(impl); p != parameters.end()) {
     name = p->second;
+    copy = parameter_values.at(impl);
   } else {
+    const hodu::Tensor& c = core(t);
+    copy = kernels::empty(c.dtype(), c.shape());
+    kernels::copy_into(copy, c);
     name = fresh("const");
     constants.insert(name);
   }

@@ -92,7 +92,9 @@ TrainingStep::TrainingStep(nn::Module& module, LossFn loss, optim::Optimizer& op
     Tensor l = loss(module.forward_all(in), tg);
     HODU_CHECK(l.defined() && l.numel() == 1 && l.is_floating_point(), ErrorCode::InvalidArgument,
                "TrainingStep: the loss function must give a one-element float tensor, not {}", l.type_string());
-    return std::vector<Tensor>{l.reshape({})};
+    // A one-element loss of rank > 0 becomes a scalar. (Not a Reshape of an already scalar loss:
+    // the cpu engine let later nodes overwrite an output that is a view of a dying value.)
+    return std::vector<Tensor>{l.dim() == 0 ? l : l.reshape({})};
   };
   CapturedGraph forward = capture_graph(fn, module.named_parameters(), module.named_buffers(), batch, o);
 
@@ -170,7 +172,7 @@ void TrainingStep::sync() {
     if (it == s_->state.end()) continue;
     Tensor dst = t;
     dst.copy_(make_tensor(it->second));
-    if (name.size() > 17 && name.compare(name.size() - 12, 12, "running_mean") == 0) {
+    if (name.size() >= 12 && name.compare(name.size() - 12, 12, "running_mean") == 0) {
       // The BatchNorm's step count lives beside its statistics.
       const std::string counter = name.substr(0, name.size() - 12) + "num_batches_tracked";
       for (auto& [n2, t2] : sd)

@@ -42,7 +42,8 @@ constexpr double kInvSqrt2Pi = 0.39894228040143267794;   // 1 / sqrt(2 pi)
 
 template <typename T, typename O, typename F>
 void binary_loop(const loops::Iter& it, F f) {
-  loops::for_each(it, [&f](char* const* p, const int64_t* s, int64_t n) {
+  // flatten: the op (and the exp it may call) inlined into the loop, which GCC then vectorizes.
+  loops::for_each(it, [&f](char* const* p, const int64_t* s, int64_t n) __attribute__((flatten)) {
     O* o = reinterpret_cast<O*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     const T* b = reinterpret_cast<const T*>(p[2]);
@@ -64,7 +65,7 @@ void binary_loop(const loops::Iter& it, F f) {
 
 template <typename T, typename F>
 void unary_loop(const loops::Iter& it, F f) {
-  loops::for_each(it, [&f](char* const* p, const int64_t* s, int64_t n) {
+  loops::for_each(it, [&f](char* const* p, const int64_t* s, int64_t n) __attribute__((flatten)) {
     T* o = reinterpret_cast<T*>(p[0]);
     const T* a = reinterpret_cast<const T*>(p[1]);
     if (s[0] == sizeof(T) && s[1] == sizeof(T)) {
