@@ -9,7 +9,7 @@
 #include "formats/model_io.h"
 #include "frontend/capture/capture_internal.h"
 #include "frontend/capture/trace_state.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "hodu/autograd.h"
 #include "ir/hoduscript.h"
 #include "ir/schema.h"

@@ -1,7 +1,7 @@
 #include "frontend/capture/tracer.h"
 
 #include "frontend/capture/trace_state.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 
 namespace hodu::eager::trace {

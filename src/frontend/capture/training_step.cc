@@ -4,7 +4,7 @@
 
 #include "formats/tensor_io.h"
 #include "frontend/capture/capture_internal.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 #include "hodu/autograd.h"
 #include "hodu/capture.h"

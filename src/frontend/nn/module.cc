@@ -5,7 +5,7 @@
 #include <sstream>
 
 #include "formats/tensor_io.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 #include "hodu/autograd.h"
 #include "hodu/nn.h"

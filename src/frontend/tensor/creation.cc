@@ -5,7 +5,7 @@
 
 #include "core/dlpack_tensor.h"
 #include "formats/tensor_io.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 
 namespace hodu::eager {

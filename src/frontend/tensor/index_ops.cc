@@ -5,8 +5,8 @@
 
 #include "frontend/autograd/node.h"
 #include "frontend/capture/tracer.h"
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 #include "frontend/tensor/ops_internal.h"
 #include "hodu/autograd.h"
 

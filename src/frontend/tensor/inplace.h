@@ -3,7 +3,7 @@
 #include <functional>
 #include <vector>
 
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 
 namespace hodu::eager {

@@ -5,7 +5,7 @@
 
 #include "frontend/autograd/node.h"
 #include "frontend/capture/tracer.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "hodu/autograd.h"
 
 namespace hodu::eager {

@@ -4,7 +4,7 @@
 
 #include "frontend/autograd/node.h"
 #include "frontend/capture/tracer.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/ops_internal.h"
 #include "hodu/autograd.h"
 

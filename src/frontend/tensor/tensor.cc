@@ -6,7 +6,7 @@
 
 #include "core/element_access.h"
 #include "frontend/autograd/node.h"
-#include "frontend/tensor/kernels.h"
+#include "kernels/cpu/tensor/kernels.h"
 #include "frontend/tensor/tensor_impl.h"
 #include "hodu/autograd.h"
 
@@ -127,6 +127,9 @@ std::string Tensor::to_string(int64_t max_elements) const {
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) { return os << t.to_string(); }
+
+void set_num_threads(int threads) { kernels::set_num_threads(threads); }
+int get_num_threads() { return kernels::num_threads(); }
 
 // ---- autograd flags --------------------------------------------------------
 

@@ -7,8 +7,17 @@
 
 #include "core/tensor.h"
 #include "hodu/tensor.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 
 namespace hodu::eager {
+
+// The kernels the eager ops run (src/kernels/cpu/tensor, shared with the cpu engine).
+namespace kernels = ::hodu::tensor_kernels;
+namespace loops = ::hodu::tensor_kernels::loops;
+using tensor_kernels::dispatch_compute;
+using tensor_kernels::dispatch_float;
+using tensor_kernels::Tag;
 
 class Node;
 

@@ -1,5 +1,10 @@
-// The eager kernels on core tensors (no autograd, no tracing), shared by the
-// op files, and the dtype rules they follow. Internal.
+// Kernels on core tensors (hodu::Tensor: any strides, the dtypes of training):
+// elementwise ops with broadcasting, reductions, softmax, matmul and
+// convolution and pooling with their backward passes on oneDNN, layer and batch
+// normalization forward and backward. They know no graph and no autograd: the
+// C++ frontend's eager ops (src/frontend/tensor) and the cpu engine's training
+// kernels (src/engines/cpu/training_ops.cc) both call them. Threads:
+// set_num_threads, or a ThreadScope for the calling thread.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,7 +13,7 @@
 #include "core/error.h"
 #include "core/tensor.h"
 
-namespace hodu::eager {
+namespace hodu::tensor_kernels {
 
 template <typename T>
 struct Tag {
@@ -35,8 +40,6 @@ void dispatch_float(DType dt, const char* op, F&& f) {
     default: fail(ErrorCode::Unsupported, "{}: no kernel for dtype {} (f32 and f64 only)", op, dtype_name(dt));
   }
 }
-
-namespace kernels {
 
 // The dtype a kernel computes a dtype in: f16/bf16 in f32, narrow integers and bool in i64.
 DType compute_dtype(DType dt);
@@ -92,10 +95,9 @@ hodu::Tensor softmax_last_grad(const hodu::Tensor& g, const hodu::Tensor& y, boo
 // (numpy matmul on rank >= 2 tensors, no 1-D promotion); bias [N] added when given.
 hodu::Tensor matmul(const hodu::Tensor& a, const hodu::Tensor& b, const hodu::Tensor* bias = nullptr);
 
-}  // namespace kernels
-}  // namespace hodu::eager
+}  // namespace hodu::tensor_kernels
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 
 // 2-D convolution, NCHW; weights [O, C / groups, kh, kw]; inputs row-major.
 struct ConvParams {
@@ -125,9 +127,9 @@ hodu::Tensor max_pool2d_backward(const hodu::Tensor& g, const std::vector<int64_
 hodu::Tensor avg_pool2d(const hodu::Tensor& x, const PoolParams& p);
 hodu::Tensor avg_pool2d_backward(const hodu::Tensor& g, const std::vector<int64_t>& x_shape, const PoolParams& p);
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 
 // Layer normalization over the last D values of each of `rows` rows (x row-major [rows, D]);
 // weight/bias [D] or null. Gives y and each row's mean and 1/std (for the backward).
@@ -148,4 +150,4 @@ void batch_norm_backward(const hodu::Tensor& g, const hodu::Tensor& x, const hod
                          const hodu::Tensor& invstd, const hodu::Tensor* weight, bool training, hodu::Tensor& dx,
                          hodu::Tensor& dw, hodu::Tensor& db);
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

@@ -1,13 +1,12 @@
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/loops.h"
 
 #include <algorithm>
 #include <cstdlib>
 #include <thread>
 
 #include "core/error.h"
-#include "hodu/tensor.h"
 
-namespace hodu::eager {
+namespace hodu::tensor_kernels {
 namespace {
 
 int default_threads() {
@@ -24,6 +23,8 @@ int& thread_setting() {
   return threads;
 }
 
+thread_local int scoped_threads = 0;  // a ThreadScope's, 0 when none
+
 }  // namespace
 
 void set_num_threads(int threads) {
@@ -31,11 +32,14 @@ void set_num_threads(int threads) {
   thread_setting() = threads;
 }
 
-int get_num_threads() { return thread_setting(); }
+int num_threads() { return scoped_threads > 0 ? scoped_threads : thread_setting(); }
+
+ThreadScope::ThreadScope(int threads) : saved_(scoped_threads) { scoped_threads = threads > 0 ? threads : 0; }
+ThreadScope::~ThreadScope() { scoped_threads = saved_; }
 
 namespace loops {
 
-int num_threads() { return thread_setting(); }
+int num_threads() { return tensor_kernels::num_threads(); }
 
 std::vector<int64_t> broadcast_shapes(const std::vector<int64_t>& a, const std::vector<int64_t>& b, const char* op) {
   const size_t r = std::max(a.size(), b.size());
@@ -108,4 +112,4 @@ Iter make_iter(hodu::Tensor& out, const std::vector<const hodu::Tensor*>& inputs
 }
 
 }  // namespace loops
-}  // namespace hodu::eager
+}  // namespace hodu::tensor_kernels

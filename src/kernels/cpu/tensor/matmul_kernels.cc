@@ -4,11 +4,11 @@
 #include <algorithm>
 #include <cstring>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
-#include "frontend/tensor/onednn.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
+#include "kernels/cpu/tensor/onednn.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 // `t` with its batch dims padded to rank r (strides 0 there: broadcast).
@@ -58,7 +58,7 @@ bool matmul_onednn(const hodu::Tensor& a, const hodu::Tensor& b, const hodu::Ten
   as = dnnl_strides(ad, as);
   bs = dnnl_strides(bd, bs);
   const std::string key = "matmul/" + onednn::key_of(ad) + "/" + onednn::key_of(as) + "/" + onednn::key_of(bd) + "/" +
-                          onednn::key_of(bs) + (bias ? "/b" : "/") + std::to_string(get_num_threads());
+                          onednn::key_of(bs) + (bias ? "/b" : "/") + std::to_string(num_threads());
   auto& p = onednn::cached_as<MatMulPrim>(key, [&] {
     MatMulPrim m;
     m.a = onednn::plain_md(ad, as);
@@ -153,4 +153,4 @@ hodu::Tensor matmul(const hodu::Tensor& a, const hodu::Tensor& b, const hodu::Te
   return c;
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

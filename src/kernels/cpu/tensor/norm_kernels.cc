@@ -4,10 +4,10 @@
 // PyTorch's alpha = invstd * weight, beta = bias - mean * alpha.
 #include <cmath>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 template <typename T>
@@ -226,4 +226,4 @@ void batch_norm_backward(const hodu::Tensor& g, const hodu::Tensor& x, const hod
   });
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

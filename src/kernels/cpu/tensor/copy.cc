@@ -8,10 +8,10 @@
 
 #include "core/float_convert.h"
 #include "core/huge_pages.h"
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 // Storage types with a conversion rule: the plain arithmetic ones, and these.
@@ -223,4 +223,4 @@ void fill(hodu::Tensor& dst, double value) {
   }
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

@@ -1,13 +1,13 @@
-#include "frontend/tensor/onednn.h"
+#include "kernels/cpu/tensor/onednn.h"
 
 #include <omp.h>
 
 #include <mutex>
 #include <unordered_map>
 
-#include "hodu/tensor.h"
+#include "kernels/cpu/tensor/loops.h"  // num_threads
 
-namespace hodu::eager::onednn {
+namespace hodu::tensor_kernels::onednn {
 
 dnnl::engine& engine() {
   static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
@@ -20,7 +20,7 @@ dnnl::stream& stream() {
 }
 
 void use_eager_threads() {
-  const int n = get_num_threads();
+  const int n = num_threads();
   if (omp_get_max_threads() != n) omp_set_num_threads(n);
 }
 
@@ -65,4 +65,4 @@ std::string key_of(const std::vector<int64_t>& v) {
   return s;
 }
 
-}  // namespace hodu::eager::onednn
+}  // namespace hodu::tensor_kernels::onednn

@@ -1,4 +1,4 @@
-// oneDNN for the eager kernels: one engine, a stream per thread, and a cache
+// oneDNN for the tensor kernels: one engine, a stream per thread, and a cache
 // of primitives keyed by their shapes so that a repeated eager call only binds
 // memory and executes. Internal.
 #pragma once
@@ -10,9 +10,9 @@
 #include <vector>
 
 #include "core/tensor.h"
-#include "hodu/tensor.h"  // get_num_threads
+#include "kernels/cpu/tensor/loops.h"  // num_threads
 
-namespace hodu::eager::onednn {
+namespace hodu::tensor_kernels::onednn {
 
 using dt = dnnl::memory::data_type;
 using tag = dnnl::memory::format_tag;
@@ -38,4 +38,4 @@ T& cached_as(const std::string& key, const std::function<T()>& make) {
 // "3x4x5" and friends for keys.
 std::string key_of(const std::vector<int64_t>& v);
 
-}  // namespace hodu::eager::onednn
+}  // namespace hodu::tensor_kernels::onednn

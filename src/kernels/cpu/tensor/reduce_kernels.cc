@@ -8,11 +8,11 @@
 #include <limits>
 #include <type_traits>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 #include "kernels/cpu/vector_math.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 constexpr int64_t kLanes = 16;
@@ -246,4 +246,4 @@ hodu::Tensor softmax_last_grad(const hodu::Tensor& g, const hodu::Tensor& y, boo
   return out;
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

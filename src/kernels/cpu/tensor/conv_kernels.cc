@@ -4,11 +4,11 @@
 // per shape), other dtypes on direct loops (the f64 gradient tests).
 #include <algorithm>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
-#include "frontend/tensor/onednn.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
+#include "kernels/cpu/tensor/onednn.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 using onednn::tag;
@@ -17,7 +17,7 @@ std::string conv_key(const char* what, const std::vector<int64_t>& x, const std:
                      const ConvParams& p, bool bias) {
   return std::string(what) + "/" + onednn::key_of(x) + "/" + onednn::key_of(w) + "/" + onednn::key_of(p.stride) + "/" +
          onednn::key_of(p.padding) + "/" + onednn::key_of(p.dilation) + "/" + std::to_string(p.groups) +
-         (bias ? "/b/" : "//") + std::to_string(get_num_threads());
+         (bias ? "/b/" : "//") + std::to_string(num_threads());
 }
 
 dnnl::memory::desc weights_md(const std::vector<int64_t>& w, int64_t groups, bool any) {
@@ -309,4 +309,4 @@ void conv2d_backward_weight(const hodu::Tensor& g, const hodu::Tensor& x, const 
   });
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

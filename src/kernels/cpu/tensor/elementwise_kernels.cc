@@ -6,11 +6,11 @@
 #include <cmath>
 #include <type_traits>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
 #include "kernels/cpu/vector_math.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 template <typename T> inline T exp_of(T x) {
@@ -295,4 +295,4 @@ hodu::Tensor where(const hodu::Tensor& cond, const hodu::Tensor& a, const hodu::
   return out;
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels

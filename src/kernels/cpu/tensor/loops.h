@@ -14,7 +14,27 @@
 
 #include "core/tensor.h"
 
-namespace hodu::eager::loops {
+namespace hodu::tensor_kernels {
+
+// The threads of every kernel here (oneDNN included): a ThreadScope's on this thread, else
+// set_num_threads's (default HODU_NUM_THREADS, else the cores).
+int num_threads();
+void set_num_threads(int threads);
+// Sets this thread's kernel thread count for its scope (an engine running a plan on N threads).
+class ThreadScope {
+ public:
+  explicit ThreadScope(int threads);
+  ~ThreadScope();
+  ThreadScope(const ThreadScope&) = delete;
+  ThreadScope& operator=(const ThreadScope&) = delete;
+
+ private:
+  int saved_;
+};
+
+}  // namespace hodu::tensor_kernels
+
+namespace hodu::tensor_kernels::loops {
 
 constexpr int kMaxOperands = 4;
 constexpr int kMaxDims = 16;  // after merging
@@ -23,7 +43,7 @@ constexpr int64_t kParallelMin = 32768;
 // Innermost blocks of at most this many elements are the unit of work.
 constexpr int64_t kBlock = 8192;
 
-int num_threads();  // the eager threads (set_num_threads)
+int num_threads();  // tensor_kernels::num_threads()
 
 struct Iter {
   int nops = 0;                 // operand 0 is the output
@@ -127,4 +147,4 @@ void parallel_range(int64_t n, int64_t work, F&& f) {
   }
 }
 
-}  // namespace hodu::eager::loops
+}  // namespace hodu::tensor_kernels::loops

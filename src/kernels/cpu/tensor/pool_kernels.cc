@@ -5,11 +5,11 @@
 #include <algorithm>
 #include <limits>
 
-#include "frontend/tensor/kernels.h"
-#include "frontend/tensor/loops.h"
-#include "frontend/tensor/onednn.h"
+#include "kernels/cpu/tensor/kernels.h"
+#include "kernels/cpu/tensor/loops.h"
+#include "kernels/cpu/tensor/onednn.h"
 
-namespace hodu::eager::kernels {
+namespace hodu::tensor_kernels {
 namespace {
 
 using onednn::tag;
@@ -17,7 +17,7 @@ using onednn::tag;
 std::string pool_key(const char* what, const std::vector<int64_t>& x, const PoolParams& p) {
   return std::string(what) + "/" + onednn::key_of(x) + "/" + onednn::key_of(p.kernel) + "/" + onednn::key_of(p.stride) +
          "/" + onednn::key_of(p.padding) + "/" + onednn::key_of(p.dilation) + (p.ceil_mode ? "/c" : "/") +
-         (p.count_include_pad ? "i/" : "/") + std::to_string(get_num_threads());
+         (p.count_include_pad ? "i/" : "/") + std::to_string(num_threads());
 }
 
 struct PoolPrims {
@@ -253,4 +253,4 @@ hodu::Tensor avg_pool2d_backward(const hodu::Tensor& g, const std::vector<int64_
   return gx;
 }
 
-}  // namespace hodu::eager::kernels
+}  // namespace hodu::tensor_kernels
