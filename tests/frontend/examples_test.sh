@@ -38,19 +38,23 @@ acc=$(sed -n 's/^test accuracy \([0-9.]*\)%.*/\1/p' "$tmp/digits.log")
 awk -v s="$seconds" 'BEGIN { exit !(s < 60) }' && ok || bad "train_digits took ${seconds}s (want under 60)"
 echo "train_digits: ${acc}% in ${seconds}s"
 
-# The ONNX file compiled by hodu build predicts what the trained module did.
-if "$hodu" build "$tmp/digits/digits.onnx" -o "$tmp/digits/digits" --dim batch=360 -q > "$tmp/build_digits.log" 2>&1 &&
-   "$tmp/digits/digits" -i input="$tmp/digits/x_test.npy" -o "$tmp/digits/built" > "$tmp/run_digits.log" 2>&1; then ok
-else bad "hodu build / run of digits.onnx" "$(tail -20 "$tmp/build_digits.log" "$tmp/run_digits.log")"; fi
-if /usr/bin/python3 - "$tmp/digits" <<'PY'; then ok; else bad "the compiled digits model predicts differently"; fi
+# compiled NAME ONNX DIM INPUT=NPY OUTPUT_NPY PRED_NPY: `hodu build` the ONNX file into an executable,
+# run it, and check that its argmax over the last dim equals the trained module's predictions.
+compiled() {
+  local name=$1 onnx=$2 dim=$3 input=$4 output=$5 pred=$6 dir
+  dir=$(dirname "$onnx")
+  if "$hodu" build "$onnx" -o "$dir/$name" --dim "$dim" -q > "$tmp/build_$name.log" 2>&1 &&
+     "$dir/$name" -i "$input" -o "$dir/built" > "$tmp/run_$name.log" 2>&1; then ok
+  else bad "hodu build / run of $onnx" "$(tail -20 "$tmp/build_$name.log" "$tmp/run_$name.log")"; return; fi
+  if /usr/bin/python3 - "$dir/built/$output" "$pred" "$name" <<'PY'; then ok; else bad "the compiled $name predicts differently"; fi
 import sys, numpy as np
-d = sys.argv[1]
-logits = np.load(f"{d}/built/output.npy")
-pred = np.load(f"{d}/pred.npy")
-same = (logits.argmax(1) == pred).sum()
-print(f"compiled digits model: {same} of {len(pred)} predictions equal the trained module's")
-sys.exit(0 if same == len(pred) else 1)
+logits, pred = np.load(sys.argv[1]), np.load(sys.argv[2])
+same = (logits.argmax(-1) == pred).sum()
+print(f"compiled {sys.argv[3]}: {same} of {pred.size} predictions equal the trained module's")
+sys.exit(0 if same == pred.size else 1)
 PY
+}
+compiled digits "$tmp/digits/digits.onnx" batch=360 input="$tmp/digits/x_test.npy" output.npy "$tmp/digits/pred.npy"
 
 # ---- transformer: reverses sequences ----
 "$tmp/build/train_transformer" --out "$tmp/tf" > "$tmp/tf.log" 2>&1
@@ -59,16 +63,5 @@ cat "$tmp/tf.log"
 [ $rc -eq 0 ] && ok || bad "train_transformer exited $rc"
 tacc=$(sed -n 's/^token accuracy \([0-9.]*\)%.*/\1/p' "$tmp/tf.log")
 [ -n "$tacc" ] && awk -v a="$tacc" 'BEGIN { exit !(a >= 95) }' && ok || bad "transformer token accuracy ${tacc:-?}% (want at least 95%)"
-if "$hodu" build "$tmp/tf/transformer.onnx" -o "$tmp/tf/transformer" --dim batch=256 -q > "$tmp/build_tf.log" 2>&1 &&
-   "$tmp/tf/transformer" -i tokens="$tmp/tf/tokens.npy" -o "$tmp/tf/built" > "$tmp/run_tf.log" 2>&1; then ok
-else bad "hodu build / run of transformer.onnx" "$(tail -20 "$tmp/build_tf.log" "$tmp/run_tf.log")"; fi
-if /usr/bin/python3 - "$tmp/tf" <<'PY'; then ok; else bad "the compiled transformer predicts differently"; fi
-import sys, numpy as np
-d = sys.argv[1]
-logits = np.load(f"{d}/built/logits.npy")
-pred = np.load(f"{d}/pred.npy")
-same = (logits.argmax(-1) == pred).sum()
-print(f"compiled transformer: {same} of {pred.size} token predictions equal the trained module's")
-sys.exit(0 if same == pred.size else 1)
-PY
+compiled transformer "$tmp/tf/transformer.onnx" batch=256 tokens="$tmp/tf/tokens.npy" logits.npy "$tmp/tf/pred.npy"
 summary

@@ -5,21 +5,14 @@
 
 #include <cmath>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using hodu::test::error_of;
+using hodu::test::expect_close;
 
 TEST(Autograd, BackwardAndAccumulation) {
   Tensor x = hodu::tensor(std::vector<float>{1, 2, 3}).requires_grad_();

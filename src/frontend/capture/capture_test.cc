@@ -4,28 +4,15 @@
 
 #include <cstdio>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
+using hodu::test::error_of;
+using hodu::test::expect_close;
 namespace nn = hodu::nn;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  auto x = a.contiguous().to_vector<double>(), y = b.contiguous().to_vector<double>();
-  for (size_t i = 0; i < x.size(); ++i) ASSERT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << what << " element " << i;
-}
 
 struct Cnn : nn::Module {
   std::shared_ptr<nn::Conv2d> c1, c2;

@@ -6,22 +6,15 @@
 #include <fstream>
 #include <set>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
+using hodu::test::error_of;
+using hodu::test::expect_close;
 namespace data = hodu::data;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 std::vector<std::vector<int64_t>> epoch_labels(data::DataLoader& loader) {
   std::vector<std::vector<int64_t>> out;

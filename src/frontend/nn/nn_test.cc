@@ -5,22 +5,15 @@
 #include <cmath>
 #include <cstdio>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
+using hodu::test::error_of;
+using hodu::test::expect_close;
 namespace nn = hodu::nn;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Net : nn::Module {
   std::shared_ptr<nn::Conv2d> conv;

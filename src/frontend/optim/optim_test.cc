@@ -5,22 +5,15 @@
 #include <cmath>
 #include <cstdio>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
+using hodu::test::error_of;
+using hodu::test::expect_close;
 namespace optim = hodu::optim;
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 // A quadratic with a known gradient: loss = sum(a * p^2) / 2, grad = a * p.
 Tensor loss_of(const Tensor& p) { return (p * p * hodu::tensor(std::vector<double>{1, 2, 3})).sum() * 0.5; }

@@ -13,12 +13,6 @@
 namespace hodu::eager {
 namespace {
 
-int64_t wrap(int64_t d, int64_t rank, const char* op) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  HODU_CHECK(d >= -r && d < r, ErrorCode::InvalidArgument, "{}: dim {} is out of range for a {}-d tensor", op, d, rank);
-  return d < 0 ? d + r : d;
-}
-
 // The indices as a row-major i64 buffer, each checked (negative ones wrap) against `size`.
 hodu::Tensor checked_indices(const Tensor& index, int64_t size, const char* op) {
   const hodu::Tensor& c = core(index, op);
@@ -97,7 +91,7 @@ void for_each_along(const Dims& shape, int64_t dim, int64_t other, F&& f) {
 
 Tensor Tensor::index_select(int64_t d, const Tensor& index) const {
   const hodu::Tensor& c = core(*this, "index_select");
-  d = wrap(d, c.rank(), "index_select");
+  d = wrap_dim(d, c.rank(), "index_select");
   HODU_CHECK(core(index, "index_select").rank() <= 1, ErrorCode::InvalidArgument,
              "index_select: the index must be 1-d, not {}", shape_to_string(index.shape()));
   hodu::Tensor idx = checked_indices(index, c.rank() ? c.shape()[d] : 1, "index_select");
@@ -124,7 +118,7 @@ Tensor Tensor::index_select(int64_t d, const Tensor& index) const {
 
 Tensor Tensor::gather(int64_t d, const Tensor& index) const {
   const hodu::Tensor& c = core(*this, "gather");
-  d = wrap(d, c.rank(), "gather");
+  d = wrap_dim(d, c.rank(), "gather");
   const hodu::Tensor& ic = core(index, "gather");
   HODU_CHECK(ic.rank() == c.rank(), ErrorCode::InvalidArgument, "gather: index {} and input {} differ in rank",
              shape_to_string(ic.shape()), shape_to_string(c.shape()));
@@ -159,7 +153,7 @@ Tensor Tensor::gather(int64_t d, const Tensor& index) const {
 
 Tensor scatter_add(const Tensor& self, int64_t d, const Tensor& index, const Tensor& src) {
   const hodu::Tensor& c = core(self, "scatter_add");
-  d = wrap(d, c.rank(), "scatter_add");
+  d = wrap_dim(d, c.rank(), "scatter_add");
   const hodu::Tensor& ic = core(index, "scatter_add");
   HODU_CHECK(ic.shape() == core(src, "scatter_add").shape(), ErrorCode::InvalidArgument,
              "scatter_add: index {} and src {} differ in shape", shape_to_string(ic.shape()),

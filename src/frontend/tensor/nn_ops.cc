@@ -5,17 +5,12 @@
 
 #include "frontend/autograd/node.h"
 #include "frontend/capture/tracer.h"
+#include "frontend/tensor/ops_internal.h"
 #include "kernels/cpu/tensor/kernels.h"
 #include "hodu/autograd.h"
 
 namespace hodu::eager {
 namespace {
-
-int64_t wrap_dim(int64_t d, int64_t rank, const char* op) {
-  const int64_t r = std::max<int64_t>(rank, 1);
-  HODU_CHECK(d >= -r && d < r, ErrorCode::InvalidArgument, "{}: dim {} is out of range for a {}-d tensor", op, d, rank);
-  return d < 0 ? d + r : d;
-}
 
 // Float inputs in one dtype for the float-only ops.
 DType float_type(std::initializer_list<const Tensor*> ts, const char* op) {

@@ -4,6 +4,8 @@
 
 namespace hodu::eager {
 
+// A dim in [-rank, rank) made non-negative (a 0-d tensor has dim 0); InvalidArgument naming `op`.
+int64_t wrap_dim(int64_t d, int64_t rank, const char* op);
 // Sorted, non-negative reduction dims ({}: every dim); InvalidArgument naming `op`.
 Dims reduction_dims(const Dims& dims, int64_t rank, const char* op);
 // A reduction's gradient g expanded back over the reduced dims of `in_shape`.

@@ -5,18 +5,20 @@
 
 #include "frontend/autograd/node.h"
 #include "frontend/capture/tracer.h"
+#include "frontend/tensor/ops_internal.h"
 #include "kernels/cpu/tensor/kernels.h"
 #include "hodu/autograd.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::eager {
-namespace {
 
 int64_t wrap_dim(int64_t d, int64_t rank, const char* op) {
   const int64_t r = std::max<int64_t>(rank, 1);
   HODU_CHECK(d >= -r && d < r, ErrorCode::InvalidArgument, "{}: dim {} is out of range for a {}-d tensor", op, d, rank);
   return d < 0 ? d + r : d;
 }
+
+namespace {
 
 // The shape with its -1 resolved against numel.
 Dims infer_shape(const Dims& shape, int64_t numel, const Dims& from, const char* op) {

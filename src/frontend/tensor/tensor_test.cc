@@ -6,31 +6,16 @@
 #include <cstdio>
 #include <dlpack/dlpack.h>
 
+#include "frontend/test_util.h"
 #include "hodu/hodu.h"
 
 namespace {
 
 using hodu::Tensor;
+using hodu::test::error_of;
+using hodu::test::expect_close;
 
 std::vector<float> F(const Tensor& t) { return t.contiguous().to_vector<float>(); }
-std::vector<double> D(const Tensor& t) { return t.contiguous().to_vector<double>(); }
-
-void expect_close(const Tensor& a, const Tensor& b, double tol, const std::string& what) {
-  ASSERT_EQ(a.shape(), b.shape()) << what;
-  auto x = D(a), y = D(b);
-  for (size_t i = 0; i < x.size(); ++i)
-    ASSERT_NEAR(x[i], y[i], tol * (1 + std::abs(y[i]))) << what << " element " << i;
-}
-
-template <typename F>
-std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const hodu::Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 TEST(Tensor, Creation) {
   Tensor z = hodu::zeros({2, 3});

@@ -84,100 +84,83 @@ dnnl::memory as_layout(const dnnl::memory::desc& from, const dnnl::memory::desc&
   return dst;
 }
 
+// The direct loops' geometry (x [N, C, H, W], w [O, C / G, KH, KW], y [N, O, OH, OW]).
+struct ConvGeom {
+  int64_t N, C, H, W, O, KH, KW, OH, OW, CG, OG;
+  const ConvParams& p;
+  ConvGeom(const std::vector<int64_t>& x, const std::vector<int64_t>& w, const std::vector<int64_t>& y, const ConvParams& q)
+      : N(x[0]), C(x[1]), H(x[2]), W(x[3]), O(w[0]), KH(w[2]), KW(w[3]), OH(y[2]), OW(y[3]), CG(x[1] / q.groups),
+        OG(w[0] / q.groups), p(q) {}
+  int64_t work() const { return N * O * OH * OW * CG * KH * KW; }
+  // f(x index, w index, y index) for every tap of image n and output channel o inside the input.
+  template <typename F>
+  void taps(int64_t n, int64_t o, F&& f) const {
+    const int64_t g = o / OG;
+    for (int64_t oh = 0; oh < OH; ++oh)
+      for (int64_t ow = 0; ow < OW; ++ow) {
+        const int64_t yi = ((n * O + o) * OH + oh) * OW + ow;
+        for (int64_t c = 0; c < CG; ++c)
+          for (int64_t kh = 0; kh < KH; ++kh) {
+            const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
+            if (ih < 0 || ih >= H) continue;
+            for (int64_t kw = 0; kw < KW; ++kw) {
+              const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
+              if (iw < 0 || iw >= W) continue;
+              f(((n * C + g * CG + c) * H + ih) * W + iw, ((o * CG + c) * KH + kh) * KW + kw, yi);
+            }
+          }
+      }
+  }
+};
+
 template <typename T>
 void conv_loops_forward(const hodu::Tensor& x, const hodu::Tensor& w, const hodu::Tensor* bias, hodu::Tensor& y,
                         const ConvParams& p) {
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t O = w.dim(0), KH = w.dim(2), KW = w.dim(3), OH = y.dim(2), OW = y.dim(3);
-  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const ConvGeom G(x.shape(), w.shape(), y.shape(), p);
   const T* xp = static_cast<const T*>(x.raw_data());
   const T* wp = static_cast<const T*>(w.raw_data());
   const T* bp = bias ? static_cast<const T*>(bias->raw_data()) : nullptr;
   T* yp = static_cast<T*>(y.raw_data());
-  loops::parallel_range(N * O, N * O * OH * OW * CG * KH * KW, [&](int64_t r0, int64_t r1) {
+  loops::parallel_range(G.N * G.O, G.work(), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) {
-      const int64_t n = r / O, o = r % O, g = o / OG;
-      for (int64_t oh = 0; oh < OH; ++oh)
-        for (int64_t ow = 0; ow < OW; ++ow) {
-          T acc = bp ? bp[o] : T(0);
-          for (int64_t c = 0; c < CG; ++c)
-            for (int64_t kh = 0; kh < KH; ++kh) {
-              const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
-              if (ih < 0 || ih >= H) continue;
-              for (int64_t kw = 0; kw < KW; ++kw) {
-                const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
-                if (iw < 0 || iw >= W) continue;
-                acc += xp[((n * C + g * CG + c) * H + ih) * W + iw] * wp[((o * CG + c) * KH + kh) * KW + kw];
-              }
-            }
-          yp[((n * O + o) * OH + oh) * OW + ow] = acc;
-        }
+      const int64_t n = r / G.O, o = r % G.O;
+      std::fill(yp + (n * G.O + o) * G.OH * G.OW, yp + (n * G.O + o + 1) * G.OH * G.OW, bp ? bp[o] : T(0));
+      G.taps(n, o, [&](int64_t xi, int64_t wi, int64_t yi) { yp[yi] += xp[xi] * wp[wi]; });
     }
   });
 }
 
 template <typename T>
 void conv_loops_backward_input(const hodu::Tensor& gy, const hodu::Tensor& w, hodu::Tensor& gx, const ConvParams& p) {
-  const int64_t N = gx.dim(0), C = gx.dim(1), H = gx.dim(2), W = gx.dim(3);
-  const int64_t O = w.dim(0), KH = w.dim(2), KW = w.dim(3), OH = gy.dim(2), OW = gy.dim(3);
-  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const ConvGeom G(gx.shape(), w.shape(), gy.shape(), p);
   const T* gp = static_cast<const T*>(gy.raw_data());
   const T* wp = static_cast<const T*>(w.raw_data());
   T* xp = static_cast<T*>(gx.raw_data());
   std::fill(xp, xp + gx.numel(), T(0));
-  loops::parallel_range(N, N * O * OH * OW * CG * KH * KW, [&](int64_t n0, int64_t n1) {
+  loops::parallel_range(G.N, G.work(), [&](int64_t n0, int64_t n1) {
     for (int64_t n = n0; n < n1; ++n)
-      for (int64_t o = 0; o < O; ++o) {
-        const int64_t g = o / OG;
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const T gv = gp[((n * O + o) * OH + oh) * OW + ow];
-            for (int64_t c = 0; c < CG; ++c)
-              for (int64_t kh = 0; kh < KH; ++kh) {
-                const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
-                if (ih < 0 || ih >= H) continue;
-                for (int64_t kw = 0; kw < KW; ++kw) {
-                  const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
-                  if (iw < 0 || iw >= W) continue;
-                  xp[((n * C + g * CG + c) * H + ih) * W + iw] += gv * wp[((o * CG + c) * KH + kh) * KW + kw];
-                }
-              }
-          }
-      }
+      for (int64_t o = 0; o < G.O; ++o)
+        G.taps(n, o, [&](int64_t xi, int64_t wi, int64_t yi) { xp[xi] += gp[yi] * wp[wi]; });
   });
 }
 
 template <typename T>
 void conv_loops_backward_weight(const hodu::Tensor& gy, const hodu::Tensor& x, hodu::Tensor& gw, hodu::Tensor* gb,
                                 const ConvParams& p) {
-  const int64_t N = x.dim(0), C = x.dim(1), H = x.dim(2), W = x.dim(3);
-  const int64_t O = gw.dim(0), KH = gw.dim(2), KW = gw.dim(3), OH = gy.dim(2), OW = gy.dim(3);
-  const int64_t G = p.groups, CG = C / G, OG = O / G;
+  const ConvGeom G(x.shape(), gw.shape(), gy.shape(), p);
   const T* gp = static_cast<const T*>(gy.raw_data());
   const T* xp = static_cast<const T*>(x.raw_data());
   T* wp = static_cast<T*>(gw.raw_data());
   T* bp = gb ? static_cast<T*>(gb->raw_data()) : nullptr;
-  loops::parallel_range(O, N * O * OH * OW * CG * KH * KW, [&](int64_t o0, int64_t o1) {
+  std::fill(wp, wp + gw.numel(), T(0));
+  loops::parallel_range(G.O, G.work(), [&](int64_t o0, int64_t o1) {
     for (int64_t o = o0; o < o1; ++o) {
-      const int64_t g = o / OG;
       T bsum = 0;
-      for (int64_t i = 0; i < CG * KH * KW; ++i) wp[o * CG * KH * KW + i] = 0;
-      for (int64_t n = 0; n < N; ++n)
-        for (int64_t oh = 0; oh < OH; ++oh)
-          for (int64_t ow = 0; ow < OW; ++ow) {
-            const T gv = gp[((n * O + o) * OH + oh) * OW + ow];
-            bsum += gv;
-            for (int64_t c = 0; c < CG; ++c)
-              for (int64_t kh = 0; kh < KH; ++kh) {
-                const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
-                if (ih < 0 || ih >= H) continue;
-                for (int64_t kw = 0; kw < KW; ++kw) {
-                  const int64_t iw = ow * p.stride[1] - p.padding[1] + kw * p.dilation[1];
-                  if (iw < 0 || iw >= W) continue;
-                  wp[((o * CG + c) * KH + kh) * KW + kw] += gv * xp[((n * C + g * CG + c) * H + ih) * W + iw];
-                }
-              }
-          }
+      for (int64_t n = 0; n < G.N; ++n) {
+        const T* row = gp + (n * G.O + o) * G.OH * G.OW;
+        for (int64_t i = 0; i < G.OH * G.OW; ++i) bsum += row[i];
+        G.taps(n, o, [&](int64_t xi, int64_t wi, int64_t yi) { wp[wi] += gp[yi] * xp[xi]; });
+      }
       if (bp) bp[o] = bsum;
     }
   });
