@@ -10,23 +10,13 @@
 #include "hodu/capture.h"
 #include "hodu/random.h"
 #include "passes/autodiff.h"
+#include "runtime/differential_check.h"
 #include "runtime/session.h"
 
 namespace {
 
 namespace E = hodu::eager;
 namespace nn = hodu::eager::nn;
-
-double rel_l2(const hodu::Tensor& a, const hodu::Tensor& b) {
-  auto x = a.to_doubles(), y = b.to_doubles();
-  EXPECT_EQ(x.size(), y.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < x.size() && i < y.size(); ++i) {
-    num += (x[i] - y[i]) * (x[i] - y[i]);
-    den += y[i] * y[i];
-  }
-  return std::sqrt(num / std::max(den, 1e-30));
-}
 
 // Two steps of `forward` (outputs[0] the loss) with SGD and momentum, on the cpu engine and on
 // the interpreter, compared output by output. (Not Adam: it scales the rounding noise of
@@ -63,8 +53,10 @@ void compare_engines(const std::string& what, const E::CapturedGraph& forward, c
     const auto& a = results["cpu"];
     const auto& b = results["interp"];
     ASSERT_EQ(a.size(), b.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      EXPECT_LT(rel_l2(a[i].value.tensor, b[i].value.tensor), 1e-4) << "step " << s << " output " << a[i].name;
+    for (size_t i = 0; i < a.size(); ++i) {
+      auto d = hodu::compare_values(a[i].name, a[i].value, b[i].value, 1e-4, 0.0);
+      EXPECT_TRUE(d.matches) << "step " << s << ": " << d.to_string();
+    }
   }
 }
 
