@@ -215,13 +215,17 @@ class Tensor {
   // the end). sum/mean of integers give i64 / f32.
   Tensor sum() const;
   Tensor sum(const Dims& dims, bool keepdim = false) const;
+  Tensor sum(int64_t dim, bool keepdim = false) const { return sum(Dims{dim}, keepdim); }
   Tensor mean() const;
   Tensor mean(const Dims& dims, bool keepdim = false) const;
+  Tensor mean(int64_t dim, bool keepdim = false) const { return mean(Dims{dim}, keepdim); }
   Tensor prod(int64_t dim, bool keepdim = false) const;
   Tensor var(const Dims& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor std(const Dims& dims, bool unbiased = true, bool keepdim = false) const;
   Tensor amax(const Dims& dims, bool keepdim = false) const;
   Tensor amin(const Dims& dims, bool keepdim = false) const;
+  Tensor amax(int64_t dim, bool keepdim = false) const { return amax(Dims{dim}, keepdim); }
+  Tensor amin(int64_t dim, bool keepdim = false) const { return amin(Dims{dim}, keepdim); }
   Tensor max() const;  // of all elements
   Tensor min() const;
   std::pair<Tensor, Tensor> max(int64_t dim, bool keepdim = false) const;  // values, indices (i64)
@@ -277,6 +281,11 @@ Tensor tensor(const std::vector<float>& values, const Dims& shape = {});
 Tensor tensor(const std::vector<double>& values, const Dims& shape = {});
 Tensor tensor(const std::vector<int64_t>& values, const Dims& shape = {});
 Tensor tensor(const std::vector<int32_t>& values, const Dims& shape = {});
+// hodu::tensor({1.5f, 2.0f}), hodu::tensor({1, 2, 3}, {3, 1}): the list's element type picks the dtype.
+inline Tensor tensor(std::initializer_list<float> v, const Dims& shape = {}) { return tensor(std::vector<float>(v), shape); }
+inline Tensor tensor(std::initializer_list<double> v, const Dims& shape = {}) { return tensor(std::vector<double>(v), shape); }
+inline Tensor tensor(std::initializer_list<int64_t> v, const Dims& shape = {}) { return tensor(std::vector<int64_t>(v), shape); }
+inline Tensor tensor(std::initializer_list<int32_t> v, const Dims& shape = {}) { return tensor(std::vector<int32_t>(v), shape); }
 // A tensor over the caller's memory, no copy: `data` must outlive every tensor sharing it.
 // strides in elements ({}: row-major).
 Tensor from_blob(void* data, const Dims& shape, DType dtype = kFloat32, const Dims& strides = {});

@@ -66,6 +66,11 @@ TEST(GradCheck, Arithmetic) {
   gradcheck("add alpha", [](auto& a) { return hodu::add(a[0], a[1], 0.5); }, {r({3}, 1), r({3}, 2)});
   gradcheck("maximum", [](auto& a) { return hodu::maximum(a[0], a[1]); }, {r({2, 3}, 1), r({2, 3}, 2)});
   gradcheck("minimum", [](auto& a) { return hodu::minimum(a[0], a[1]); }, {r({2, 3}, 1), r({3}, 2)});
+  // A generator seeded inside the function: the same mask in every evaluation.
+  gradcheck("dropout", [](auto& a) {
+    hodu::Generator g(5);
+    return hodu::dropout(a[0], 0.3, true, &g);
+  }, {r({12}, 1)});
   gradcheck("where", [](auto& a) { return hodu::where(a[0].gt(0.0), a[0], a[1]); }, {r({2, 3}, 1), r({3}, 2)});
   gradcheck("masked_fill", [](auto& a) { return a[0].masked_fill(a[0].lt(0.0), 2.0); }, {r({6}, 1)});
 }
@@ -98,6 +103,7 @@ TEST(GradCheck, Unary) {
 TEST(GradCheck, Reductions) {
   gradcheck("sum", [](auto& a) { return a[0].sum(); }, {r({2, 3}, 1)});
   gradcheck("sum dims", [](auto& a) { return a[0].sum({0, 2}, true); }, {r({2, 3, 4}, 1)});
+  gradcheck("sum dim", [](auto& a) { return a[0].sum(-1) + a[0].mean(1); }, {r({2, 3}, 1)});
   gradcheck("mean", [](auto& a) { return a[0].mean({1}); }, {r({2, 3, 4}, 1)});
   gradcheck("amax", [](auto& a) { return a[0].amax({1}); }, {r({3, 4}, 1)});
   gradcheck("amin", [](auto& a) { return a[0].amin({0}, true); }, {r({3, 4}, 1)});
