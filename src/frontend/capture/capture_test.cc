@@ -202,6 +202,27 @@ TEST(Capture, TrainingStepMatchesEager) {
   });
 }
 
+// A captured step's Dropout draws a new mask every step (as eager training does), the same
+// sequence again after the same manual_seed.
+TEST(Capture, TrainingStepDropoutMasks) {
+  auto losses = [](uint64_t seed) {
+    hodu::manual_seed(seed);
+    nn::Sequential net(nn::Linear(6, 16), nn::Dropout(0.5), nn::Linear(16, 1));
+    hodu::optim::SGD sgd(net.parameters(), {.lr = 0});  // parameters stay: only the masks differ
+    auto loss_fn = [](const std::vector<Tensor>& out, const std::vector<Tensor>& t) { return nn::mse_loss(out[0], t[0]); };
+    hodu::Generator g(3);
+    Tensor x = hodu::randn({8, 6}, &g), y = hodu::randn({8, 1}, &g);
+    hodu::TrainingStep step(net, loss_fn, sgd, {x}, {y});
+    std::vector<double> out;
+    for (int i = 0; i < 4; ++i) out.push_back(step.step({x}, {y}));
+    return out;
+  };
+  const std::vector<double> a = losses(7), b = losses(7), c = losses(8);
+  EXPECT_EQ(a, b) << "the same seed, the same masks";
+  for (int i = 1; i < 4; ++i) EXPECT_NE(a[i], a[0]) << "step " << i << " reused step 0's mask";
+  EXPECT_NE(a, c) << "another seed, other masks";
+}
+
 TEST(Capture, TrainingStepErrors) {
   SmallCnn net;
   hodu::optim::SGD two({hodu::optim::ParamGroup<hodu::optim::SGDOptions>{{net.fc->weight}, {}},

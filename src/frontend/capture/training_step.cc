@@ -134,6 +134,12 @@ TrainingStep::TrainingStep(nn::Module& module, LossFn loss, optim::Optimizer& op
   SessionOptions so;
   so.engine = "cpu";
   so.threads = get_num_threads();
+  // Parameters and optimizer state are updated in the tensors fed (the cpu engine writes the
+  // update there, no copy); Dropout draws a new mask every step, from a seed the default
+  // generator gives (manual_seed makes captured training reproducible).
+  so.update_state_in_place = true;
+  so.reseed_each_run = true;
+  so.seed = static_cast<uint64_t>(randint(0, int64_t{1} << 52, {}).item());
   s_->session = Session::from_model(*model, so);
 }
 
@@ -153,13 +159,8 @@ double TrainingStep::step(const std::vector<Tensor>& inputs, const std::vector<T
   feeds[passes::kLearningRateInput] = hodu::Tensor::scalar(DType::F32, static_cast<float>(s_->optimizer->lr()));
   for (auto& [name, t] : s_->state) feeds[name] = t;
   double loss = 0;
-  for (auto& nv : s_->session->run(feeds)) {
-    if (nv.name == s_->loss_output) {
-      loss = nv.value.tensor.get_double(0);
-    } else if (nv.name.size() > 5 && nv.name.compare(nv.name.size() - 5, 5, ".next") == 0) {
-      s_->state[nv.name.substr(0, nv.name.size() - 5)] = nv.value.tensor;
-    }
-  }
+  for (auto& nv : s_->session->run(feeds))  // the state's ".next" outputs were written into s_->state
+    if (nv.name == s_->loss_output) loss = nv.value.tensor.get_double(0);
   ++s_->steps;
   return loss;
 }
