@@ -34,7 +34,7 @@ try:
     import torch
     import torch.nn.functional as F
 except ImportError:
-    sys.exit("error: PyTorch is needed (Debian: apt-get install python3-torch)")
+    sys.exit(f"error: PyTorch is needed; {sys.executable} has none (run with Debian's /usr/bin/python3, or apt-get install python3-torch)")
 torch.set_num_threads(args.threads)
 
 
