@@ -178,6 +178,8 @@ class MultiheadAttention : public Module {
                                     bool need_weights = true);
   // Self-attention: forward(x, x, x) without weights.
   Tensor forward(const Tensor& x) override;
+  // {x} (self-attention), {query, key_value} or {query, key, value}: {output} (what capture traces).
+  std::vector<Tensor> forward_all(const std::vector<Tensor>& inputs) override;
   int64_t embed_dim, num_heads;
   double dropout;
   bool batch_first;

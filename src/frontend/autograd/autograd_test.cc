@@ -34,6 +34,19 @@ TEST(Autograd, BackwardAndAccumulation) {
   EXPECT_EQ(z.grad().item(), 13.0);
 }
 
+// Where a derivative is undefined, the gradient PyTorch 1.13 gives (not a nan).
+TEST(Autograd, GradientsAtKinks) {
+  Tensor z = hodu::zeros({3}).requires_grad_();
+  z.norm().backward();
+  EXPECT_EQ(z.grad().to_vector<float>(), (std::vector<float>{0, 0, 0})) << "norm at 0";
+  Tensor x = hodu::tensor(std::vector<float>{3, 4}).requires_grad_();
+  x.norm().backward();
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{0.6f, 0.8f}));
+  Tensor a = hodu::zeros({2}).requires_grad_();
+  (a.abs() + a.relu()).sum().backward();
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{0, 0})) << "abs and relu at 0";
+}
+
 TEST(Autograd, RetainGraph) {
   Tensor x = hodu::tensor(std::vector<float>{1, 2}).requires_grad_();
   Tensor y = (x.exp() * x).sum();

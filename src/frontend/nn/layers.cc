@@ -177,6 +177,13 @@ MultiheadAttention::MultiheadAttention(int64_t e, int64_t h, double p, bool has_
 
 Tensor MultiheadAttention::forward(const Tensor& x) { return forward(x, x, x, Tensor(), Tensor(), false).first; }
 
+std::vector<Tensor> MultiheadAttention::forward_all(const std::vector<Tensor>& in) {
+  HODU_CHECK(in.size() >= 1 && in.size() <= 3, ErrorCode::InvalidArgument,
+             "MultiheadAttention: {} inputs (give {{x}}, {{query, key_value}} or {{query, key, value}})", in.size());
+  const Tensor& kv = in.size() >= 2 ? in[1] : in[0];
+  return {forward(in[0], kv, in.size() == 3 ? in[2] : kv, Tensor(), Tensor(), false).first};
+}
+
 std::pair<Tensor, Tensor> MultiheadAttention::forward(const Tensor& query, const Tensor& key, const Tensor& value,
                                                       const Tensor& attn_mask, const Tensor& key_padding_mask,
                                                       bool need_weights) {

@@ -48,7 +48,12 @@ Tensor nll_loss(const Tensor& logp, const Tensor& target, const std::string& red
     trace::Pause pause;
     Tensor ignored = target.eq(static_cast<double>(ignore_index));
     Tensor t = where(ignored, zeros({}, target.dtype()), target).to(kInt64);
-    // Class indices out of range are reported by gather, naming the index.
+    if (t.numel() > 0) {
+      const int64_t lo = t.min().item<int64_t>(), hi = t.max().item<int64_t>();
+      HODU_CHECK(lo >= 0 && hi < C, ErrorCode::InvalidArgument,
+                 "{}: target {} is out of range for {} classes (targets run from 0 to {}, or are ignore_index {})", op,
+                 lo < 0 ? lo : hi, C, C - 1, ignore_index);
+    }
     Tensor picked = logp.gather(cdim, t.unsqueeze(cdim)).squeeze(cdim);
     Tensor keep = ignored.logical_not().to(logp.dtype());
     Tensor w = weight.defined() ? weight.to(logp.dtype()).index_select(0, t.flatten()).reshape(t.shape()) * keep : keep;

@@ -150,6 +150,11 @@ TEST(Nn, AttentionAndNorms) {
   auto [o2, w2] = mha.forward(q, q, q, upper);
   EXPECT_NEAR(w2.select(1, 0).select(1, 0).mean().item(), 1.0, 1e-6);
   EXPECT_NE(error_of([&] { mha.forward(q, kv, kv, hodu::zeros({4, 4})); }).find("attn_mask"), std::string::npos);
+  // forward_all (what capture calls): {q, k, v}, {q, kv} and {x}.
+  EXPECT_TRUE(hodu::equal(mha.forward_all({q, kv, kv})[0], out));
+  EXPECT_TRUE(hodu::equal(mha.forward_all({q, kv})[0], out));
+  EXPECT_TRUE(hodu::equal(mha.forward_all({q})[0], mha.forward(q)));
+  EXPECT_NE(error_of([&] { mha.forward_all({q, q, q, q}); }).find("4 inputs"), std::string::npos);
   nn::LayerNorm ln({8});
   Tensor y = ln(q);
   EXPECT_NEAR(y.mean({-1}).abs().max().item(), 0.0, 1e-5);
@@ -167,7 +172,21 @@ TEST(Nn, Losses) {
   Tensor lp = hodu::log_softmax(logits, 1);
   const double smooth = -lp.sum().item() / 2 / 3;
   EXPECT_NEAR(nn::cross_entropy(logits, target, "mean", 0.1).item(), 0.9 * (l0 + l1) / 2 + 0.1 * smooth, 1e-6);
-  EXPECT_NE(error_of([&] { nn::cross_entropy(logits, hodu::tensor(std::vector<int64_t>{0, 3})); }).find("index 3 is out of range"),
+  EXPECT_NE(error_of([&] { nn::cross_entropy(logits, hodu::tensor(std::vector<int64_t>{0, 3})); })
+                .find("target 3 is out of range for 3 classes"),
+            std::string::npos);
+  // A negative target other than ignore_index is an error (PyTorch's too), not the last class.
+  EXPECT_NE(error_of([&] { nn::cross_entropy(logits, hodu::tensor(std::vector<int64_t>{-1, 0})); })
+                .find("target -1 is out of range"),
+            std::string::npos);
+  EXPECT_TRUE(std::isnan(nn::cross_entropy(logits, hodu::tensor(std::vector<int64_t>{-100, -100})).item()))
+      << "every target ignored: 0 / 0, as PyTorch";
+  // Negative indices are refused (PyTorch's index_select, gather, embedding and one_hot refuse them).
+  nn::Embedding emb(4, 2);
+  EXPECT_NE(error_of([&] { emb(hodu::tensor(std::vector<int64_t>{-1})); }).find("embedding: index -1 is out of range"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] { hodu::one_hot(hodu::tensor(std::vector<int64_t>{-1}), 3); }).find("index -1"), std::string::npos);
+  EXPECT_NE(error_of([&] { logits.index_select(1, hodu::tensor(std::vector<int64_t>{-1})); }).find("index -1"),
             std::string::npos);
   EXPECT_NEAR(nn::mse_loss(hodu::ones({4}), hodu::zeros({4})).item(), 1.0, 0);
   Tensor x = hodu::tensor(std::vector<float>{0.5, -1}), t = hodu::tensor(std::vector<float>{1, 0});

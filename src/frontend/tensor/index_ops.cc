@@ -13,7 +13,9 @@
 namespace hodu::eager {
 namespace {
 
-// The indices as a row-major i64 buffer, each checked (negative ones wrap) against `size`.
+// The indices as a row-major i64 buffer, each checked against `size`. Negative indices are
+// refused as PyTorch's index_select, gather, embedding and one_hot do (a -1 class or token is
+// a bug to report, not the last row).
 hodu::Tensor checked_indices(const Tensor& index, int64_t size, const char* op) {
   const hodu::Tensor& c = core(index, op);
   HODU_CHECK(!kernels::is_float(c.dtype()) && c.dtype() != DType::Bool, ErrorCode::InvalidArgument,
@@ -26,9 +28,9 @@ hodu::Tensor checked_indices(const Tensor& index, int64_t size, const char* op) 
   }
   int64_t* p = static_cast<int64_t*>(idx.raw_data());
   for (int64_t i = 0; i < idx.numel(); ++i) {
-    HODU_CHECK(p[i] >= -size && p[i] < size, ErrorCode::InvalidArgument,
-               "{}: index {} is out of range for a dim of size {}", op, p[i], size);
-    if (p[i] < 0) p[i] += size;
+    HODU_CHECK(p[i] >= 0 && p[i] < size, ErrorCode::InvalidArgument,
+               "{}: index {} is out of range for a dim of size {} (indices run from 0 to {})", op, p[i], size,
+               size - 1);
   }
   return idx;
 }

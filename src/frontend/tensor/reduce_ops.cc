@@ -204,7 +204,20 @@ Tensor Tensor::logsumexp(const Dims& dims_in, bool keepdim) const {
 
 Tensor Tensor::norm(double p) const {
   Tensor x = kernels::is_float(dtype()) ? *this : to(DType::F32);
-  if (p == 2.0) return (x * x).sum().sqrt();
+  if (p == 2.0) {
+    // Its own node: through sqrt the gradient at x = 0 would be 0 * inf = nan; PyTorch's is 0.
+    Tensor r;
+    {
+      NoGradGuard guard;
+      r = (x * x).sum().sqrt();
+    }
+    if (needs_grad({&x}))
+      record("NormBackward", {x}, {&r}, [sx = Saved(x), sy = Saved(r, true)](const std::vector<Tensor>& g, const FunctionNode& n) {
+        Tensor y = sy.get(n);
+        return std::vector<Tensor>{sx.get() * where(y.eq(0.0), zeros_like(y), g[0] / y)};
+      });
+    return r;
+  }
   if (p == 1.0) return x.abs().sum();
   if (std::isinf(p)) return p > 0 ? x.abs().max() : x.abs().min();
   HODU_CHECK(p > 0, ErrorCode::InvalidArgument, "norm: p = {}", p);

@@ -275,6 +275,26 @@ TEST(Tensor, PoolingOnOneDnnMatchesLoops) {
             std::string::npos);
 }
 
+// f32 exp and the functions built on it reach the whole f32 range as PyTorch's (the engine's
+// fast exp alone clamps its argument to [-87, 88]).
+TEST(Tensor, ExpOverTheWholeRange) {
+  const float inf = INFINITY;
+  const std::vector<float> xs = {-inf, -200.0f, -100.0f, -88.0f, -87.5f, -20.0f, 0.0f, 20.0f, 88.5f, 89.0f, inf};
+  const Tensor x = hodu::tensor(xs);
+  const std::vector<float> e = F(x.exp()), s = F(x.sigmoid()), sp = F(hodu::softplus(x));
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float want = std::exp(xs[i]);
+    if (std::isinf(want) || want == 0.0f) EXPECT_EQ(e[i], want) << "exp(" << xs[i] << ")";
+    else EXPECT_NEAR(e[i], want, 3e-7 * want + 3e-45) << "exp(" << xs[i] << ")";
+    EXPECT_NEAR(s[i], 1 / (1 + std::exp(-static_cast<double>(xs[i]))), 1e-7) << "sigmoid(" << xs[i] << ")";
+  }
+  EXPECT_EQ(sp[0], 0.0f) << "softplus(-inf)";
+  EXPECT_NEAR(e[2], 3.7835e-44f, 1e-46) << "a subnormal result";
+  EXPECT_TRUE(std::isnan(F(hodu::tensor({NAN}).exp())[0]));
+  const Tensor neg_inf = hodu::full({2, 2}, -inf);
+  EXPECT_EQ(F(neg_inf.logsumexp({1}))[0], -inf) << "logsumexp of -inf";
+}
+
 TEST(Tensor, Softmax) {
   Tensor x = hodu::tensor(std::vector<float>{1, 2, 3, 1, 1, 1}, {2, 3});
   auto s = F(hodu::softmax(x, 1));
