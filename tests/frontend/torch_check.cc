@@ -89,6 +89,35 @@ std::map<std::string, Case> cases() {
     auto [out, w] = m.forward(a[0], a[1], a[2]);
     return out + w.sum();
   };
+  c["multihead_attention_masked"] = [](auto& a) {
+    F::MultiheadAttention m(8, 2, 0.0, true, true);
+    m.in_proj_weight = a[1];
+    m.in_proj_bias = a[2];
+    m.out_proj->weight = a[3];
+    m.out_proj->bias = a[4];
+    const int64_t L = a[0].size(1);
+    Tensor i = hodu::arange(static_cast<double>(L));
+    Tensor causal = hodu::where(i.unsqueeze(0).gt(i.unsqueeze(1)), hodu::full({L, L}, -INFINITY), hodu::zeros({L, L}));
+    Tensor padding = hodu::stack({hodu::zeros({L}), i.ge(static_cast<double>(L - 2)).to(hodu::kFloat32)}).gt(0.5);
+    auto [out, w] = m.forward(a[0], a[0], a[0], causal, padding);
+    return out + w.sum();
+  };
+  c["cross_entropy_ignore"] = [](auto& a) {
+    return F::cross_entropy(a[0], a[1], "mean", 0.1, -100, hodu::tensor(std::vector<float>{0.5, 1.0, 1.5, 2.0, 0.75}));
+  };
+  c["cross_entropy_spatial"] = [](auto& a) { return F::cross_entropy(a[0], a[1]); };
+  c["layer_norm_2d"] = [](auto& a) { return hodu::layer_norm(a[0], {3, 4}, a[1], a[2]); };
+  c["max_pool2d_dilation"] = [](auto& a) { return hodu::max_pool2d(a[0], {2, 2}, {1, 1}, {1, 1}, {2, 2}); };
+  c["conv2d_depthwise"] = [](auto& a) { return hodu::conv2d(a[0], a[1], Tensor(), {2, 2}, {2, 2}, {1, 1}, 4); };
+  c["softmax_masked"] = [](auto& a) {
+    Tensor mask = hodu::tensor(std::vector<float>{0, 1, 0, 1, 0, 0}).gt(0.5).unsqueeze(0).expand({3, 6});
+    return hodu::softmax(a[0].masked_fill(mask, -INFINITY), 1);
+  };
+  c["unary_more"] = [](auto& a) {
+    return a[0].log1p() + a[0].abs() * a[0].sin() + a[0].cos() + a[0].square() + (a[0] + 2.0).reciprocal() + a[0].erf();
+  };
+  c["prod_norm"] = [](auto& a) { return a[0].prod(1) * a[0].norm(); };
+  c["matmul_transposed"] = [](auto& a) { return a[0].matmul(a[1].transpose(-1, -2)); };
   return c;
 }
 
@@ -127,7 +156,7 @@ TEST(TorchCheck, OpsAndGradients) {
     }
     ++checked;
   }
-  EXPECT_EQ(checked, 42);
+  EXPECT_EQ(checked, 52);
 }
 
 // The two models of torch_reference.py.

@@ -105,6 +105,35 @@ def mha(q, k, v, w_in, b_in, w_out, b_out):
 
 case("multihead_attention", [rnd(2, 3, 8), rnd(2, 4, 8), rnd(2, 4, 8), rnd(24, 8), rnd(24), rnd(8, 8), rnd(8)], mha)
 
+
+def mha_masked(q, w_in, b_in, w_out, b_out):
+    # Self-attention, a causal float mask and padded keys (batch 1 pads its last two).
+    L = q.shape[1]
+    causal = torch.triu(torch.full((L, L), float("-inf")), 1)
+    padding = torch.tensor([[False] * L, [False] * (L - 2) + [True] * 2])
+    x = q.transpose(0, 1)
+    out, weights = F.multi_head_attention_forward(
+        x, x, x, 8, 2, w_in, b_in, None, None, False, 0.0, w_out, b_out, training=False,
+        key_padding_mask=padding, need_weights=True, attn_mask=causal)
+    return out.transpose(0, 1) + weights.sum()
+
+
+case("multihead_attention_masked", [rnd(2, 5, 8), rnd(24, 8), rnd(24), rnd(8, 8), rnd(8)], mha_masked)
+ignored_targets = torch.where(torch.arange(8) % 3 == 0, torch.tensor(-100), ints(5, 8))
+case("cross_entropy_ignore", [rnd(8, 5), ignored_targets],
+     lambda x, t: F.cross_entropy(x, t, weight=class_weight, label_smoothing=0.1))
+case("cross_entropy_spatial", [rnd(2, 5, 3, 2), ints(5, 2, 3, 2)], lambda x, t: F.cross_entropy(x, t))
+case("layer_norm_2d", [rnd(2, 3, 4), rnd(3, 4), rnd(3, 4)], lambda x, w, b: F.layer_norm(x, (3, 4), w, b))
+case("max_pool2d_dilation", [torch.randperm(2 * 2 * 7 * 6, generator=gen).float().reshape(2, 2, 7, 6) / 10],
+     lambda x: F.max_pool2d(x, 2, 1, 1, dilation=2))
+case("conv2d_depthwise", [rnd(2, 4, 6, 5), rnd(4, 1, 3, 3)], lambda x, w: F.conv2d(x, w, None, 2, 2, 1, 4))
+softmax_mask = torch.tensor([[False, True, False, True, False, False]] * 3)
+case("softmax_masked", [rnd(3, 6)], lambda a: F.softmax(a.masked_fill(softmax_mask, float("-inf")), 1))
+case("unary_more", [rnd(7, lo=-0.9, hi=2)],
+     lambda a: a.log1p() + a.abs() * a.sin() + a.cos() + a.square() + (a + 2).reciprocal() + a.erf())
+case("prod_norm", [rnd(3, 4, lo=0.5, hi=1.5)], lambda a: a.prod(1) * a.norm())
+case("matmul_transposed", [rnd(2, 3, 4), rnd(2, 5, 4)], lambda a, b: a @ b.transpose(-1, -2))
+
 arrays = {}
 for name, (inputs, fn) in cases.items():
     ins = [t.clone().requires_grad_(t.is_floating_point()) for t in inputs]
