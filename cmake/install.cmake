@@ -3,6 +3,7 @@
 #   bin/hodu
 #   include/hodu/*.h
 #   lib/libhodu_kernels.so                 (kernel library of `hodu build` artifacts)
+#   lib/libhodu.so                         (the C++ library: hodu::hodu, include/hodu/hodu.h)
 #   lib/hodu/plugins/libhodu-*.so          (plugins/CMakeLists.txt)
 #   lib/cmake/hodu/hoduConfig.cmake, hoduConfigVersion.cmake
 include(CMakePackageConfigHelpers)
@@ -16,6 +17,7 @@ write_basic_package_version_file(${HODU_CMAKE_PACKAGE_DIR}/hoduConfigVersion.cma
 
 install(TARGETS hodu_cli RUNTIME DESTINATION bin)
 install(TARGETS hodu_kernels LIBRARY DESTINATION lib)
+install(TARGETS hodu_shared LIBRARY DESTINATION lib)
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/hodu DESTINATION include FILES_MATCHING PATTERN "*.h")
 install(FILES ${HODU_CMAKE_PACKAGE_DIR}/hoduConfig.cmake ${HODU_CMAKE_PACKAGE_DIR}/hoduConfigVersion.cmake
         DESTINATION lib/cmake/hodu)

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "hodu/nn.h"
+#include "hodu/optim.h"
 #include "hodu/tensor.h"
 
 namespace hodu {
@@ -31,8 +32,8 @@ namespace hodu::eager {
 struct CaptureOptions {
   bool dynamic_batch = true;
   std::string batch_symbol = "batch";
-  std::vector<std::string> input_names;   // default input, input_1, ...
-  std::vector<std::string> output_names;  // default output, output_1, ...
+  std::vector<std::string> input_names = {};   // default input, input_1, ...
+  std::vector<std::string> output_names = {};  // default output, output_1, ...
   std::string graph_name = "captured";
 };
 
@@ -55,6 +56,39 @@ class CapturedGraph {
   std::shared_ptr<Model> model_;
   struct Runner;
   std::shared_ptr<Runner> runner_;
+};
+
+// ---- captured training steps ----------------------------------------------------------
+
+// The loss of a batch from the module's outputs and the targets.
+using LossFn = std::function<Tensor(const std::vector<Tensor>& outputs, const std::vector<Tensor>& targets)>;
+
+// A whole training step — forward, loss, backward and the optimizer's update — as one graph
+// (passes::build_training_step) planned once on hodu's cpu engine. The module (in training
+// mode) and the loss are traced on example batches; the optimizer (SGD, Adam or AdamW, one
+// parameter group) gives the update rule, its options and, if it has already stepped, its
+// state. step() then trains on the engine: parameters and optimizer state live in the step
+// until sync() writes them back into the module and the optimizer. The learning rate is read
+// from the optimizer at every step, so schedulers driving it work unchanged.
+class TrainingStep {
+ public:
+  TrainingStep(nn::Module& module, LossFn loss, optim::Optimizer& optimizer, const std::vector<Tensor>& example_inputs,
+               const std::vector<Tensor>& example_targets, const CaptureOptions& options = {});
+  ~TrainingStep();
+  TrainingStep(const TrainingStep&) = delete;
+  TrainingStep& operator=(const TrainingStep&) = delete;
+
+  // One update on a batch; returns the loss (before the update, as in eager training).
+  double step(const std::vector<Tensor>& inputs, const std::vector<Tensor>& targets);
+  // The module's parameters and BatchNorm statistics, and the optimizer's state, from the step.
+  void sync();
+  int64_t steps_taken() const;
+  // The forward + backward + update graph (inputs: the batch, "lr", parameters, state).
+  const CapturedGraph& graph() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
 };
 
 CapturedGraph capture(nn::Module& module, const std::vector<Tensor>& example_inputs, const CaptureOptions& options = {});

@@ -16,6 +16,7 @@ namespace {
 struct Layout {
   fs::path binary, headers, plugins, cmake_package;
   fs::path kernel_library;  // libhodu_kernels.so, linked by `hodu build` artifacts (same place in both layouts)
+  fs::path cpp_library;     // libhodu.so, hodu::hodu (same place in both layouts)
 };
 
 Layout this_layout() {
@@ -23,6 +24,7 @@ Layout this_layout() {
   l.binary = fs::read_symlink("/proc/self/exe");
   fs::path root = l.binary.parent_path().parent_path();
   l.kernel_library = root / "lib" / "libhodu_kernels.so";
+  l.cpp_library = root / "lib" / "libhodu.so";
   if (fs::exists(root / "lib" / "cmake" / "hodu" / "hoduConfig.cmake")) {  // an installed prefix
     l.headers = root / "include" / "hodu";
     l.plugins = root / "lib" / "hodu" / "plugins";
@@ -73,6 +75,10 @@ int run_install(const std::string& prefix_text, bool quiet) {
   else
     std::fprintf(stderr, "note: %s not found; `hodu build` from this prefix needs --kernels portable\n",
                  from.kernel_library.string().c_str());
+  if (fs::exists(from.cpp_library, ec)) copy_file(from.cpp_library, prefix / "lib" / from.cpp_library.filename(), quiet);
+  else
+    std::fprintf(stderr, "note: %s not found; hodu::hodu (the C++ library) is not installed (build hodu_shared)\n",
+                 from.cpp_library.string().c_str());
   for (const char* f : {"hoduConfig.cmake", "hoduConfigVersion.cmake"})
     copy_file(from.cmake_package / f, prefix / "lib" / "cmake" / "hodu" / f, quiet);
   std::printf("installed hodu %s into %s (%d headers, %d plugins); use it from CMake with "
