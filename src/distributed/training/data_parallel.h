@@ -17,6 +17,7 @@
 // a loss that is a mean over the batch the step equals one process's step on
 // the ranks' batches together (up to the order of the sums).
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -31,6 +32,15 @@
 namespace hodu {
 class Session;
 }
+namespace hodu::eager {
+class Tensor;
+namespace nn {
+class Module;
+}
+namespace optim {
+class Optimizer;
+}
+}  // namespace hodu::eager
 
 namespace hodu::distributed {
 
@@ -45,6 +55,8 @@ struct DataParallelOptions {
   uint64_t seed = 0;                 // random ops (Dropout): rank r draws from seed + r, anew each step
 };
 
+class ModuleDataParallel;  // the module form: module_data_parallel.h
+
 struct StepTimes {
   int64_t steps = 0;
   double compute_ms = 0;  // the stages (forward and backward)
@@ -58,6 +70,13 @@ class DataParallel {
   // prepared here. Every rank must construct it with the same model and options.
   DataParallel(const Model& forward, DataParallelOptions options, Communicator comm = Communicator::world());
   ~DataParallel();
+  // A frontend module trained with its loss and optimizer (module_data_parallel.h, which the caller
+  // includes): from_module(model, loss_fn, optimizer, {x_example}, {y_example}).
+  static ModuleDataParallel from_module(
+      eager::nn::Module& module,
+      std::function<eager::Tensor(const std::vector<eager::Tensor>&, const std::vector<eager::Tensor>&)> loss,
+      eager::optim::Optimizer& optimizer, const std::vector<eager::Tensor>& example_inputs,
+      const std::vector<eager::Tensor>& example_targets, DataParallelOptions options = {});
   DataParallel(const DataParallel&) = delete;
   DataParallel& operator=(const DataParallel&) = delete;
 
