@@ -63,32 +63,26 @@ void check_matches_one_process(const std::string& what, Make make_optimizer) {
 
   auto dp_net = mlp(), ref_net = mlp();
   auto dp_opt = make_optimizer(*dp_net), ref_opt = make_optimizer(*ref_net);
-  {
+  // Steps [from, to) by from_module on this rank's rows and by TrainingStep on the global batch,
+  // then both synced back into their module and optimizer.
+  auto train = [&](size_t from, size_t to, const std::string& phase) {
     auto dp = DataParallel::from_module(*dp_net, loss_fn, *dp_opt, {shard(data[0].first)}, {shard(data[0].second)});
     E::TrainingStep ref(*ref_net, loss_fn, *ref_opt, {data[0].first}, {data[0].second});
-    for (size_t s = 0; s < 20; ++s) {
+    for (size_t s = from; s < to; ++s) {
       const double got = dp.step({shard(data[s].first)}, {shard(data[s].second)});
       const double want = ref.step({data[s].first}, {data[s].second});
-      ASSERT_TRUE(close(got, want)) << what << " step " << s << ": loss " << got << " vs " << want;
+      ASSERT_TRUE(close(got, want)) << what << " " << phase << " step " << s << ": loss " << got << " vs " << want;
       if (s == 9) dp_opt->set_lr(dp_opt->lr() * 0.5), ref_opt->set_lr(ref_opt->lr() * 0.5);  // read at each step
     }
-    EXPECT_EQ(dp.steps_taken(), 20);
+    EXPECT_EQ(dp.steps_taken(), static_cast<int64_t>(to - from));
     dp.sync();
     ref.sync();
-  }
-  expect_params_close(*dp_net, *ref_net, what + " after sync");
+    expect_params_close(*dp_net, *ref_net, what + " after the " + phase + " steps and sync");
+  };
+  train(0, 20, "first");
   // The optimizer state came back too: a new training from the synced module and optimizer
   // continues alike (momentum, moments and Adam's step count carried over).
-  auto dp = DataParallel::from_module(*dp_net, loss_fn, *dp_opt, {shard(data[0].first)}, {shard(data[0].second)});
-  E::TrainingStep ref(*ref_net, loss_fn, *ref_opt, {data[0].first}, {data[0].second});
-  for (size_t s = 20; s < 30; ++s) {
-    const double got = dp.step({shard(data[s].first)}, {shard(data[s].second)});
-    const double want = ref.step({data[s].first}, {data[s].second});
-    ASSERT_TRUE(close(got, want)) << what << " resumed step " << s << ": loss " << got << " vs " << want;
-  }
-  dp.sync();
-  ref.sync();
-  expect_params_close(*dp_net, *ref_net, what + " after the resumed steps");
+  train(20, 30, "resumed");
 }
 
 TEST(ModuleDataParallel, MatchesOneProcessTrainingStepSGD) {
@@ -127,6 +121,8 @@ TEST(ModuleDataParallel, SyncWritesBatchNormStatistics) {
   EXPECT_GT(moved, 0.1) << "the running mean stayed at its initial zeros";
 }
 
+// The message of the hodu::Error f throws. (frontend/test_util.h has one, but its hodu.h
+// makes hodu::Tensor ambiguous beside the core headers.)
 std::string error_of(const std::function<void()>& f) {
   try {
     f();
