@@ -215,6 +215,20 @@ def ensure_model(cache, model, by_id):
     return dest
 
 
+def ort_moves(model_file, folder, name, feeds, level, outputs):
+    """{output: [rel-L2, max abs]}: how far ONNX Runtime's outputs on FEEDS at LEVEL are from
+    the reference outputs in FOLDER/ort."""
+    run_ort(model_file, os.path.join(folder, name), feeds, level)
+    moves = {}
+    for out in outputs:
+        a = np.load(os.path.join(folder, name, W.sanitize(out) + ".npy"))
+        b = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
+        rel, mx, _ = W.compare(a, b)
+        moves[out] = [rel, mx]
+    shutil.rmtree(os.path.join(folder, name))
+    return moves
+
+
 def ensure_refs(cache, model, model_file, version):
     """Seeded inputs and ONNX Runtime outputs for every size; returns the list of size folders."""
     model_sha = W.sha256_file(model_file)
@@ -253,26 +267,12 @@ def ensure_refs(cache, model, model_file, version):
             # How far ONNX Runtime itself moves when every float input moves by one ulp:
             # quantized models round activations, so a tiny change flips some quanta.
             noisy = {n: W.one_ulp_noise(x, 1 + i) for i, (n, x) in enumerate(feeds.items())}
-            run_ort(model_file, os.path.join(folder, "ort_noise"), noisy, want["ort_level"])
-            meta["ort_noise"] = {}
-            for out in outputs:
-                a = np.load(os.path.join(folder, "ort_noise", W.sanitize(out) + ".npy"))
-                b = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
-                rel, mx, _ = W.compare(a, b)
-                meta["ort_noise"][out] = [rel, mx]
-            shutil.rmtree(os.path.join(folder, "ort_noise"))
+            meta["ort_noise"] = ort_moves(model_file, folder, "ort_noise", noisy, want["ort_level"], outputs)
         if want["fusion"] and want["ort_level"] != "all":
             # How far ONNX Runtime moves when it runs the same model with its own graph
             # optimizations (QDQ pairs fused into int8 kernels, integer sums requantized once):
             # the rounding a fused int8 path may legitimately change on these inputs.
-            run_ort(model_file, os.path.join(folder, "ort_fused"), feeds, "all")
-            meta["ort_fusion"] = {}
-            for out in outputs:
-                a = np.load(os.path.join(folder, "ort_fused", W.sanitize(out) + ".npy"))
-                b = np.load(os.path.join(folder, "ort", W.sanitize(out) + ".npy"))
-                rel, mx, _ = W.compare(a, b)
-                meta["ort_fusion"][out] = [rel, mx]
-            shutil.rmtree(os.path.join(folder, "ort_fused"))
+            meta["ort_fusion"] = ort_moves(model_file, folder, "ort_fused", feeds, "all", outputs)
         with open(meta_path, "w") as f:
             json.dump(meta, f, indent=1)
         folders.append(folder)

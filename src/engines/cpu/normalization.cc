@@ -141,25 +141,17 @@ bool make_normalization(PlanBuilder& b, const Node& n) {
   const auto& xs = x->second;
   if (last_axis(n.get_int("axis", -1), xs.size()) != static_cast<int64_t>(xs.size()) - 1) return false;
   int64_t cols = xs.back(), rows = cols ? shape_numel(xs) / cols : 0;
-  if (log_softmax) {
-    auto step = std::make_unique<LogSoftmaxStep>();
-    step->rows_ = rows;
-    step->n_ = cols;
-    step->reads = {b.plain(n.inputs[0])};
-    step->writes = {b.define(n.outputs[0], DType::F32, xs)};
-    step->label = n.describe() + ": cpu";
-    b.add(std::move(step));
-    return true;
-  }
-  if (softmax) {
-    auto step = std::make_unique<SoftmaxStep>();
-    step->rows_ = rows;
-    step->n_ = cols;
-    step->reads = {b.plain(n.inputs[0])};
-    step->writes = {b.define(n.outputs[0], DType::F32, xs)};
-    step->label = n.describe() + ": cpu";
-    b.add(std::move(step));
-    return true;
+  if (softmax || log_softmax) {
+    auto add_rows = [&](auto step) {
+      step->rows_ = rows;
+      step->n_ = cols;
+      step->reads = {b.plain(n.inputs[0])};
+      step->writes = {b.define(n.outputs[0], DType::F32, xs)};
+      step->label = n.describe() + ": cpu";
+      b.add(std::move(step));
+      return true;
+    };
+    return softmax ? add_rows(std::make_unique<SoftmaxStep>()) : add_rows(std::make_unique<LogSoftmaxStep>());
   }
   for (size_t i = 1; i < 3 && i < n.inputs.size(); ++i) {
     if (n.inputs[i].empty()) continue;
