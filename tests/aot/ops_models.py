@@ -285,7 +285,37 @@ def resize_free_dims():
     return m, feeds, True
 
 
-MODELS = [resize_free_dims, half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+def product_over_sizes_read():
+    """AffineGrid's expanded form in small: a grid whose length is read from a size input
+    (Range over data), multiplied by theta and transposed. The default mode once prepared the
+    product before the size was read (most of the result unwritten); now it runs the portable
+    product there."""
+    nodes = [
+        helper.make_node("Gather", ["size", "zero"], ["n0"]),
+        helper.make_node("Range", ["start", "n0", "one"], ["r"]),
+        helper.make_node("Cast", ["r"], ["rf"], to=F),
+        helper.make_node("Unsqueeze", ["rf", "ax0"], ["row"]),                        # [1, n]
+        helper.make_node("Mul", ["row", "half"], ["row2"]),
+        helper.make_node("Unsqueeze", ["n0", "ax0"], ["n0u"]),
+        helper.make_node("Concat", ["one2", "n0u"], ["ones_shape"], axis=0),
+        helper.make_node("Expand", ["one_f", "ones_shape"], ["ones_row"]),            # [1, n] of 1
+        helper.make_node("Concat", ["row", "row2", "ones_row"], ["grid"], axis=0),   # [3, n]
+        helper.make_node("Unsqueeze", ["grid", "ax0"], ["grid3"]),                   # [1, 3, n]
+        helper.make_node("MatMul", ["theta", "grid3"], ["p"]),                       # [B, 2, n]
+        helper.make_node("Transpose", ["p"], ["y"], perm=[0, 2, 1]),                 # [B, n, 2]
+    ]
+    inits = [init("zero", np.array(0, np.int64)), init("start", np.array(0, np.int64)), init("one", np.array(1, np.int64)),
+             init("ax0", np.array([0], np.int64)), init("half", np.array(0.5, np.float32)),
+             init("one2", np.array([1], np.int64)), init("one_f", np.ones((1, 1), np.float32))]
+    m = model("product_over_sizes_read", nodes, [vi("theta", F, ["B", 2, 3]), vi("size", I64, [1])],
+              [vi("y", F, ["B", "n", 2])], inits, opset=17)
+    r = rng_for("product_over_sizes_read")
+    feeds = [{"theta": r.standard_normal((b, 2, 3)).astype(np.float32), "size": np.array([n], np.int64)}
+             for b, n in [(2, 60), (3, 17)]]
+    return m, feeds, True
+
+
+MODELS = [product_over_sizes_read, resize_free_dims, half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first]
 
 def resize_by_1_5():

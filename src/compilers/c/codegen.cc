@@ -357,8 +357,24 @@ bool Codegen::reusable(const std::string& name, const SymInt& bytes) const {
 
 int Codegen::buffer_of(const std::string& name) const { return values.at(name).index; }
 
+bool Codegen::sizes_read_while_running(const Node& n) const {
+  for (const auto* names : {&n.inputs, &n.outputs})
+    for (const auto& v : *names) {
+      if (v.empty()) continue;
+      for (const SymInt& d : shape_of(v))
+        if (d.late()) return true;
+    }
+  return false;
+}
+
 std::string Codegen::library_op(const Node& n, const std::string& desc_type, const std::string& desc,
                                 const std::string& prepare_call) {
+  // Its descriptor would be filled with sizes not computed yet (a wrong answer, found on
+  // AffineGrid's expanded form). Products take the portable code instead (emit_matmul).
+  HODU_CHECK(!sizes_read_while_running(n), ErrorCode::Unsupported,
+             "{}: its sizes are read from the model's data while running, and the kernel library prepares "
+             "its ops before that: not supported yet in the default mode (build with --standalone)",
+             n.describe());
   std::string op = fmt::format("m->ops[{}]", library_ops++);
   std::string call = prepare_call;
   call.replace(call.find("&OP"), 3, "&" + op);

@@ -164,6 +164,9 @@ struct Codegen {
   int buffer_of(const std::string& name) const;
   // A library op: `prepare_call` (a hodu_*_prepare call whose last argument is
   // written "&OP") runs at create time; returns the op's C expression (m->ops[i]).
+  // A dim of n's inputs or outputs is read from the model's data while running (a Range
+  // over a size tensor): the kernel library prepares its ops per input shape, before that.
+  bool sizes_read_while_running(const Node& n) const;
   std::string library_op(const Node& n, const std::string& desc_type, const std::string& desc,
                          const std::string& prepare_call);
   // The run-time statement: `library_call` when the op was prepared, else `portable`.

@@ -624,8 +624,11 @@ void emit_matmul(Codegen& cg, const Node& n) {
     cg.emit(fmt::format("hk_strided_copy({}, {}, {}, {}, {}, 0, 4);", y, y_final, out_shape.size(), ot, gt));
   }
   });
-  if (!cg.kernel_library || rank + 2 > 6) {
-    HODU_CHECK(residual.empty() && !ao.view && !bo.view && dst_strides.empty() && alpha == 1.f,
+  // Sizes read while running: the portable code (it also handles views, scales and residuals:
+  // it is the library call's fallback).
+  const bool late = cg.sizes_read_while_running(n);
+  if (!cg.kernel_library || rank + 2 > 6 || late) {
+    HODU_CHECK(late || (residual.empty() && !ao.view && !bo.view && dst_strides.empty() && alpha == 1.f),
                ErrorCode::Internal, "{}: a fused residual, scale or strided operand needs the kernel library",
                n.describe());
     cg.code += portable;
@@ -700,7 +703,7 @@ void emit_gemm(Codegen& cg, const Node& n) {
   // alpha folded into a constant B; anything else runs the portable code.
   bool b_constant = cg.is_constant(n.inputs[1]) && !tb;
   std::string bias = "NULL";
-  bool library = cg.kernel_library && (alpha == 1.f || b_constant);
+  bool library = cg.kernel_library && (alpha == 1.f || b_constant) && !cg.sizes_read_while_running(n);
   if (library && !c.empty()) {
     auto s = cg.shape_of(n.inputs[2]);
     bool vector = cg.is_constant(n.inputs[2]) && numel(s) == N && (s.empty() || s.back() == N) && N.known();
