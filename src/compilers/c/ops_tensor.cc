@@ -23,13 +23,6 @@ std::vector<int64_t> const_ints(Codegen& cg, const Node& n, size_t i) {
   return cg.constant(n.inputs[i]).to_int64s();
 }
 
-int64_t norm_axis(const Node& n, int64_t axis, int64_t rank) {
-  if (axis < 0) axis += rank;
-  HODU_CHECK(axis >= 0 && axis < std::max<int64_t>(rank, 1), ErrorCode::InvalidModel, "{}: axis out of range",
-             n.describe());
-  return axis;
-}
-
 int64_t esize(Codegen& cg, const std::string& v) {
   DType t = cg.dtype_of(v);
   HODU_CHECK(c_type(t), ErrorCode::Unsupported, "value '{}' has dtype {}, which compiled code does not support", v,
@@ -77,7 +70,7 @@ void emit_slice(Codegen& cg, const Node& n) {
   SymShape strides = st;
   SymInt offset = 0;
   for (size_t i = 0; i < axes.size(); ++i) {
-    int64_t a = norm_axis(n, axes[i], r), step = steps[i];
+    int64_t a = normalized_axis(n, axes[i], r), step = steps[i];
     HODU_CHECK(step != 0, ErrorCode::InvalidModel, "{}: step 0", n.describe());
     SymInt s = slice_start(starts[i], xs[a], step);
     if (!ys[a].is(0)) offset += s * st[a];
@@ -111,7 +104,7 @@ void emit_tile(Codegen& cg, const Node& n) {
 
 void emit_split(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]);
-  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+  int64_t axis = normalized_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
   auto st = row_major_strides(xs);
   SymInt start = 0;
   for (const auto& out : n.outputs) {
@@ -124,7 +117,7 @@ void emit_split(Codegen& cg, const Node& n) {
 
 void emit_concat(Codegen& cg, const Node& n) {
   auto ys = cg.shape_of(n.outputs[0]);
-  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(ys.size()));
+  int64_t axis = normalized_axis(n, n.get_int("axis", 0), static_cast<int64_t>(ys.size()));
   SymInt outer = 1, inner = 1;
   int64_t es = esize(cg, n.outputs[0]);
   for (int64_t d = 0; d < axis; ++d) outer *= ys[d];
@@ -149,7 +142,7 @@ void emit_concat(Codegen& cg, const Node& n) {
 
 void emit_gather(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), is = cg.shape_of(n.inputs[1]);
-  int64_t axis = norm_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
+  int64_t axis = normalized_axis(n, n.get_int("axis", 0), static_cast<int64_t>(xs.size()));
   DType it = cg.dtype_of(n.inputs[1]);
   HODU_CHECK(it == DType::I64 || it == DType::I32, ErrorCode::Unsupported, "{}: indices of dtype {}", n.describe(),
              dtype_name(it));
@@ -174,7 +167,7 @@ void emit_pad(Codegen& cg, const Node& n) {
   HODU_CHECK(pads.size() == 2 * axes.size(), ErrorCode::InvalidModel, "{}: pads has {} values for {} axes",
              n.describe(), pads.size(), axes.size());
   SymShape begin(r, 0);
-  for (size_t i = 0; i < axes.size(); ++i) begin[norm_axis(n, axes[i], r)] = pads[i];
+  for (size_t i = 0; i < axes.size(); ++i) begin[normalized_axis(n, axes[i], r)] = pads[i];
   std::string mode = n.get_string("mode", "constant");
   int m = mode == "constant" ? 0 : mode == "reflect" ? 1 : mode == "edge" ? 2 : mode == "wrap" ? 3 : -1;
   HODU_CHECK(m >= 0, ErrorCode::Unsupported, "{}: mode '{}'", n.describe(), mode);
@@ -368,7 +361,7 @@ void emit_reduce(Codegen& cg, const Node& n) {
   if (axes.empty()) {
     if (n.get_int("noop_with_empty_axes", 0) == 0) reduced.assign(r, true);
   } else {
-    for (auto a : axes) reduced[norm_axis(n, a, r)] = true;
+    for (auto a : axes) reduced[normalized_axis(n, a, r)] = true;
   }
   SymShape kept;
   SymInt reduced_count = 1;
@@ -391,7 +384,7 @@ void emit_reduce(Codegen& cg, const Node& n) {
 void emit_argreduce(Codegen& cg, const Node& n) {
   HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
   auto xs = cg.shape_of(n.inputs[0]);
-  int64_t r = static_cast<int64_t>(xs.size()), axis = norm_axis(n, n.get_int("axis", 0), r);
+  int64_t r = static_cast<int64_t>(xs.size()), axis = normalized_axis(n, n.get_int("axis", 0), r);
   SymInt outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= xs[d];
   for (int64_t d = axis + 1; d < r; ++d) inner *= xs[d];
