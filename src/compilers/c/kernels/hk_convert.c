@@ -255,6 +255,9 @@ HK float hk_d2f_odd(double v) {
   return nextafterf(f, v > f ? INFINITY : -INFINITY);
 }
 
+HK int hk_dt_is_float(int t) { return t >= HK_DT_F8E4M3FN && t <= HK_DT_F64; }
+HK int64_t hk_load_i64(int t, const void* b, int64_t i);
+
 HK double hk_load_f64(int t, const void* b, int64_t i) {
   switch (t) {
     case HK_DT_BOOL: return ((const uint8_t*)b)[i] ? 1.0 : 0.0;
@@ -268,23 +271,10 @@ HK double hk_load_f64(int t, const void* b, int64_t i) {
     case HK_DT_F16: return hk_f16_to_f32(((const uint16_t*)b)[i]);
     case HK_DT_F32: return ((const float*)b)[i];
     case HK_DT_F64: return ((const double*)b)[i];
-    case HK_DT_U4: return hk_nibble(b, i);
-    case HK_DT_I4: { int v = hk_nibble(b, i); return v >= 8 ? v - 16 : v; }
-    case HK_DT_U2: return hk_crumb(b, i);
-    case HK_DT_I2: { int v = hk_crumb(b, i); return v >= 2 ? v - 4 : v; }
-    case HK_DT_U8: return ((const uint8_t*)b)[i];
-    case HK_DT_U16: return ((const uint16_t*)b)[i];
-    case HK_DT_U32: return ((const uint32_t*)b)[i];
     case HK_DT_U64: return (double)((const uint64_t*)b)[i];
-    case HK_DT_I8: return ((const int8_t*)b)[i];
-    case HK_DT_I16: return ((const int16_t*)b)[i];
-    case HK_DT_I32: return ((const int32_t*)b)[i];
-    case HK_DT_I64: return (double)((const int64_t*)b)[i];
-    default: return 0;
+    default: return (double)hk_load_i64(t, b, i); /* the other integers (0 for an unknown dtype) */
   }
 }
-
-HK int hk_dt_is_float(int t) { return t >= HK_DT_F8E4M3FN && t <= HK_DT_F64; }
 
 HK int64_t hk_load_i64(int t, const void* b, int64_t i) {
   switch (t) {
@@ -301,7 +291,7 @@ HK int64_t hk_load_i64(int t, const void* b, int64_t i) {
     case HK_DT_I16: return ((const int16_t*)b)[i];
     case HK_DT_I32: return ((const int32_t*)b)[i];
     case HK_DT_I64: return ((const int64_t*)b)[i];
-    default: return hk_d2i64(hk_load_f64(t, b, i));
+    default: return hk_dt_is_float(t) ? hk_d2i64(hk_load_f64(t, b, i)) : 0;
   }
 }
 
