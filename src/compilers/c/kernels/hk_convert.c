@@ -347,9 +347,8 @@ HK void hk_store_i64(int t, void* b, int64_t i, int64_t v) {
     case HK_DT_I16: ((int16_t*)b)[i] = (int16_t)v; return;
     case HK_DT_I32: ((int32_t*)b)[i] = (int32_t)v; return;
     case HK_DT_I64: ((int64_t*)b)[i] = v; return;
-    default:
-      if (hk_dt_is_float(t) && t != HK_DT_F64) hk_store_f64(t, b, i, (float)v, 1);
-      else hk_store_f64(t, b, i, (double)v, 1);
+    default: /* the floats; nothing for an unknown dtype (no loop back through hk_store_f64) */
+      if (hk_dt_is_float(t)) hk_store_f64(t, b, i, t != HK_DT_F64 ? (double)(float)v : (double)v, 1);
   }
 }
 
