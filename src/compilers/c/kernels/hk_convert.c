@@ -297,12 +297,7 @@ HK int64_t hk_load_i64(int t, const void* b, int64_t i) {
 
 HK uint64_t hk_load_u64(int t, const void* b, int64_t i) {
   if (t == HK_DT_U64) return ((const uint64_t*)b)[i];
-  if (hk_dt_is_float(t)) {
-    double v = hk_load_f64(t, b, i);
-    if (v >= 1.8446744073709552e19) return UINT64_MAX;
-    if (v >= 9.2233720368547758e18) return (uint64_t)v;
-    return (uint64_t)hk_d2i64(v);
-  }
+  if (hk_dt_is_float(t)) return hk_d2u64(hk_load_f64(t, b, i));
   return (uint64_t)hk_load_i64(t, b, i);
 }
 
@@ -325,11 +320,7 @@ HK void hk_store_f64(int t, void* b, int64_t i, double v, int saturate) {
     case HK_DT_F16: ((uint16_t*)b)[i] = hk_f32_to_f16(f); return;
     case HK_DT_F32: ((float*)b)[i] = f; return;
     case HK_DT_F64: ((double*)b)[i] = v; return;
-    case HK_DT_U64:
-      if (v >= 1.8446744073709552e19) ((uint64_t*)b)[i] = UINT64_MAX;
-      else if (v >= 9.2233720368547758e18) ((uint64_t*)b)[i] = (uint64_t)v;
-      else ((uint64_t*)b)[i] = (uint64_t)hk_d2i64(v);
-      return;
+    case HK_DT_U64: ((uint64_t*)b)[i] = hk_d2u64(v); return;
     default: hk_store_i64(t, b, i, hk_d2i64(v));
   }
 }
