@@ -59,7 +59,8 @@ Tensor tensor_of(const Json& j, const Tensor& like, const std::string& what) {
   return t.to(like.dtype());
 }
 
-Json parse(const std::string& text, const std::string& type) {
+// The state JSON of `type`, checked to hold as many groups, each of as many parameters, as `groups`.
+Json parse(const std::string& text, const std::string& type, const std::vector<std::vector<Tensor>>& groups) {
   Json j;
   try {
     j = Json::parse(text);
@@ -68,6 +69,12 @@ Json parse(const std::string& text, const std::string& type) {
   }
   HODU_CHECK(j.is_object() && j.value("type", "") == type, ErrorCode::InvalidArgument,
              "{} state: the JSON is a state of '{}'", type, j.is_object() ? j.value("type", "?") : "?");
+  HODU_CHECK(j["groups"].size() == groups.size(), ErrorCode::InvalidArgument, "{} state: {} groups for {}", type,
+             j["groups"].size(), groups.size());
+  for (size_t gi = 0; gi < groups.size(); ++gi)
+    HODU_CHECK(j["groups"][gi]["params"].size() == groups[gi].size(), ErrorCode::InvalidArgument,
+               "{} state: group {} has {} parameters, the optimizer {}", type, gi, j["groups"][gi]["params"].size(),
+               groups[gi].size());
   return j;
 }
 
@@ -127,13 +134,9 @@ std::string SGD::state_json() const {
 }
 
 void SGD::load_state_json(const std::string& text) {
-  Json j = parse(text, "SGD");
-  HODU_CHECK(j["groups"].size() == groups_.size(), ErrorCode::InvalidArgument, "SGD state: {} groups for {}",
-             j["groups"].size(), groups_.size());
+  Json j = parse(text, "SGD", groups_);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
-    HODU_CHECK(g["params"].size() == groups_[gi].size(), ErrorCode::InvalidArgument,
-               "SGD state: group {} has {} parameters, the optimizer {}", gi, g["params"].size(), groups_[gi].size());
     lrs_[gi] = g["lr"].get<double>();
     initial_lrs_[gi] = g.value("initial_lr", lrs_[gi]);
     SGDOptions& o = options_[gi];
@@ -229,14 +232,9 @@ std::string Adam::state_json() const {
 
 void Adam::load_state_json(const std::string& text) {
   const std::string type = decoupled_ ? "AdamW" : "Adam";
-  Json j = parse(text, type);
-  HODU_CHECK(j["groups"].size() == groups_.size(), ErrorCode::InvalidArgument, "{} state: {} groups for {}", type,
-             j["groups"].size(), groups_.size());
+  Json j = parse(text, type, groups_);
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
-    HODU_CHECK(g["params"].size() == groups_[gi].size(), ErrorCode::InvalidArgument,
-               "{} state: group {} has {} parameters, the optimizer {}", type, gi, g["params"].size(),
-               groups_[gi].size());
     lrs_[gi] = g["lr"].get<double>();
     initial_lrs_[gi] = g.value("initial_lr", lrs_[gi]);
     AdamOptions& o = options_[gi];

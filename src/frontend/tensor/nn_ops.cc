@@ -294,6 +294,22 @@ void trace_pool(bool max, const Tensor& x, const Tensor& r, const Dims& kernel, 
   trace::record(max ? "MaxPool" : "AveragePool", {x}, {r}, std::move(attrs));
 }
 
+// max_pool1d / avg_pool1d: the 2-d pool over [N, C, 1, L], recorded as the 1-d pool.
+Tensor pool1d(bool max, const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
+  const char* op = max ? "max_pool1d" : "avg_pool1d";
+  HODU_CHECK(core(x, op).rank() == 3, ErrorCode::InvalidArgument, "{}: input {} is not [N, C, L]", op,
+             shape_to_string(x.shape()));
+  const int64_t s = stride ? stride : kernel;
+  Tensor r;
+  {
+    trace::Pause pause;
+    const auto p = pool_params({1, kernel}, {1, s}, {0, padding}, {1, 1}, false, true, op);
+    r = (max ? max_pool_impl(x.unsqueeze(2), p, op) : avg_pool_impl(x.unsqueeze(2), p, op)).squeeze(2);
+  }
+  trace_pool(max, x, r, {kernel}, {s}, {padding}, {1}, false, true);
+  return r;
+}
+
 }  // namespace
 
 Tensor max_pool2d(const Tensor& x, Dims kernel, Dims stride, Dims padding, Dims dilation, bool ceil_mode) {
@@ -311,33 +327,11 @@ Tensor avg_pool2d(const Tensor& x, Dims kernel, Dims stride, Dims padding, bool 
 }
 
 Tensor max_pool1d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  HODU_CHECK(core(x, "max_pool1d").rank() == 3, ErrorCode::InvalidArgument, "max_pool1d: input {} is not [N, C, L]",
-             shape_to_string(x.shape()));
-  const int64_t s = stride ? stride : kernel;
-  Tensor r;
-  {
-    trace::Pause pause;
-    r = max_pool_impl(x.unsqueeze(2), pool_params({1, kernel}, {1, s}, {0, padding}, {1, 1}, false, true, "max_pool1d"),
-                      "max_pool1d")
-            .squeeze(2);
-  }
-  trace_pool(true, x, r, {kernel}, {s}, {padding}, {1}, false, true);
-  return r;
+  return pool1d(true, x, kernel, stride, padding);
 }
 
 Tensor avg_pool1d(const Tensor& x, int64_t kernel, int64_t stride, int64_t padding) {
-  HODU_CHECK(core(x, "avg_pool1d").rank() == 3, ErrorCode::InvalidArgument, "avg_pool1d: input {} is not [N, C, L]",
-             shape_to_string(x.shape()));
-  const int64_t s = stride ? stride : kernel;
-  Tensor r;
-  {
-    trace::Pause pause;
-    r = avg_pool_impl(x.unsqueeze(2), pool_params({1, kernel}, {1, s}, {0, padding}, {1, 1}, false, true, "avg_pool1d"),
-                      "avg_pool1d")
-            .squeeze(2);
-  }
-  trace_pool(false, x, r, {kernel}, {s}, {padding}, {1}, false, true);
-  return r;
+  return pool1d(false, x, kernel, stride, padding);
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Dims out) {

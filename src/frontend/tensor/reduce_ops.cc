@@ -16,11 +16,7 @@ Dims reduction_dims(const Dims& dims, int64_t rank, const char* op) {
     for (int64_t i = 0; i < rank; ++i) out.push_back(i);
     return out;
   }
-  for (int64_t d : dims) {
-    const int64_t r = std::max<int64_t>(rank, 1);
-    HODU_CHECK(d >= -r && d < r, ErrorCode::InvalidArgument, "{}: dim {} is out of range for a {}-d tensor", op, d, rank);
-    out.push_back(rank == 0 ? 0 : (d < 0 ? d + rank : d));
-  }
+  for (int64_t d : dims) out.push_back(wrap_dim(d, rank, op));
   std::sort(out.begin(), out.end());
   HODU_CHECK(std::adjacent_find(out.begin(), out.end()) == out.end(), ErrorCode::InvalidArgument,
              "{}: dim {} appears twice in {}", op, *std::adjacent_find(out.begin(), out.end()), shape_to_string(dims));
