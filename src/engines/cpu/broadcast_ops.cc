@@ -11,6 +11,7 @@
 #include <type_traits>
 
 #include "engines/cpu/tensor_step.h"
+#include "engines/interp/ops/scalar_math.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -35,7 +36,7 @@ bool is_compare(Bin op) { return op == Bin::Eq || op == Bin::Lt || op == Bin::Le
 bool is_logic(Bin op) { return op == Bin::And || op == Bin::Or || op == Bin::Xor; }
 
 template <typename T>
-using wrap_t = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+using wrap_t = interp::wrap_uint_t<T>;
 
 // The interpreter's semantics (elementwise_binary.cc): integers wrap, integer x / 0 = 0, Mod has
 // the divisor's sign (numpy.mod) or the dividend's (fmod = 1), Max/Min propagate NaN.
@@ -50,46 +51,13 @@ inline auto apply(T x, T y) {
       return static_cast<T>(op == Bin::Add ? a + b : op == Bin::Sub ? a - b : a * b);
     }
   } else if constexpr (op == Bin::Div) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return x / y;
-    } else {
-      if (y == 0) return T(0);
-      if constexpr (std::is_signed_v<T>)
-        if (y == T(-1)) return static_cast<T>(wrap_t<T>(0) - static_cast<wrap_t<T>>(x));
-      return static_cast<T>(x / y);
-    }
+    return interp::div_value(x, y);
   } else if constexpr (op == Bin::Pow) {
     return static_cast<T>(std::pow(x, y));  // floats only (make_binary_op)
   } else if constexpr (op == Bin::FMod) {
-    if constexpr (std::is_floating_point_v<T>) {
-      return std::fmod(x, y);
-    } else {
-      if (y == 0) return T(0);
-      if constexpr (std::is_signed_v<T>)
-        if (y == T(-1)) return T(0);
-      return static_cast<T>(x % y);
-    }
+    return interp::fmod_value(x, y);
   } else if constexpr (op == Bin::Mod) {
-    if constexpr (std::is_floating_point_v<T>) {
-      T m = std::fmod(x, y);
-      if (y == T(0)) return m;
-      if (m != T(0)) {
-        if ((y < T(0)) != (m < T(0))) m += y;
-      } else {
-        m = std::copysign(T(0), y);
-      }
-      return m;
-    } else {
-      if (y == 0) return T(0);
-      if constexpr (std::is_signed_v<T>) {
-        if (y == T(-1)) return T(0);
-        T m = static_cast<T>(x % y);
-        if (m != 0 && ((m < 0) != (y < 0))) m = static_cast<T>(m + y);
-        return m;
-      } else {
-        return static_cast<T>(x % y);
-      }
-    }
+    return interp::mod_value(x, y);
   } else if constexpr (op == Bin::Max || op == Bin::Min) {
     if constexpr (std::is_floating_point_v<T>) {
       if (x != x) return x;

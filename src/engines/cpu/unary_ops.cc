@@ -11,6 +11,7 @@
 
 #include "core/float_convert.h"
 #include "engines/cpu/tensor_step.h"
+#include "engines/interp/ops/scalar_math.h"
 
 namespace hodu::cpu {
 namespace {
@@ -170,20 +171,10 @@ struct UnParams {
   bool detect_pos = true, detect_neg = true;
 };
 
+using interp::sigmoid;
+using interp::softplus;
 template <typename T>
-T sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  T e = std::exp(x);
-  return e / (T(1) + e);
-}
-template <typename T>
-T softplus(T x) {
-  if (x > T(0)) return x + std::log1p(std::exp(-x));
-  return std::log1p(std::exp(x));
-}
-
-template <typename T>
-using wrap_t = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
+using wrap_t = interp::wrap_uint_t<T>;
 
 // The interpreter's formulas (elementwise_unary.cc) in the input's type.
 template <Un op, typename T>

@@ -116,59 +116,16 @@ void k_mul(KernelContext& ctx) {
   });
 }
 void k_div(KernelContext& ctx) {
-  binary_arith(ctx, [](auto x, auto y) {
-    using T = decltype(x);
-    if constexpr (std::is_floating_point_v<T>) {
-      return x / y;
-    } else {
-      if (y == 0) return T(0);
-      if constexpr (std::is_signed_v<T>) {
-        if (y == T(-1)) return static_cast<T>(wrap_uint_t<T>(0) - static_cast<wrap_uint_t<T>>(x));
-      }
-      return static_cast<T>(x / y);  // C++ truncates toward zero
-    }
-  });
+  binary_arith(ctx, [](auto x, auto y) { return div_value(x, y); });
 }
 // numpy.mod (fmod = 0: result has the divisor's sign) or numpy.fmod (fmod = 1).
 void k_mod(KernelContext& ctx) {
   const int64_t fmod = ctx.node.get_int("fmod", 0);
   if (fmod != 0 && fmod != 1) ctx.fail(ErrorCode::InvalidArgument, "fmod must be 0 or 1, got {}", fmod);
   if (fmod == 1) {
-    binary_arith(ctx, [](auto x, auto y) {
-      using T = decltype(x);
-      if constexpr (std::is_floating_point_v<T>) return std::fmod(x, y);
-      else {
-        if (y == 0) return T(0);
-        if constexpr (std::is_signed_v<T>) {
-          if (y == T(-1)) return T(0);
-        }
-        return static_cast<T>(x % y);
-      }
-    });
+    binary_arith(ctx, [](auto x, auto y) { return fmod_value(x, y); });
   } else {
-    binary_arith(ctx, [](auto x, auto y) {
-      using T = decltype(x);
-      if constexpr (std::is_floating_point_v<T>) {
-        T m = std::fmod(x, y);
-        if (y == T(0)) return m;  // NaN
-        if (m != T(0)) {
-          if ((y < T(0)) != (m < T(0))) m += y;
-        } else {
-          m = std::copysign(T(0), y);
-        }
-        return m;
-      } else {
-        if (y == 0) return T(0);
-        if constexpr (std::is_signed_v<T>) {
-          if (y == T(-1)) return T(0);
-          T m = static_cast<T>(x % y);
-          if (m != 0 && ((m < 0) != (y < 0))) m = static_cast<T>(m + y);
-          return m;
-        } else {
-          return static_cast<T>(x % y);
-        }
-      }
-    });
+    binary_arith(ctx, [](auto x, auto y) { return mod_value(x, y); });
   }
 }
 

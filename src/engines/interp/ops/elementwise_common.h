@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "engines/interp/ops/op_utils.h"
+#include "engines/interp/ops/scalar_math.h"
 
 namespace hodu::interp {
 
@@ -47,10 +48,6 @@ decltype(auto) dispatch_integer(const KernelContext& ctx, DType dtype, F&& f) {
                dtype_name(dtype));
   }
 }
-
-// Wrapping integer arithmetic helpers (no signed-overflow UB).
-template <typename T>
-using wrap_uint_t = std::conditional_t<(sizeof(T) <= 4), uint32_t, uint64_t>;
 
 inline constexpr int64_t kElementwiseGrain = 1 << 15;
 

@@ -52,20 +52,6 @@ void unary_float_predicate(KernelContext& ctx, F&& pred) {
   ctx.set_output(0, y);
 }
 
-template <typename T>
-T sigmoid(T x) {
-  if (x >= T(0)) return T(1) / (T(1) + std::exp(-x));
-  T e = std::exp(x);
-  return e / (T(1) + e);
-}
-
-template <typename T>
-T softplus(T x) {
-  // log(1 + exp(x)), without overflow for large x.
-  if (x > T(0)) return x + std::log1p(std::exp(-x));
-  return std::log1p(std::exp(x));
-}
-
 // ---- math ----------------------------------------------------------------------
 
 void k_abs(KernelContext& ctx) {
