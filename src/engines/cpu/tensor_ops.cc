@@ -181,20 +181,9 @@ class PermuteStep : public TensorStep {
   }
   void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
     Tensor& y = out(rs, 0, dt_, out_shape_);
-    const int64_t inner = dims_.back(), total = y.numel(), rows = inner ? total / inner : 0;
-    const int64_t is = strides_.back();
     dispatch_bytes(dt_, [&]<typename T>() {
-      const T* x = static_cast<const T*>(in[0]->raw_data());
-      T* o = static_cast<T*>(y.raw_data());
-      parallel_for(rows, total >= (1 << 15) ? rs.threads : 1, [&](int64_t row) {
-        int64_t rest = row, off = 0;
-        for (size_t d = dims_.size() - 1; d-- > 0;) {
-          off += rest % dims_[d] * strides_[d];
-          rest /= dims_[d];
-        }
-        T* yr = o + row * inner;
-        for (int64_t j = 0; j < inner; ++j) yr[j] = x[off + j * is];
-      });
+      gather_strided(static_cast<const T*>(in[0]->raw_data()), static_cast<T*>(y.raw_data()), dims_, strides_,
+                     rs.threads);
     });
   }
 

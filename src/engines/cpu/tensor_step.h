@@ -151,4 +151,26 @@ inline std::optional<int64_t> norm_axis(int64_t axis, int64_t rank) {
   return axis < 0 ? axis + rank : axis;
 }
 
+// dst[i] = src[Σ idx_d · strides[d]] over `dims` row-major (a strided gather).
+template <typename T>
+void gather_strided(const T* src, T* dst, const std::vector<int64_t>& dims, const std::vector<int64_t>& strides,
+                    int threads) {
+  const int64_t total = shape_numel(dims);
+  if (total == 0) return;
+  if (dims.empty()) {
+    dst[0] = src[0];
+    return;
+  }
+  const int64_t inner = dims.back(), rows = total / inner, is = strides.back();
+  parallel_for(rows, total >= (1 << 15) ? threads : 1, [&](int64_t row) {
+    int64_t rest = row, off = 0;
+    for (size_t d = dims.size() - 1; d-- > 0;) {
+      off += rest % dims[d] * strides[d];
+      rest /= dims[d];
+    }
+    T* o = dst + row * inner;
+    for (int64_t j = 0; j < inner; ++j) o[j] = src[off + j * is];
+  });
+}
+
 }  // namespace hodu::cpu
