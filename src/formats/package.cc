@@ -6,10 +6,8 @@
 // the bytes between sections must be zero: every byte of the file is checked.
 #include "formats/package.h"
 
-#include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -23,6 +21,7 @@
 
 #include "core/error.h"
 #include "formats/little_endian.h"
+#include "formats/mapped_file.h"
 #include "formats/model_io.h"
 #include "ir/value_json.h"
 
@@ -445,36 +444,26 @@ std::shared_ptr<const Package> Package::open(const std::string& path) {
   std::error_code ec;
   HODU_CHECK(fs::exists(path, ec), ErrorCode::Io, "{}: no such package file", path);
   HODU_CHECK(!fs::is_directory(path, ec), ErrorCode::Io, "{}: is a directory, not a package", path);
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  HODU_CHECK(fd >= 0, ErrorCode::Io, "{}: cannot open ({})", path, std::strerror(errno));
+  const ReadOnlyFile file(path);  // a regular file, closed when this returns
   struct stat st {};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    fail(ErrorCode::Io, "{}: not a regular file", path);
-  }
+  HODU_CHECK(::fstat(file.fd(), &st) == 0, ErrorCode::Io, "{}: cannot stat ({})", path, std::strerror(errno));
   const FileId id{st.st_dev, st.st_ino, st.st_size, int64_t{st.st_mtim.tv_sec} * 1000000000 + st.st_mtim.tv_nsec};
   const std::string key = fs::absolute(path).lexically_normal().string();
   std::lock_guard<std::mutex> lock(open_mutex);
   auto& open = open_packages();
   if (auto it = open.find(key); it != open.end() && it->second.first == id) {
-    if (auto p = it->second.second.lock()) {
-      ::close(fd);
-      return p;
-    }
+    if (auto p = it->second.second.lock()) return p;
   }
   std::shared_ptr<Package> pkg(new Package());
   pkg->path_ = key;
   pkg->size_ = static_cast<uint64_t>(st.st_size);
   if (pkg->size_ > 0) {
     // Private and writable, as .hdss files are mapped: writing into a weight never changes the file.
-    void* addr = ::mmap(nullptr, pkg->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    int err = errno;
-    ::close(fd);
-    if (addr == MAP_FAILED) fail(ErrorCode::Io, "{}: cannot memory-map ({})", path, std::strerror(err));
+    void* addr = ::mmap(nullptr, pkg->size_, PROT_READ | PROT_WRITE, MAP_PRIVATE, file.fd(), 0);
+    if (addr == MAP_FAILED) fail(ErrorCode::Io, "{}: cannot memory-map ({})", path, std::strerror(errno));
     pkg->base_ = static_cast<uint8_t*>(addr);
     pkg->mapped_ = true;
   } else {
-    ::close(fd);
     static uint8_t none = 0;
     pkg->base_ = &none;
   }

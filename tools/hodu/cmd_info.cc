@@ -124,6 +124,20 @@ int run_library_info(const InfoArgs& a) {
   return 0;
 }
 
+// --dot FILE and --svg FILE: the graph as Graphviz DOT and as an SVG rendered by `dot`.
+void write_drawings(const InfoArgs& a, const Model& m) {
+  if (!a.dot.empty()) write_text(a.dot, to_dot(m));
+  if (!a.svg.empty()) {
+    std::string dot_path = a.svg + ".dot";
+    write_text(dot_path, to_dot(m));
+    std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, a.svg);
+    int rc = std::system(cmd.c_str());
+    std::remove(dot_path.c_str());
+    HODU_CHECK(rc == 0, ErrorCode::Unsupported,
+               "--svg needs Graphviz's `dot` program (apt-get install graphviz); use --dot FILE to write the graph");
+  }
+}
+
 // A .hodupkg: opening it checks every checksum; then what it holds and what runs here.
 int run_package_info(const InfoArgs& a) {
   auto p = pkg::Package::open(a.model);
@@ -132,17 +146,7 @@ int run_package_info(const InfoArgs& a) {
   const pkg::Target* here = m.target(host);
   std::string runs = here ? fmt::format("its {} library on the native engine", host)
                           : fmt::format("its graph on the cpu engine (no library for {})", host);
-  if (!a.dot.empty() || !a.svg.empty()) {
-    // The drawing is of the graph; the description below is of the package.
-    if (!a.dot.empty()) write_text(a.dot, to_dot(p->model()));
-    if (!a.svg.empty()) {
-      std::string dot_path = a.svg + ".dot";
-      write_text(dot_path, to_dot(p->model()));
-      int rc = std::system(fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, a.svg).c_str());
-      std::remove(dot_path.c_str());
-      HODU_CHECK(rc == 0, ErrorCode::Unsupported, "--svg needs Graphviz's `dot` program (apt-get install graphviz)");
-    }
-  }
+  write_drawings(a, p->model());  // of the graph; the description below is of the package
   // --check: the problems of its graph, as for any model.
   const std::vector<ModelProblem> problems = find_model_problems(p->model());
   const int status = a.check && !problems.empty() ? 1 : 0;
@@ -215,16 +219,7 @@ int run_info(const InfoArgs& a) {
   int node_count = 0;
   for (auto& [k, v] : hist) node_count += v;
 
-  if (!a.dot.empty()) write_text(a.dot, to_dot(m));
-  if (!a.svg.empty()) {
-    std::string dot_path = a.svg + ".dot";
-    write_text(dot_path, to_dot(m));
-    std::string cmd = fmt::format("dot -Tsvg '{}' -o '{}' 2>&1", dot_path, a.svg);
-    int rc = std::system(cmd.c_str());
-    std::remove(dot_path.c_str());
-    HODU_CHECK(rc == 0, ErrorCode::Unsupported,
-               "--svg needs Graphviz's `dot` program (apt-get install graphviz); use --dot FILE to write the graph");
-  }
+  write_drawings(a, m);
 
   std::vector<const Value*> inputs;
   for (const auto& in : g.inputs)

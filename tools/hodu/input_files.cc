@@ -20,6 +20,23 @@ std::vector<std::string> split_comma_list(const std::string& list) {
   return out;
 }
 
+InputFile read_input_spec(const std::string& spec) {
+  InputFile f;
+  auto eq = spec.find('=');
+  // "NAME=PATH" unless the whole spec is an existing file (paths may contain '=').
+  if (eq != std::string::npos && !std::filesystem::exists(spec)) {
+    f.name = spec.substr(0, eq);
+    f.path = spec.substr(eq + 1);
+  } else {
+    f.path = spec;
+  }
+  HODU_CHECK(!f.path.empty(), ErrorCode::InvalidArgument, "-i {}: missing file path", spec);
+  HODU_CHECK(std::filesystem::exists(f.path), ErrorCode::Io, "-i {}: file '{}' does not exist", spec, f.path);
+  f.tensors = read_tensor_file(f.path);
+  HODU_CHECK(!f.tensors.empty(), ErrorCode::InvalidArgument, "-i {}: '{}' holds no tensor", spec, f.path);
+  return f;
+}
+
 std::map<std::string, RuntimeValue> load_inputs(const std::vector<std::string>& specs, const Session& session) {
   std::map<std::string, RuntimeValue> feeds;
   auto is_input = [&](const std::string& n) {
@@ -33,19 +50,7 @@ std::map<std::string, RuntimeValue> load_inputs(const std::vector<std::string>& 
     return s.empty() ? std::string("none") : s;
   };
   for (const auto& spec : specs) {
-    auto eq = spec.find('=');
-    std::string name, path;
-    // "NAME=PATH" unless the whole spec is an existing file (paths may contain '=').
-    if (eq != std::string::npos && !std::filesystem::exists(spec)) {
-      name = spec.substr(0, eq);
-      path = spec.substr(eq + 1);
-    } else {
-      path = spec;
-    }
-    HODU_CHECK(!path.empty(), ErrorCode::InvalidArgument, "-i {}: missing file path", spec);
-    HODU_CHECK(std::filesystem::exists(path), ErrorCode::Io, "-i {}: file '{}' does not exist", spec, path);
-    NamedTensors tensors = read_tensor_file(path);
-    HODU_CHECK(!tensors.empty(), ErrorCode::InvalidArgument, "-i {}: '{}' holds no tensor", spec, path);
+    auto [name, path, tensors] = read_input_spec(spec);
     if (!name.empty()) {
       HODU_CHECK(is_input(name), ErrorCode::InvalidArgument, "-i {}: '{}' is not an input of the model (inputs: {})",
                  spec, name, input_names());

@@ -6,9 +6,18 @@
 #include <vector>
 
 #include "core/runtime_value.h"
+#include "formats/tensor_io.h"
 #include "runtime/session.h"
 
 namespace hodu::cli {
+
+// One `-i` spec read: NAME ("" for a PATH alone), PATH and the tensors the file holds
+// (at least one). Errors name the spec and the file.
+struct InputFile {
+  std::string name, path;
+  NamedTensors tensors;
+};
+InputFile read_input_spec(const std::string& spec);
 
 // Each spec is "NAME=PATH" or "PATH". A PATH alone: a multi-tensor file (.npz,
 // .hdt, .json, .safetensors) feeds the inputs whose names it holds; a

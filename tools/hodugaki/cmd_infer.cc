@@ -5,12 +5,11 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <filesystem>
 
 #include "commands.h"
 #include "core/error.h"
 #include "distributed/serving/client.h"
-#include "formats/tensor_io.h"
+#include "input_files.h"
 #include "output_writer.h"
 
 namespace hodu::gaki {
@@ -37,16 +36,7 @@ std::vector<std::string> remote_inputs(serving::InferenceClient& client, const I
 std::vector<serving::NamedTensor> load_inputs(serving::InferenceClient& client, const InferArgs& a) {
   std::vector<serving::NamedTensor> inputs;
   for (const auto& spec : a.inputs) {
-    auto eq = spec.find('=');
-    std::string name, path = spec;
-    if (eq != std::string::npos && !std::filesystem::exists(spec)) {
-      name = spec.substr(0, eq);
-      path = spec.substr(eq + 1);
-    }
-    HODU_CHECK(!path.empty(), ErrorCode::InvalidArgument, "-i {}: missing file path", spec);
-    HODU_CHECK(std::filesystem::exists(path), ErrorCode::Io, "-i {}: file '{}' does not exist", spec, path);
-    NamedTensors tensors = read_tensor_file(path);
-    HODU_CHECK(!tensors.empty(), ErrorCode::InvalidArgument, "-i {}: '{}' holds no tensor", spec, path);
+    auto [name, path, tensors] = cli::read_input_spec(spec);
     if (!name.empty()) {
       const Tensor* chosen = tensors.size() == 1 ? &tensors[0].second : nullptr;
       for (const auto& [n, t] : tensors)

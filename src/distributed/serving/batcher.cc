@@ -205,6 +205,7 @@ void Batcher::run_batch(Session& session, Batch& batch) {
   int64_t total = 0;
   for (const auto& p : batch) total += p->rows;
   std::vector<NamedValue> outputs;
+  bool rows_lost = false;  // an output does not keep dim 0 as the batch
   try {
     std::map<std::string, RuntimeValue> stacked;
     for (const auto& name : input_names_) {
@@ -213,13 +214,14 @@ void Batcher::run_batch(Session& session, Batch& batch) {
       stacked[name] = RuntimeValue(stack_rows(parts));
     }
     outputs = session.run(stacked);
-    for (const auto& o : outputs)
-      HODU_CHECK(o.value.is_tensor() && o.value.tensor.rank() > 0 && o.value.tensor.dim(0) == total,
-                 ErrorCode::Unsupported, "output '{}' of a batch of {} rows is {}, not {} rows along dim 0", o.name,
-                 total, o.value.is_tensor() ? o.value.tensor.type_string() : "not a tensor", total);
+    for (const auto& o : outputs) {
+      rows_lost = !(o.value.is_tensor() && o.value.tensor.rank() > 0 && o.value.tensor.dim(0) == total);
+      HODU_CHECK(!rows_lost, ErrorCode::Unsupported, "output '{}' of a batch of {} rows is {}, not {} rows along dim 0",
+                 o.name, total, o.value.is_tensor() ? o.value.tensor.type_string() : "not a tensor", total);
+    }
   } catch (const Error& e) {
     // A bad request, or a model whose outputs do not keep dim 0 as the batch: each runs alone.
-    if (e.code() == ErrorCode::Unsupported && std::string_view(e.what()).find("rows along dim 0") != std::string_view::npos) {
+    if (rows_lost) {
       std::lock_guard<std::mutex> lock(mutex_);
       if (batching_) {
         batching_ = false;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -89,18 +90,18 @@ ServedModel::ServedModel(ModelSpec spec, const ModelOptions& options, Metrics* m
   so.device = Device::parse(options.device);
   so.threads = options.threads > 0 ? options.threads : std::max(1, physical_core_count() / options.workers);
   std::vector<std::unique_ptr<Session>> instances;
-  for (int i = 0; i < options.workers; ++i) {
-    try {
-      if (spec_.tail_from.empty()) {
-        instances.push_back(open_session(spec_.path, so));
-      } else {
-        HODU_CHECK(!native::is_native_library(spec_.path), ErrorCode::Unsupported,
-                   "--tail-from cuts a model graph; a compiled library has none");
-        instances.push_back(Session::from_model(edge::split_model(load_model(spec_.path), spec_.tail_from).tail, so));
-      }
-    } catch (const Error& e) {
-      throw e.with_context(fmt::format("model '{}' ({}): ", spec_.name, spec_.path));
+  try {
+    // --tail-from: the model is read and cut once; each worker runs its own copy of the tail.
+    std::optional<Model> tail;
+    if (!spec_.tail_from.empty()) {
+      HODU_CHECK(!native::is_native_library(spec_.path), ErrorCode::Unsupported,
+                 "--tail-from cuts a model graph; a compiled library has none");
+      tail = edge::split_model(load_model(spec_.path), spec_.tail_from).tail;
     }
+    for (int i = 0; i < options.workers; ++i)
+      instances.push_back(tail ? Session::from_model(*tail, so) : open_session(spec_.path, so));
+  } catch (const Error& e) {
+    throw e.with_context(fmt::format("model '{}' ({}): ", spec_.name, spec_.path));
   }
   if (metrics) metrics->add_model(spec_.name, spec_.version);
   batcher_ = std::make_unique<Batcher>(spec_.name, spec_.version, std::move(instances), options.batching, metrics);
