@@ -31,22 +31,9 @@ import torch.nn.functional as F
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-
-
-class DigitsCNN(nn.Module):
-    """The digits CNN of issue 21: 8x8 grey images, 10 classes."""
-
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc1 = nn.Linear(32 * 2 * 2, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
+# the digits CNN of issue 21, shared with the hodu.torch tests and tests/distributed/make_digits.py
+sys.path.insert(0, os.path.join(ROOT, "python", "tests"))
+from torch_models import CNN as DigitsCNN  # noqa: E402
 
 
 class MLP(nn.Module):

@@ -145,7 +145,6 @@ void shapes_from_types(Graph& j, const std::vector<bool>& forward_side) {
       if (added) {
         sit->second = j.unique_name(n.name + "/shape_of_" + src);
         nodes.push_back(make_node(sit->second, "Shape", {src}));
-        nodes.back().name = sit->second;
       }
       std::string dim = j.unique_name(n.name + "/" + d.symbol);
       nodes.push_back(make_node(dim, "Gather", {sit->second, idx}));
@@ -164,17 +163,9 @@ void shapes_from_types(Graph& j, const std::vector<bool>& forward_side) {
     nodes.push_back(std::move(out));
     replacement[k] = std::move(nodes);
   }
-  if (replacement.empty()) return;
-  std::vector<Node> nodes;
-  for (size_t k = 0; k < j.nodes.size(); ++k) {
-    auto it = replacement.find(k);
-    if (it == replacement.end()) {
-      nodes.push_back(std::move(j.nodes[k]));
-    } else {
-      for (auto& r : it->second) nodes.push_back(std::move(r));
-    }
-  }
-  j.nodes = std::move(nodes);
+  std::set<size_t> replaced;
+  for (const auto& [k, nodes] : replacement) replaced.insert(k);
+  splice_nodes(j, replaced, std::move(replacement));
 }
 
 }  // namespace

@@ -45,21 +45,10 @@ std::optional<Quant> dequantize_of(const Graph& g, const std::string& v) {
 
 bool per_tensor(const Quant& q) { return q.scale->numel() == 1 && (!q.zero || q.zero->numel() == 1); }
 
-// The node reading `v` when it is its only reader (and `v` is no graph output).
-int only_reader(const Graph& g, const std::map<std::string, int>& uses,
-                const std::map<std::string, std::vector<size_t>>& readers, const std::string& v) {
-  return sole_reader(g, uses, readers, v);
-}
-
 Tensor zero_point_or(const Quant& q, DType dt) {
   if (q.zero) return *q.zero;
   return dt == DType::U8 ? Tensor::scalar<uint8_t>(dt, 0) : Tensor::scalar<int8_t>(dt, 0);
 }
-
-struct Fused {
-  std::vector<Node> nodes;
-  std::set<size_t> removed;
-};
 
 }  // namespace
 
@@ -143,7 +132,7 @@ bool fuse_qdq(Graph& g) {
     std::set<size_t> chain = {k};
     bool relu = false;
     std::optional<std::pair<double, double>> clip;
-    int next = only_reader(g, uses, readers, y);
+    int next = sole_reader(g, uses, readers, y);
     if (next >= 0 && g.nodes[next].domain.empty() &&
         (g.nodes[next].op_type == "Relu" || g.nodes[next].op_type == "Clip")) {
       const Node& a = g.nodes[next];
@@ -157,7 +146,7 @@ bool fuse_qdq(Graph& g) {
       }
       chain.insert(static_cast<size_t>(next));
       y = a.outputs[0];
-      next = only_reader(g, uses, readers, y);
+      next = sole_reader(g, uses, readers, y);
     }
     if (next < 0) continue;
     const Node& qn = g.nodes[next];
@@ -186,7 +175,7 @@ bool fuse_qdq(Graph& g) {
     if (gemm && (op.get_float("alpha", 1.0f) != 1.0f || op.get_int("transA", 0) != 0 || rank != 2)) continue;
     // Bias: DQ(int32 bq, x_scale · w_scale, 0), or a float constant rounded to that scale.
     std::string bias_name;
-    const size_t bias_in = conv ? 2 : 2;
+    const size_t bias_in = 2;
     if ((conv || gemm) && op.has_input(bias_in)) {
       if (gemm && op.get_float("beta", 1.0f) != 1.0f) continue;
       const int64_t M = conv ? w->dim(0) : (op.get_int("transB", 0) ? w->dim(0) : w->dim(1));

@@ -4,7 +4,7 @@
 Writes into OUT_DIR:
   digits.npz        x: f32 [1797, 1, 8, 8] (sklearn's load_digits scaled to [0, 1]),
                     labels: i64 [1797]
-  digits_cnn.onnx   the CNN of bench/train_step with its loss: inputs x [batch, 1, 8, 8]
+  digits_cnn.onnx   the CNN of python/tests/torch_models.py (and bench/train_step) with its loss: inputs x [batch, 1, 8, 8]
                     and labels [batch], output "loss" (mean cross entropy), exported in
                     training mode with a dynamic batch (PyTorch's initial weights, seed 0)
 With --torch-steps S --batch B --lr LR --momentum M it also writes torch_reference.npz:
@@ -22,23 +22,12 @@ try:
     import torch.nn as nn
     import torch.nn.functional as F
     from sklearn.datasets import load_digits
+    # the CNN of the hodu.torch tests and bench/torch_bench.py (one definition, one set of weights)
+    sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "python", "tests"))
+    from torch_models import CNN as DigitsCNN
 except ImportError as e:  # the test skips (77) saying why
     print(f"skipped: {e} (Debian's python3-torch and python3-sklearn make the digits model)")
     sys.exit(77)
-
-
-class DigitsCNN(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.conv1 = nn.Conv2d(1, 16, 3, padding=1)
-        self.conv2 = nn.Conv2d(16, 32, 3, padding=1)
-        self.fc1 = nn.Linear(32 * 2 * 2, 64)
-        self.fc2 = nn.Linear(64, 10)
-
-    def forward(self, x):
-        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
-        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
-        return self.fc2(F.relu(self.fc1(torch.flatten(x, 1))))
 
 
 class WithLoss(nn.Module):

@@ -339,25 +339,22 @@ class CompiledModule(torch.nn.Module):
     def _capture(self, inputs, check=False):
         if self._static_shapes:
             return self._static_capture(inputs)
-        modes = tuple(m.training for m in self._submodules)
-        key = (modes, _signature(inputs))
-        with self._lock:
-            cap = self._captures.get(key)
-        if cap is None:
-            cap = _Capture(self, inputs, check=check)
-            with self._lock:
-                self._captures.setdefault(key, cap)
-        return cap
+        return self._cached_capture(_signature(inputs), lambda: _Capture(self, inputs, check=check))
 
     def _static_capture(self, inputs):
         """For a module whose trace depends on the batch size (a reshape to a number): a capture
         for these exact shapes."""
-        modes = tuple(m.training for m in self._submodules)
-        key = (modes, "static", tuple((x.dtype, tuple(x.shape)) for x in inputs))
+        return self._cached_capture(("static", tuple((x.dtype, tuple(x.shape)) for x in inputs)),
+                                    lambda: _Capture(self, inputs, dynamic_batch=False))
+
+    def _cached_capture(self, key, make):
+        """The capture for `key` under the submodules' current train/eval modes, made by make()
+        (outside the lock: tracing is slow) when there is none yet."""
+        key = (tuple(m.training for m in self._submodules), key)
         with self._lock:
             cap = self._captures.get(key)
         if cap is None:
-            cap = _Capture(self, inputs, dynamic_batch=False)
+            cap = make()
             with self._lock:
                 self._captures.setdefault(key, cap)
         return cap
