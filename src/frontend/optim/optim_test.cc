@@ -179,4 +179,40 @@ TEST(Optim, StateResumesExactly) {
   }
 }
 
+// A hand-edited state (a key gone, a value of another type, no groups) is an error naming
+// what is wrong, and the optimizer keeps the state it had.
+TEST(Optim, BadStateIsAnErrorAndLosesNothing) {
+  for (int kind = 0; kind < 2; ++kind) {
+    Tensor p = hodu::tensor(std::vector<float>{0.3f, -0.2f, 0.1f}).requires_grad_();
+    std::unique_ptr<optim::Optimizer> opt;
+    if (kind == 0) opt = std::make_unique<optim::SGD>(std::vector<Tensor>{p}, optim::SGDOptions{.lr = 0.01, .momentum = 0.9});
+    else opt = std::make_unique<optim::Adam>(std::vector<Tensor>{p}, optim::AdamOptions{.lr = 0.01});
+    opt->zero_grad();
+    (p * p).sum().backward();
+    opt->step();
+    const std::string good = opt->state_json();
+    const std::string tensor_key = kind == 0 ? "\"momentum_buffer\"" : "\"exp_avg\"";
+    const std::string option_key = kind == 0 ? "\"dampening\"" : "\"beta2\"";
+    auto replaced = [&](const std::string& from, const std::string& to) {
+      std::string s = good;
+      const size_t at = s.find(from);
+      EXPECT_NE(at, std::string::npos) << from;
+      return at == std::string::npos ? s : s.replace(at, from.size(), to);
+    };
+    const std::vector<std::pair<std::string, std::string>> cases = {
+        {replaced("\"lr\"", "\"lr_gone\""), "no 'lr'"},
+        {replaced(option_key, "\"renamed\""), "no '" + option_key.substr(1, option_key.size() - 2) + "'"},
+        {replaced(tensor_key, "\"renamed\""), "no '" + tensor_key.substr(1, tensor_key.size() - 2) + "'"},
+        {replaced("\"maximize\": false", "\"maximize\": \"no\""), "'maximize' is a string"},
+        {replaced("\"groups\"", "\"groups_gone\""), "0 groups for 1"},
+    };
+    for (const auto& [text, expect] : cases) {
+      const std::string err = error_of([&] { opt->load_state_json(text); });
+      EXPECT_NE(err.find(expect), std::string::npos) << "optimizer " << kind << ": " << err;
+      EXPECT_EQ(opt->lr(), 0.01);
+      EXPECT_EQ(opt->state_json(), good) << "a failed load changed the state";
+    }
+  }
+}
+
 }  // namespace

@@ -1,6 +1,7 @@
 // SGD (momentum, Nesterov, weight decay), Adam and AdamW: fused loops over
 // each parameter (update_kernels.h), and their state as JSON.
 #include <cmath>
+#include <type_traits>
 #include <nlohmann/json.hpp>
 
 #include "formats/tensor_io.h"
@@ -69,13 +70,39 @@ Json parse(const std::string& text, const std::string& type, const std::vector<s
   }
   HODU_CHECK(j.is_object() && j.value("type", "") == type, ErrorCode::InvalidArgument,
              "{} state: the JSON is a state of '{}'", type, j.is_object() ? j.value("type", "?") : "?");
-  HODU_CHECK(j["groups"].size() == groups.size(), ErrorCode::InvalidArgument, "{} state: {} groups for {}", type,
-             j["groups"].size(), groups.size());
-  for (size_t gi = 0; gi < groups.size(); ++gi)
-    HODU_CHECK(j["groups"][gi]["params"].size() == groups[gi].size(), ErrorCode::InvalidArgument,
-               "{} state: group {} has {} parameters, the optimizer {}", type, gi, j["groups"][gi]["params"].size(),
-               groups[gi].size());
+  const auto gs = j.find("groups");
+  HODU_CHECK(gs != j.end() && gs->is_array() && gs->size() == groups.size(), ErrorCode::InvalidArgument,
+             "{} state: {} groups for {}", type, gs != j.end() && gs->is_array() ? gs->size() : 0, groups.size());
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const Json& g = (*gs)[gi];
+    const auto ps = g.is_object() ? g.find("params") : g.end();
+    HODU_CHECK(g.is_object() && ps != g.end() && ps->is_array() && ps->size() == groups[gi].size(),
+               ErrorCode::InvalidArgument, "{} state: group {} has {} parameters, the optimizer {}", type, gi,
+               g.is_object() && ps != g.end() && ps->is_array() ? ps->size() : 0, groups[gi].size());
+    for (const Json& p : *ps)
+      HODU_CHECK(p.is_object(), ErrorCode::InvalidArgument, "{} state: group {} holds a parameter that is not an object",
+                 type, gi);
+  }
   return j;
+}
+
+// The value of `key` in a state object, as T; a missing key or one of another type is an error
+// naming it (a hand-edited checkpoint must not reach nlohmann's asserts).
+template <typename T>
+T field(const Json& obj, const char* key, const std::string& what) {
+  const auto it = obj.find(key);
+  HODU_CHECK(it != obj.end(), ErrorCode::InvalidArgument, "{}: no '{}'", what, key);
+  const bool fits = std::is_same_v<T, bool> ? it->is_boolean() : it->is_number();
+  HODU_CHECK(fits, ErrorCode::InvalidArgument, "{}: '{}' is a {}, not a {}", what, key, it->type_name(),
+             std::is_same_v<T, bool> ? "boolean" : "number");
+  return it->get<T>();
+}
+
+// A state tensor of a parameter: a missing key is an error, null means "no state yet".
+Tensor state_tensor(const Json& obj, const char* key, const Tensor& like, const std::string& what) {
+  const auto it = obj.find(key);
+  HODU_CHECK(it != obj.end(), ErrorCode::InvalidArgument, "{}: no '{}'", what, key);
+  return tensor_of(*it, like, what);
 }
 
 }  // namespace
@@ -135,20 +162,29 @@ std::string SGD::state_json() const {
 
 void SGD::load_state_json(const std::string& text) {
   Json j = parse(text, "SGD", groups_);
+  // Read everything first, assign after: a bad state leaves the optimizer as it was.
+  std::vector<double> lrs = lrs_, initial_lrs = initial_lrs_;
+  std::vector<SGDOptions> options = options_;
+  std::vector<std::vector<Tensor>> momentum = momentum_;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
-    lrs_[gi] = g["lr"].get<double>();
-    initial_lrs_[gi] = g.value("initial_lr", lrs_[gi]);
-    SGDOptions& o = options_[gi];
-    o.momentum = g["momentum"].get<double>();
-    o.dampening = g["dampening"].get<double>();
-    o.weight_decay = g["weight_decay"].get<double>();
-    o.nesterov = g["nesterov"].get<bool>();
-    o.maximize = g["maximize"].get<bool>();
+    const std::string where = "SGD state: group " + std::to_string(gi);
+    lrs[gi] = field<double>(g, "lr", where);
+    initial_lrs[gi] = g.contains("initial_lr") ? field<double>(g, "initial_lr", where) : lrs[gi];
+    SGDOptions& o = options[gi];
+    o.momentum = field<double>(g, "momentum", where);
+    o.dampening = field<double>(g, "dampening", where);
+    o.weight_decay = field<double>(g, "weight_decay", where);
+    o.nesterov = field<bool>(g, "nesterov", where);
+    o.maximize = field<bool>(g, "maximize", where);
     for (size_t i = 0; i < groups_[gi].size(); ++i)
-      momentum_[gi][i] = tensor_of(g["params"][i]["momentum_buffer"], groups_[gi][i],
-                                   "SGD state: group " + std::to_string(gi) + " parameter " + std::to_string(i));
+      momentum[gi][i] = state_tensor(g["params"][i], "momentum_buffer", groups_[gi][i],
+                                     where + " parameter " + std::to_string(i));
   }
+  lrs_ = std::move(lrs);
+  initial_lrs_ = std::move(initial_lrs);
+  options_ = std::move(options);
+  momentum_ = std::move(momentum);
 }
 
 // ---- Adam / AdamW -------------------------------------------------------------------
@@ -233,27 +269,36 @@ std::string Adam::state_json() const {
 void Adam::load_state_json(const std::string& text) {
   const std::string type = decoupled_ ? "AdamW" : "Adam";
   Json j = parse(text, type, groups_);
+  // Read everything first, assign after: a bad state leaves the optimizer as it was.
+  std::vector<double> lrs = lrs_, initial_lrs = initial_lrs_;
+  std::vector<AdamOptions> options = options_;
+  auto state = state_;
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
-    lrs_[gi] = g["lr"].get<double>();
-    initial_lrs_[gi] = g.value("initial_lr", lrs_[gi]);
-    AdamOptions& o = options_[gi];
-    o.beta1 = g["beta1"].get<double>();
-    o.beta2 = g["beta2"].get<double>();
-    o.eps = g["eps"].get<double>();
-    o.weight_decay = g["weight_decay"].get<double>();
-    o.amsgrad = g["amsgrad"].get<bool>();
-    o.maximize = g["maximize"].get<bool>();
+    const std::string where = type + " state: group " + std::to_string(gi);
+    lrs[gi] = field<double>(g, "lr", where);
+    initial_lrs[gi] = g.contains("initial_lr") ? field<double>(g, "initial_lr", where) : lrs[gi];
+    AdamOptions& o = options[gi];
+    o.beta1 = field<double>(g, "beta1", where);
+    o.beta2 = field<double>(g, "beta2", where);
+    o.eps = field<double>(g, "eps", where);
+    o.weight_decay = field<double>(g, "weight_decay", where);
+    o.amsgrad = field<bool>(g, "amsgrad", where);
+    o.maximize = field<bool>(g, "maximize", where);
     for (size_t i = 0; i < groups_[gi].size(); ++i) {
       const Json& pj = g["params"][i];
-      const std::string what = type + " state: group " + std::to_string(gi) + " parameter " + std::to_string(i);
-      State& s = state_[gi][i];
-      s.step = pj["step"].get<int64_t>();
-      s.exp_avg = tensor_of(pj["exp_avg"], groups_[gi][i], what);
-      s.exp_avg_sq = tensor_of(pj["exp_avg_sq"], groups_[gi][i], what);
-      s.max_exp_avg_sq = tensor_of(pj["max_exp_avg_sq"], groups_[gi][i], what);
+      const std::string what = where + " parameter " + std::to_string(i);
+      State& s = state[gi][i];
+      s.step = field<int64_t>(pj, "step", what);
+      s.exp_avg = state_tensor(pj, "exp_avg", groups_[gi][i], what);
+      s.exp_avg_sq = state_tensor(pj, "exp_avg_sq", groups_[gi][i], what);
+      s.max_exp_avg_sq = state_tensor(pj, "max_exp_avg_sq", groups_[gi][i], what);
     }
   }
+  lrs_ = std::move(lrs);
+  initial_lrs_ = std::move(initial_lrs);
+  options_ = std::move(options);
+  state_ = std::move(state);
 }
 
 }  // namespace hodu::eager::optim
