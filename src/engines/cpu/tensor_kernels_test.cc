@@ -401,6 +401,72 @@ TEST(CpuTensorKernels, ProductsOverShapesKnownWhileRunning) {
   }
 }
 
+// Slice with bounds fed while running (starts/ends/axes/steps computed from data): a strided
+// gather that reads them each run, equal to the interpreter for every clamping rule and dtype.
+TEST(CpuTensorKernels, SliceWithBoundsKnownWhileRunning) {
+  uint32_t seed = 120;
+  struct S {
+    std::vector<int64_t> starts, ends, axes, steps;  // axes/steps empty: input left out
+  };
+  const std::vector<S> cases = {{{1}, {3}, {1}, {}},
+                                {{-3, 0}, {100, -1}, {2, 0}, {1, 2}},
+                                {{4, 5}, {-100, 0}, {1, 2}, {-1, -2}},
+                                {{0, 2, 1}, {2, 5, 6}, {}, {}},
+                                {{3}, {1}, {0}, {1}},  // empty result
+                                {{-1}, {-7}, {-1}, {-3}}};
+  for (DType dt : {DType::F32, DType::I64, DType::U8, DType::F16}) {
+    for (const auto& c : cases) {
+      const std::vector<int64_t> xs = {4, 5, 6};
+      Model m;
+      m.opset_imports[""] = 21;
+      Graph& g = m.graph;
+      g.inputs.push_back({"x", ValueType::tensor(dt, Shape::from(xs)), ""});
+      const int64_t k = static_cast<int64_t>(c.starts.size());
+      Node s;
+      s.name = "slice";
+      s.op_type = "Slice";
+      s.inputs = {"x", "starts", "ends"};
+      std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(rand_tensor(dt, xs, seed++))},
+                                                   {"starts", RuntimeValue(i64s(c.starts))},
+                                                   {"ends", RuntimeValue(i64s(c.ends))}};
+      std::map<std::string, std::vector<int64_t>> shapes = {{"x", xs}, {"starts", {k}}, {"ends", {k}}};
+      for (const char* name : {"starts", "ends"})
+        g.inputs.push_back({name, ValueType::tensor(DType::I64, Shape::from(std::vector<int64_t>{k})), ""});
+      if (!c.axes.empty()) {
+        g.inputs.push_back({"axes", ValueType::tensor(DType::I64, Shape::from(std::vector<int64_t>{k})), ""});
+        s.inputs.push_back("axes");
+        feeds["axes"] = RuntimeValue(i64s(c.axes));
+        shapes["axes"] = {k};
+      }
+      if (!c.steps.empty()) {
+        g.inputs.push_back({"steps", ValueType::tensor(DType::I64, Shape::from(std::vector<int64_t>{k})), ""});
+        s.inputs.push_back("steps");
+        feeds["steps"] = RuntimeValue(i64s(c.steps));
+        shapes["steps"] = {k};
+      }
+      s.outputs = {"y"};
+      g.nodes.push_back(s);
+      g.outputs.push_back({"y", {}, ""});
+      infer_types(g);
+      const std::string what = fmt::format("{} starts {} ends {} axes {} steps {}", dtype_name(dt),
+                                           shape_to_string(c.starts), shape_to_string(c.ends), shape_to_string(c.axes),
+                                           shape_to_string(c.steps));
+      auto want = interp::Interpreter(m).run(feeds);
+      dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+      dnnl::stream stream(eng);
+      PlanOptions o;
+      o.threads = 2;
+      Plan plan(m, shapes, o, eng);
+      const std::string choices = fmt::format("{}", fmt::join(plan.kernel_choices(), "; "));
+      EXPECT_NE(choices.find("'slice' (Slice): cpu strided gather"), std::string::npos) << choices;
+      for (int run = 0; run < 2; ++run) {  // the second run reuses the step
+        auto got = plan.run(feeds, stream);
+        expect_close(got[0].tensor, want[0].tensor, 0, what);
+      }
+    }
+  }
+}
+
 TEST(CpuTensorKernels, ResizeModes) {
   uint32_t seed = 60;
   struct R {

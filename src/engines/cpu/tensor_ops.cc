@@ -3,6 +3,7 @@
 // NonZero, and Reshape/Flatten/Squeeze/Unsqueeze whose shapes are known only at run time (after
 // a NonZero). Every one moves elements by their size, so any dtype of 1, 2, 4 or 8 bytes runs
 // here. Index tables are built when the input shapes change, not per run.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -564,6 +565,73 @@ bool make_dynamic_reshape(PlanBuilder& b, const Node& n) {
   return true;
 }
 
+// Slice whose starts/ends/axes/steps are computed while running (data-dependent bounds): read
+// and clamped every run by ONNX's rules, as the interpreter does, then one strided gather.
+// Static bounds take data_movement.cc's planned strided copy instead.
+class DynamicSliceStep : public TensorStep {
+ public:
+  explicit DynamicSliceStep(DType dt) : dt_(dt) {}
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    const Tensor& x = *in[0];
+    const int64_t r = x.rank();
+    auto ints = [&](size_t i) -> std::optional<std::vector<int64_t>> {
+      if (in.size() <= i || !in[i]) return std::nullopt;
+      return in[i]->to_int64s();
+    };
+    const std::vector<int64_t> starts = ints(1).value_or(std::vector<int64_t>{}),
+                               ends = ints(2).value_or(std::vector<int64_t>{});
+    const size_t n = starts.size();
+    if (ends.size() != n) fail(ErrorCode::InvalidArgument, "{}: starts has {} values, ends {}", label, n, ends.size());
+    std::vector<int64_t> axes = ints(3).value_or(std::vector<int64_t>{}), steps = ints(4).value_or(std::vector<int64_t>(n, 1));
+    if (!ints(3))
+      for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+    if (axes.size() != n || steps.size() != n)
+      fail(ErrorCode::InvalidArgument, "{}: starts, ends, axes and steps must have the same length", label);
+    std::vector<int64_t> dims = x.shape(), strides = contiguous_strides(dims);
+    int64_t base = 0;
+    std::vector<bool> seen(static_cast<size_t>(r), false);
+    for (size_t i = 0; i < n; ++i) {
+      auto a = norm_axis(axes[i], r);
+      if (!a) fail(ErrorCode::InvalidArgument, "{}: axis {} is out of range for {}", label, axes[i], x.shape_string());
+      const size_t ax = static_cast<size_t>(*a);
+      if (seen[ax]) fail(ErrorCode::InvalidArgument, "{}: axes {} has a repeated axis", label, shape_to_string(axes));
+      seen[ax] = true;
+      const int64_t step = steps[i], dim = dims[ax];
+      if (step == 0) fail(ErrorCode::InvalidArgument, "{}: steps must not be 0", label);
+      int64_t s = starts[i], e = ends[i];
+      if (s < 0) s += dim;
+      if (e < 0) e += dim;
+      if (step > 0) {
+        s = std::clamp<int64_t>(s, 0, dim);
+        e = std::clamp<int64_t>(e, 0, dim);
+      } else {
+        s = std::clamp<int64_t>(s, 0, std::max<int64_t>(dim - 1, 0));
+        e = std::clamp<int64_t>(e, -1, dim - 1);
+      }
+      const int64_t len = step > 0 ? (e > s ? (e - s + step - 1) / step : 0) : (s > e ? (s - e - step - 1) / -step : 0);
+      base += len > 0 ? s * strides[ax] : 0;
+      dims[ax] = dim == 0 ? 0 : len;
+      strides[ax] *= step;
+    }
+    Tensor& y = out(rs, 0, dt_, dims);
+    if (y.numel() == 0) return;
+    dispatch_bytes(dt_, [&]<typename T>() {
+      gather_strided(static_cast<const T*>(x.raw_data()) + base, static_cast<T*>(y.raw_data()), dims, strides,
+                     rs.threads);
+    });
+  }
+
+ private:
+  DType dt_;
+};
+
+bool make_dynamic_slice(PlanBuilder& b, const Node& n) {
+  const DType dt = dtype_of(b, n.inputs[0]);
+  if (!movable_dtype(dt) || n.inputs.size() < 3) return false;
+  add_tensor_step(b, n, std::make_unique<DynamicSliceStep>(dt), {dt}, "strided gather (bounds known while running)");
+  return true;
+}
+
 }  // namespace
 
 bool make_tensor_ops(PlanBuilder& b, const Node& n) {
@@ -573,6 +641,7 @@ bool make_tensor_ops(PlanBuilder& b, const Node& n) {
   if (op == "Tile") return make_tile(b, n);
   if (op == "DepthToSpace" || op == "SpaceToDepth") return make_space_depth(b, n);
   if (op == "Split") return make_split(b, n);
+  if (op == "Slice") return make_dynamic_slice(b, n);
   if (op == "Trilu") return make_trilu(b, n);
   if (op == "Shape" || op == "Size") return make_shape(b, n);
   if (op == "ConstantOfShape") return make_constant_of_shape(b, n);
