@@ -153,6 +153,9 @@ Tensor densify(const onnx::SparseTensorProto& sp, const ImportContext& ctx, cons
   return dense;
 }
 
+// The kind of the field that holds the attribute's value (Undefined when none is set).
+Attribute::Kind held_kind(const onnx::AttributeProto& a);
+
 Attribute::Kind attribute_kind(const onnx::AttributeProto& a) {
   using K = Attribute::Kind;
   switch (a.type()) {
@@ -173,6 +176,11 @@ Attribute::Kind attribute_kind(const onnx::AttributeProto& a) {
     default: break;
   }
   // IR version 1 files may leave `type` unset: infer it from the field set.
+  return held_kind(a);
+}
+
+Attribute::Kind held_kind(const onnx::AttributeProto& a) {
+  using K = Attribute::Kind;
   if (a.has_f()) return K::Float;
   if (a.has_i()) return K::Int;
   if (a.has_s()) return K::String;
@@ -200,6 +208,11 @@ Attribute attribute_from_onnx(const onnx::AttributeProto& a, const ImportContext
              "{}: {}: attributes of kind sparse_tensors are not supported", ctx.what, what);
   r.kind = attribute_kind(a);
   if (!r.ref_attr_name.empty()) return r;  // a reference to the caller's attribute carries no value
+  // A declared type whose field is empty while another holds a value: reading the declared field
+  // would give its default (0, "") silently, so refuse, as ONNX's checker does.
+  if (const K held = held_kind(a); held != K::Undefined && held != r.kind)
+    fail(ErrorCode::InvalidModel, "{}: {} is declared {} but its value is a {}", ctx.what, what,
+         onnx::AttributeProto::AttributeType_Name(a.type()), attribute_kind_name(held));
   switch (r.kind) {
     case K::Float: r.f = a.f(); break;
     case K::Int: r.i = a.i(); break;

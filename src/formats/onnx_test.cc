@@ -466,6 +466,22 @@ TEST(OnnxMalformed, OpsetOutOfRange) {
   expect_error([&] { load(m); }, ErrorCode::Unsupported, "IR version 99");
 }
 
+// An attribute declared INT that holds a float (ONNX's checker calls it a type/data mismatch):
+// reading the declared field would give 0 silently, so it is refused, naming node and attribute.
+TEST(OnnxMalformed, AttributeTypeAndValueDisagree) {
+  auto m = make_model(17);
+  add_value(m.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {2, 3});
+  add_value(m.mutable_graph()->mutable_output(), "y", onnx::TensorProto::FLOAT, {2, 3});
+  auto* n = add_node(m, "LeakyRelu", {"x"}, {"y"}, "leaky");
+  auto* a = n->add_attribute();
+  a->set_name("alpha");
+  a->set_type(onnx::AttributeProto::INT);
+  a->set_f(0.25f);
+  expect_error([&] { load(m); }, ErrorCode::InvalidModel, "'alpha' is declared INT but its value is a float");
+  a->set_type(onnx::AttributeProto::FLOAT);  // the same model, well formed
+  EXPECT_NO_THROW(load(m));
+}
+
 TEST(OnnxMalformed, BadInitializerDims) {
   auto m = make_model(17);
   auto* w = m.mutable_graph()->add_initializer();

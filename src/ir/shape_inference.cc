@@ -318,6 +318,18 @@ void conv(InferenceContext& c) {
   if (w && (*x)[1].is_known() && (*w)[1].is_known() && (*x)[1].value != (*w)[1].value * group)
     bad(fmt::format("input has {} channels, weight {} with group {} expects {}", (*x)[1].value, w->to_string(),
                     group, (*w)[1].value * group));
+  if (w && w->rank() == x->rank() && kernel.size() == sp)
+    for (size_t k = 0; k < sp; ++k)
+      if ((*w)[k + 2].is_known() && (*w)[k + 2].value != kernel[k])
+        bad(fmt::format("kernel_shape {} does not match weight {}", shape_to_string(kernel), w->to_string()));
+  // The bias: one value per output channel (ConvInteger has none; QLinearConv's is input 8).
+  const size_t bi = c.node.op_type == "QLinearConv" ? 8 : c.node.op_type == "DeformConv" ? 3 : 2;
+  if (c.node.op_type != "ConvInteger")
+    if (const Shape* b = in_shape(c, bi); b && b->rank_known()) {
+      const bool fits = b->rank() == 1 && (!(*b)[0].is_known() || !out[1].is_known() || (*b)[0].value == out[1].value);
+      if (!fits) bad(fmt::format("bias {} must be 1-D with one value per output channel ({})", b->to_string(),
+                                 out[1].is_known() ? std::to_string(out[1].value) : std::string("M")));
+    }
   bool kernel_known = std::all_of(kernel.begin(), kernel.end(), [](int64_t k) { return k >= 0; });
   if (kernel.size() != sp || !kernel_known) {
     for (size_t k = 0; k < sp; ++k) out.push_back(Dim::unknown());

@@ -139,6 +139,27 @@ TEST(ShapeInference, ConvChannelMismatch) {
   EXPECT_THROW(infer_types(g.g), Error);
 }
 
+// A bias with other than one value per output channel, or a kernel_shape the weight contradicts
+// (X and W swapped in a hand-edited model), is an error, not a run with the wrong operands.
+TEST(ShapeInference, ConvBiasAndKernelShapeMismatch) {
+  {
+    G g;
+    g.in("x", DType::F32, Shape{1, 4, 8, 8}).in("w", DType::F32, Shape{8, 4, 3, 3}).in("b", DType::F32, Shape{4});
+    g.node("Conv", {"x", "w", "b"}, {"c"});
+    EXPECT_THROW(infer_types(g.g), Error);
+  }
+  {
+    G g;
+    g.in("x", DType::F32, Shape{1, 4, 8, 8}).in("w", DType::F32, Shape{8, 4, 3, 3});
+    g.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("kernel_shape", {1, 1})});
+    EXPECT_THROW(infer_types(g.g), Error);
+  }
+  G g;
+  g.in("x", DType::F32, Shape{1, 4, 8, 8}).in("w", DType::F32, Shape{8, 4, 3, 3}).in("b", DType::F32, Shape{8});
+  g.node("Conv", {"x", "w", "b"}, {"c"}, {Attribute::make_ints("kernel_shape", {3, 3})});
+  EXPECT_EQ(infer1(g, "c"), "f32[1, 8, 6, 6]");
+}
+
 TEST(ShapeInference, ConvTranspose) {
   G g;
   g.in("x", DType::F32, Shape{1, 8, 5, 5}).in("w", DType::F32, Shape{8, 4, 3, 3});
