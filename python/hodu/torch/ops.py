@@ -4,21 +4,27 @@ kernels as PyTorch operators, with their backward, usable in an eager model.
     import hodu.torch                     # registers the ops (hodu.torch.ops.load_ops())
     y = torch.ops.hodu.linear(x, w, b)    # forward on hodu, backward on hodu too
 
-Each op is a torch.library operator in the "hodu" namespace whose kernel (registered at
-CompositeImplicitAutograd, so autograd sees what it calls) runs the op as a one-op module
-compiled by hodu.torch.compile: the forward on hodu's cpu engine, the backward as hodu's
-autodiff graph of it, inside a torch.autograd.Function. Compiled ops are cached per op,
-attributes and input shapes (each new shape is traced and planned once).
+The ops come from the C++ extension _hodu_torch_ops.so next to this file (python/torch_ops,
+built when libtorch is found; backend() == "extension"): TORCH_LIBRARY(hodu)
+with a kernel below autograd and an Autograd kernel per op that call hodu's kernels on core
+tensors (oneDNN's matmul and convolution, hodu's loops) forward and backward. Without it (not built, or it fails to
+load against this torch; HODU_TORCH_OPS=python forces it) they are registered here with
+torch.library (backend() == "python") and run as below for every policy.
 
-Which implementation runs is a kernel policy per family (set_policy): hodu's kernel names
-("onednn", "hodu", "reference", as hodu.policies.KernelPolicy), "torch" (PyTorch's own
-kernel, the baseline), or "auto": the first call of each shape times hodu's and torch's
-forward (interleaved, a few runs each), keeps the faster and logs the choice (the
-"hodu.torch" logger); choices() lists the decisions, so a run can be pinned by writing them
-into a policy.
+Which implementation runs is a kernel policy per family (set_policy): unset or "extension"
+(the C++ kernels), hodu's engine kernel names ("onednn", "hodu", "reference", as
+hodu.policies.KernelPolicy: the op runs as a one-op module compiled by hodu.torch.compile,
+forward on hodu's cpu engine with those kernels, backward as hodu's autodiff graph of it,
+cached per op, attributes and input shapes), "torch" (PyTorch's own kernel, the baseline),
+or "auto": the first call of each shape times hodu's (the extension's, else the compiled
+op's) and torch's forward (interleaved, a few runs each), keeps the faster and logs the
+choice (the "hodu.torch" logger); choices() lists the decisions, so a run can be pinned by
+writing them into a policy. Families the policy names run through the ops hodu::_engine_*,
+whose kernels are registered here (the C++ op calls them).
 """
 import logging
 import math
+import os
 import threading
 import time
 
@@ -97,17 +103,38 @@ class _OneOp(torch.nn.Module):
         return f"{self.op} {dict(self.attrs)}"
 
 
+_EXTENSION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "_hodu_torch_ops.so")
+_backend = None       # "extension" or "python", once load_ops ran
+_backend_note = ""    # why "python"
 _lock = threading.RLock()
 _compiled = {}   # (name, attrs, kernel names) -> CompiledModule
 _choices = {}    # "family signature" -> "hodu" or "torch" (what "auto" chose)
 _policy = KernelPolicy()
 
 
+def backend():
+    """"extension" (the C++ extension's kernels) or "python" (registered with torch.library)."""
+    load_ops()
+    return _backend
+
+
+def backend_note():
+    """Why the backend is "python" ("" with the extension)."""
+    load_ops()
+    return _backend_note
+
+
+def _routes_to_extension(names):
+    return not names or names == ["extension"]
+
+
 def set_policy(policy):
     """The kernel policy of torch.ops.hodu (a hodu.policies.KernelPolicy, dict, or None for the
     defaults): per family (matmul covers matmul and linear; conv, attention, layer_norm, gelu,
-    softmax), hodu kernel names, "torch" or "auto". Clears the compiled ops and auto's choices."""
+    softmax), "extension" (the default), hodu engine kernel names, "torch" or "auto". Clears
+    the compiled ops and auto's choices."""
     global _policy
+    load_ops()
     if policy is None:
         policy = KernelPolicy()
     elif isinstance(policy, dict):
@@ -119,13 +146,20 @@ def set_policy(policy):
         if key.lower() not in set(FAMILY.values()):
             raise InvalidArgumentError(f"torch.ops.hodu: policy key '{key}' is no family of these ops "
                                        f"(families: {', '.join(sorted(set(FAMILY.values())))})")
-        if ("torch" in names or "auto" in names) and len(names) > 1:
-            raise InvalidArgumentError(f"torch.ops.hodu: policy '{key}': \"torch\" and \"auto\" stand alone, "
-                                       f"got {names}")
+        if any(n in names for n in ("torch", "auto", "extension")) and len(names) > 1:
+            raise InvalidArgumentError(f"torch.ops.hodu: policy '{key}': \"torch\", \"auto\" and \"extension\" "
+                                       f"stand alone, got {names}")
+        if names == ["extension"] and _backend != "extension":
+            raise InvalidArgumentError(f"torch.ops.hodu: policy '{key}': \"extension\", but the C++ extension is "
+                                       f"not loaded ({_backend_note})")
     with _lock:
         _policy = policy
         _compiled.clear()
         _choices.clear()
+        if _backend == "extension":
+            for family in sorted(set(FAMILY.values())):
+                route = "extension" if _routes_to_extension(policy.get(family) or []) else "python"
+                torch.ops.hodu._set_route(family, route)
 
 
 def policy():
@@ -161,8 +195,28 @@ def _timed(fn, runs=3):
     return best
 
 
+def _call(op, name, tensors, attrs):
+    """op (a torch.ops.hodu function of `name`'s schema) on the op's tensors and attributes."""
+    a = dict(attrs)
+    t = list(tensors)
+    if name in ("matmul", "softmax", "gelu"):
+        return op(*t, *(a[k] for k in ("dim", "approximate") if k in a))
+    if name == "linear":
+        return op(t[0], t[1], t[2] if a["has_bias"] else None)
+    if name == "conv2d":
+        return op(t[0], t[1], t[2] if a["has_bias"] else None, a["stride"], a["padding"], a["dilation"], a["groups"])
+    if name == "attention":
+        return op(t[0], t[1], t[2], t[3] if a["has_mask"] else None, a["causal"])
+    if name == "layer_norm":
+        w = t[1] if a["has_weight"] else None
+        b = t[-1] if a["has_bias"] else None
+        return op(t[0], list(a["normalized_shape"]), w, b, a["eps"])
+    raise InvalidArgumentError(f"torch.ops.hodu: unknown op '{name}'")
+
+
 def _run(name, tensors, attrs):
     names = _policy.get(FAMILY[name]) or []
+    ext = getattr(torch.ops.hodu, "_ext_" + name) if _backend == "extension" else None
     if names == ["torch"]:
         return reference(name, tensors, attrs)
     if names == ["auto"]:
@@ -172,13 +226,20 @@ def _run(name, tensors, attrs):
         with _lock:
             chosen = _choices.get(sig)
         if chosen is None:
-            m = _hodu_module(name, attrs, tensors, ())
             detached = tuple(t.detach() for t in tensors)
+            if ext is not None:
+                def hodu_fn():
+                    return _call(ext, name, detached, attrs)
+            else:
+                m = _hodu_module(name, attrs, tensors, ())
+
+                def hodu_fn():
+                    return m(*detached)
             with torch.no_grad():
-                m(*detached)  # plans the shape before it is timed
+                hodu_fn()  # plans the shape (or warms the primitive caches) before it is timed
                 h, t = [], []
                 for _ in range(3):  # interleaved
-                    h.append(_timed(lambda: m(*detached)))
+                    h.append(_timed(hodu_fn))
                     t.append(_timed(lambda: reference(name, detached, attrs)))
             chosen = "hodu" if min(h) <= min(t) else "torch"
             with _lock:
@@ -187,6 +248,8 @@ def _run(name, tensors, attrs):
                      min(h) * 1e3, min(t) * 1e3)
         if chosen == "torch":
             return reference(name, tensors, attrs)
+        if ext is not None:
+            return _call(ext, name, tensors, attrs)
         names = []
     return _hodu_module(name, attrs, tensors, tuple(names))(*tensors)
 
@@ -251,15 +314,39 @@ _KERNELS = {"matmul": _matmul, "linear": _linear, "conv2d": _conv2d, "attention"
 _library = None
 
 
+def _load_extension():
+    """Loads the C++ extension; gives "" or why it is not used."""
+    if os.environ.get("HODU_TORCH_OPS", "") == "python":
+        return "HODU_TORCH_OPS=python"
+    if not os.path.exists(_EXTENSION):
+        return (f"{_EXTENSION} was not built (hodu's build found no libtorch; on Debian: apt install "
+                f"libtorch-dev, then rebuild)")
+    try:
+        torch.ops.load_library(_EXTENSION)
+    except (OSError, RuntimeError) as e:
+        return f"{_EXTENSION} does not load into torch {torch.__version__}: {e}"
+    return ""
+
+
 def load_ops():
     """Registers torch.ops.hodu.* (once per process; importing hodu.torch does it) and returns
-    torch.ops.hodu."""
-    global _library
+    torch.ops.hodu: the C++ extension's ops when it loads, else the same ops from Python."""
+    global _library, _backend, _backend_note
     with _lock:
         if _library is None:
-            lib = torch.library.Library("hodu", "DEF")
-            for name, schema in _SCHEMAS.items():
-                lib.define(schema)
-                lib.impl(name, _KERNELS[name], "CompositeImplicitAutograd")
+            _backend_note = _load_extension()
+            if not _backend_note:
+                _backend = "extension"
+                lib = torch.library.Library("hodu", "IMPL")
+                for name in _SCHEMAS:
+                    lib.impl("_engine_" + name, _KERNELS[name], "CompositeImplicitAutograd")
+            else:
+                _backend = "python"
+                if _backend_note != "HODU_TORCH_OPS=python":
+                    log.warning("torch.ops.hodu: registered from Python, not the C++ extension: %s", _backend_note)
+                lib = torch.library.Library("hodu", "DEF")
+                for name, schema in _SCHEMAS.items():
+                    lib.define(schema)
+                    lib.impl(name, _KERNELS[name], "CompositeImplicitAutograd")
             _library = lib
     return torch.ops.hodu
