@@ -1,7 +1,7 @@
 """Builds the _hodu extension with hodu's own CMake build (pyproject.toml has
 the metadata). `pip install .` runs this: it configures CMake in build-pip/
-(with the Python pip runs), builds the `_hodu` target and puts the module into
-the package. HODU_CMAKE_BUILD_DIR=<build> reuses an existing build folder instead."""
+(with the Python pip runs), builds the `_hodu` target (and `hodu_torch_ops`, torch.ops.hodu's
+C++ extension, when CMake found libtorch) and puts the modules into the package. HODU_CMAKE_BUILD_DIR=<build> reuses an existing build folder instead."""
 import os
 import shutil
 import subprocess
@@ -42,6 +42,16 @@ class CMakeBuild(build_ext):
         target = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         shutil.copyfile(os.path.join(built_dir, module[0]), target)
+        # torch.ops.hodu's C++ extension, when CMake found libtorch (hodu.torch registers the ops
+        # from Python otherwise).
+        with open(os.path.join(build_dir, "CMakeCache.txt")) as f:
+            has_torch_ops = "HODU_TORCH_OPS_TARGET:INTERNAL=ON" in f.read()
+        if has_torch_ops:
+            subprocess.check_call(["cmake", "--build", build_dir, "--target", "hodu_torch_ops", "--parallel", jobs])
+            torch_dir = os.path.join(os.path.dirname(target), "torch")
+            os.makedirs(torch_dir, exist_ok=True)
+            shutil.copyfile(os.path.join(built_dir, "torch", "_hodu_torch_ops.so"),
+                            os.path.join(torch_dir, "_hodu_torch_ops.so"))
 
 
 # Build products go to build-pip/ (setuptools' default, build/, is the project's CMake build folder).

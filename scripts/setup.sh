@@ -11,6 +11,7 @@ packages=(
   pybind11-dev python3-dev python3-numpy python3-pytest python3-onnx
   python3-torch python3-pip python3-venv python3-setuptools python3-wheel  # Python SDK: DLPack tests, pip install .
   python3-torchvision  # real architectures for aot_vs_ort and bench/export_zoo.py
+  libtorch-dev  # torch.ops.hodu's C++ extension (python/torch_ops; optional: skipped without it)
   python3-sklearn  # the digits data set of examples/train (frontend_examples)
   graphviz valgrind
   libcpp-httplib-dev  # hodugaki's HTTP server and client (src/distributed)
