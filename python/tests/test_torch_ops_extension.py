@@ -142,6 +142,24 @@ def test_only_needed_gradients_and_outputs_are_plain_tensors():
     torch.testing.assert_close(b.grad, (F.linear(x, w, b) > 0).float().sum(0))
 
 
+def test_double_backward_is_refused_not_silently_wrong():
+    x = torch.randn(3, 4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="torch.ops.hodu.gelu: backward with create_graph=True"):
+        torch.autograd.grad(ops.gelu(x).sum(), x, create_graph=True)
+    (g,) = torch.autograd.grad(ops.gelu(x).sum(), x)  # once is fine
+    torch.testing.assert_close(g, torch.autograd.grad(F.gelu(x).sum(), x)[0], rtol=1e-5, atol=1e-6)
+
+
+def test_empty_inputs():
+    assert ops.linear(torch.randn(0, 4), torch.randn(3, 4)).shape == (0, 3)
+    assert ops.matmul(torch.randn(2, 0, 4), torch.randn(4, 3)).shape == (2, 0, 3)
+    assert ops.softmax(torch.randn(0, 5), 1).shape == (0, 5)
+    assert ops.conv2d(torch.randn(0, 3, 5, 5), torch.randn(2, 3, 3, 3)).shape == (0, 2, 3, 3)
+    x = torch.randn(0, 6, requires_grad=True)
+    ops.layer_norm(x, [6]).sum().backward()
+    assert x.grad.shape == (0, 6)
+
+
 class Net(nn.Module):
     """A small CNN + attention head written with torch.ops.hodu (use_hodu) or torch's functions."""
 

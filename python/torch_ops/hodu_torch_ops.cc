@@ -134,6 +134,13 @@ auto run(const char* op, F&& f) -> decltype(f()) {
 // hodu's row-major copy of a view (the view itself when already row-major).
 Tensor hcontiguous(const Tensor& t) { return t.is_contiguous() ? t : to_torch(tk::contiguous(to_hodu(t))); }
 
+// hodu's backward kernels record no graph: with create_graph=True a second derivative through
+// the op would silently miss its part, so that is refused.
+void once_differentiable(const char* op) {
+  TORCH_CHECK(!at::GradMode::is_enabled(), "torch.ops.hodu.", op, ": backward with create_graph=True (double ",
+              "backward) is not supported; hodu's backward kernels are not differentiable");
+}
+
 // hodu's product of two torch tensors of rank >= 2 (batch dims broadcast), bias [N] optional.
 hodu::Tensor hmatmul_h(const Tensor& a, const Tensor& b, const Tensor* bias = nullptr) {
   hodu::Tensor hb;
@@ -200,6 +207,7 @@ struct MatmulFn : torch::autograd::Function<MatmulFn> {
     return run("matmul", [&] { return matmul_forward(a, b); });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("matmul");
     auto saved = ctx->get_saved_variables();
     const Tensor &a0 = saved[0], &b0 = saved[1];
     return run("matmul backward", [&] {
@@ -264,6 +272,7 @@ struct LinearFn : torch::autograd::Function<LinearFn> {
     return run("linear", [&] { return linear_forward(x, w, b); });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("linear");
     auto saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &w = saved[1];
     return run("linear backward", [&] {
@@ -355,6 +364,7 @@ struct Conv2dFn : torch::autograd::Function<Conv2dFn> {
     return run("conv2d", [&] { return conv_forward(x, w, b, p); });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("conv2d");
     auto saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &w = saved[1];
     const auto v = ctx->saved_data["params"].toIntVector();
@@ -458,6 +468,7 @@ struct AttentionFn : torch::autograd::Function<AttentionFn> {
     });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("attention");
     auto saved = ctx->get_saved_variables();
     const Tensor &q = saved[0], &k = saved[1], &v = saved[2], &p = saved[3];
     const double scale = ctx->saved_data["scale"].toDouble();
@@ -545,6 +556,7 @@ struct LayerNormFn : torch::autograd::Function<LayerNormFn> {
     });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("layer_norm");
     auto saved = ctx->get_saved_variables();
     const Tensor &x = saved[0], &w = saved[1], &mean = saved[2], &rstd = saved[3];
     return run("layer_norm backward", [&] {
@@ -601,6 +613,7 @@ struct GeluFn : torch::autograd::Function<GeluFn> {
                [&] { return to_torch(tk::unary(tanh ? tk::UnaryOp::GeluTanh : tk::UnaryOp::Gelu, to_hodu(x))); });
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("gelu");
     const Tensor x = ctx->get_saved_variables()[0];
     const auto op = ctx->saved_data["tanh"].toBool() ? tk::GradOp::GeluTanh : tk::GradOp::Gelu;
     return run("gelu backward",
@@ -647,6 +660,7 @@ struct SoftmaxFn : torch::autograd::Function<SoftmaxFn> {
     return y;
   }
   static tensor_list backward(AutogradContext* ctx, tensor_list grads) {
+    once_differentiable("softmax");
     const Tensor y = ctx->get_saved_variables()[0];
     const int64_t dim = ctx->saved_data["dim"].toInt();
     return run("softmax backward", [&] {

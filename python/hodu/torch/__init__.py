@@ -9,8 +9,10 @@ compile(module, example_inputs, policy=None, fallback=False, threads=None) -> to
     forward on hodu's cpu engine and its backward as hodu's autodiff graph inside a
     torch.autograd.Function; parameters are shared with hodu without copies.
 ops: torch.ops.hodu.{matmul, linear, conv2d, attention, layer_norm, gelu, softmax}, hodu's
-    kernels as torch operators with their backward (importing hodu.torch registers them;
-    hodu.torch.ops.set_policy picks hodu's kernels, torch's, or "auto" per family).
+    kernels as torch operators with their backward (importing hodu.torch loads the C++
+    extension that registers them, or registers them from Python without it;
+    hodu.torch.ops.set_policy picks the extension's kernels, hodu's engine's, torch's, or
+    "auto" per family).
 """
 try:
     import torch as _torch  # noqa: F401
