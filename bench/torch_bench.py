@@ -55,6 +55,20 @@ def timed(fn, iters):
     return statistics.median(times)
 
 
+def interleaved(hodu_fn, torch_fn, args):
+    """The median of each side's round medians, the sides run alternately, after a warm-up
+    (plans, oneDNN primitives, torch's allocator)."""
+    sides = {"hodu": hodu_fn, "torch": torch_fn}
+    for fn in sides.values():
+        fn()
+        fn()
+    medians = {k: [] for k in sides}
+    for _ in range(args.rounds):
+        for k, fn in sides.items():
+            medians[k].append(timed(fn, args.iters))
+    return statistics.median(medians["hodu"]), statistics.median(medians["torch"])
+
+
 def attention_torch(q, k, v, causal):
     s = (q @ k.transpose(-1, -2)) / q.shape[-1] ** 0.5
     if causal:
@@ -101,15 +115,7 @@ def bench_ops(args):
 
         label = "x".join(str(list(s)) for s in shapes)
         for kind, make_fn in (("fwd+bwd", step), ("forward", forward)):
-            sides = {"hodu": make_fn(hodu_op), "torch": make_fn(torch_op)}
-            for fn in sides.values():  # warm up: oneDNN primitives, torch's allocator
-                fn()
-                fn()
-            medians = {k: [] for k in sides}
-            for _ in range(args.rounds):
-                for k, fn in sides.items():
-                    medians[k].append(timed(fn, args.iters))
-            h, t = statistics.median(medians["hodu"]), statistics.median(medians["torch"])
+            h, t = interleaved(make_fn(hodu_op), make_fn(torch_op), args)
             rows.append((f"op {name} {label}", kind, h, t, h / t))
             print(f"op {name:10s} {kind:8s} hodu {h:8.3f} ms  torch {t:8.3f} ms  ratio {h / t:5.2f}  {label}",
                   flush=True)
@@ -138,15 +144,7 @@ def bench(name, args):
     rows = []
     for kind, make_fn, mode in (("train step", train, model.train), ("inference", infer, model.eval)):
         mode()
-        sides = {"hodu": make_fn(compiled), "torch": make_fn(model)}
-        for fn in sides.values():  # warm up: plans, oneDNN primitives, torch's allocator
-            fn()
-            fn()
-        medians = {k: [] for k in sides}
-        for _ in range(args.rounds):
-            for k, fn in sides.items():
-                medians[k].append(timed(fn, args.iters))
-        h, t = statistics.median(medians["hodu"]), statistics.median(medians["torch"])
+        h, t = interleaved(make_fn(compiled), make_fn(model), args)
         rows.append((name, kind, h, t, h / t))
         print(f"{name:12s} {kind:11s} hodu {h:8.2f} ms  torch {t:8.2f} ms  ratio {h / t:5.2f}", flush=True)
     model.train()
