@@ -150,6 +150,20 @@ def test_double_backward_is_refused_not_silently_wrong():
     torch.testing.assert_close(g, torch.autograd.grad(F.gelu(x).sum(), x)[0], rtol=1e-5, atol=1e-6)
 
 
+@torch.jit.script
+def scripted_block(x, w, b):
+    return torch.ops.hodu.softmax(torch.ops.hodu.gelu(torch.ops.hodu.linear(x, w, b), "tanh"), -1)
+
+
+def test_ops_in_torchscript():
+    # The schemas are C++ ones, so TorchScript compiles calls to them; autograd still works.
+    x, w, b = torch.randn(4, 8, requires_grad=True), torch.randn(3, 8), torch.randn(3)
+    y = scripted_block(x, w, b)
+    assert rel_err(y, torch.softmax(F.gelu(F.linear(x, w, b), approximate="tanh"), -1)) <= 1e-5
+    y[:, 0].sum().backward()
+    assert x.grad is not None and x.grad.abs().sum() > 0
+
+
 def test_empty_inputs():
     assert ops.linear(torch.randn(0, 4), torch.randn(3, 4)).shape == (0, 3)
     assert ops.matmul(torch.randn(2, 0, 4), torch.randn(4, 3)).shape == (2, 0, 3)
