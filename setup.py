@@ -50,8 +50,8 @@ class CMakeBuild(build_ext):
             subprocess.check_call(["cmake", "--build", build_dir, "--target", "hodu_torch_ops", "--parallel", jobs])
             torch_dir = os.path.join(os.path.dirname(target), "torch")
             os.makedirs(torch_dir, exist_ok=True)
-            shutil.copyfile(os.path.join(built_dir, "torch", "_hodu_torch_ops.so"),
-                            os.path.join(torch_dir, "_hodu_torch_ops.so"))
+            for name in ("_hodu_torch_ops.so", "_hodu_torch_ops.torch_version"):
+                shutil.copyfile(os.path.join(built_dir, "torch", name), os.path.join(torch_dir, name))
 
 
 # Build products go to build-pip/ (setuptools' default, build/, is the project's CMake build folder).

@@ -270,6 +270,19 @@ def test_policy_routes_between_extension_engine_and_torch():
         ops._set_route("conv", "gpu")
 
 
+def test_extension_is_not_loaded_into_another_torch():
+    # Built against libtorch 1.13: loading it beside a torch of another version would bring a
+    # second libtorch into the process, so hodu.torch registers the ops from Python and says why.
+    code = ("import logging; logging.basicConfig()\n"
+            "import torch; torch.__version__ = '9.9.0'\n"
+            "import hodu.torch\n"
+            "print(hodu.torch.ops.backend(), '|', hodu.torch.ops.backend_note())\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("python |") and "was built against libtorch 1." in r.stdout, r.stdout
+    assert "this is torch 9.9.0" in r.stdout and "registered from Python" in r.stderr, r.stderr
+
+
 def test_python_registration_without_the_extension():
     # HODU_TORCH_OPS=python: what a torch without libtorch's headers gets; the same ops, registered from Python.
     code = ("import torch, hodu.torch\n"

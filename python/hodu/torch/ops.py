@@ -314,6 +314,14 @@ _KERNELS = {"matmul": _matmul, "linear": _linear, "conv2d": _conv2d, "attention"
 _library = None
 
 
+def _read_text(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError:
+        return ""
+
+
 def _load_extension():
     """Loads the C++ extension; gives "" or why it is not used."""
     if os.environ.get("HODU_TORCH_OPS", "") == "python":
@@ -321,6 +329,11 @@ def _load_extension():
     if not os.path.exists(_EXTENSION):
         return (f"{_EXTENSION} was not built (hodu's build found no libtorch; on Debian: apt install "
                 f"libtorch-dev, then rebuild)")
+    # Only into the torch it was built against: its libtorch beside another torch's would be two.
+    built = _read_text(os.path.splitext(_EXTENSION)[0] + ".torch_version")
+    running = ".".join(torch.__version__.split(".")[:2])
+    if built != running:
+        return f"{_EXTENSION} was built against libtorch {built or '(unknown)'}, this is torch {torch.__version__}"
     try:
         torch.ops.load_library(_EXTENSION)
     except (OSError, RuntimeError) as e:
