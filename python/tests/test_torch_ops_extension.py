@@ -228,6 +228,8 @@ BAD = [
     ("matmul", lambda: ops.matmul(torch.randn(3, 4), torch.randn(5, 2)), "torch.ops.hodu.matmul: shapes .* cannot"),
     ("matmul", lambda: ops.matmul(torch.randn(3, 4, dtype=torch.float64), torch.randn(4, 2)), "one dtype"),
     ("matmul", lambda: ops.matmul(torch.tensor(1.0), torch.randn(2)), "at least 1 dimension"),
+    ("matmul", lambda: ops.matmul(torch.randn(2, 3, 4), torch.randn(5, 4, 6)),
+     r"torch.ops.hodu.matmul: .*\[2\] and \[5\] do not broadcast"),
     ("linear", lambda: ops.linear(torch.randn(3, 4), torch.randn(4)), "torch.ops.hodu.linear: weight must be 2-D"),
     ("linear", lambda: ops.linear(torch.randn(3, 4), torch.randn(2, 5)), "torch.ops.hodu.linear: input's last dim"),
     ("linear", lambda: ops.linear(torch.randn(3, 4), torch.randn(2, 4), torch.randn(3)), "bias must be"),

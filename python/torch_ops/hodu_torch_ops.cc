@@ -126,7 +126,9 @@ auto run(const char* op, F&& f) -> decltype(f()) {
   try {
     tk::ThreadScope threads(at::get_num_threads());
     return f();
-  } catch (const hodu::Error& e) {
+  } catch (const c10::Error&) {
+    throw;  // torch's own, already naming the op
+  } catch (const std::exception& e) {  // hodu::Error, oneDNN's, allocation failures
     TORCH_CHECK(false, "torch.ops.hodu.", op, ": ", e.what());
   }
 }
@@ -167,7 +169,6 @@ Tensor hscale(const Tensor& x, double s) {
                                                   : hodu::Tensor::scalar(hodu::DType::F32, static_cast<float>(s));
   return to_torch(tk::binary(tk::BinaryOp::Mul, to_hodu(x), k, "attention"));
 }
-
 
 // ---- matmul ------------------------------------------------------------------------------
 
