@@ -20,7 +20,7 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // exp on [-87, 88] with a degree-6 polynomial: about 2 ulp. Written with plain compares and
 // the 1.5·2²³ rounding trick (round to nearest, as nearbyint) so that no libm call is left.
-inline float fast_exp(float x) {
+inline __attribute__((always_inline)) float fast_exp(float x) {
   x = x < -87.0f ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
   constexpr float kRound = 12582912.0f;  // 1.5 * 2^23
