@@ -3,38 +3,82 @@
 // and the affine transform is applied as x * alpha + beta per channel with
 // PyTorch's alpha = invstd * weight, beta = bias - mean * alpha.
 #include <cmath>
+#include <type_traits>
 
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/tensor/kernels.h"
 #include "kernels/cpu/tensor/loops.h"
 
 namespace hodu::tensor_kernels {
 namespace {
 
+// One row of layer norm. The sums are kept per lane (kLanes partial sums, in double) so the
+// compiler vectorizes them without -ffast-math; the row's statistics are then the lanes' total.
+constexpr int kLanes = 8;
+
+template <typename T>
+HODU_ISA_BODY double lane_sum(const T* x, int64_t D, double shift, bool square) {
+  double acc[kLanes] = {};
+  int64_t j = 0;
+  for (; j + kLanes <= D; j += kLanes)
+    for (int l = 0; l < kLanes; ++l) {
+      const double d = static_cast<double>(x[j + l]) - shift;
+      acc[l] += square ? d * d : d;
+    }
+  double s = 0;
+  for (int l = 0; l < kLanes; ++l) s += acc[l];
+  for (; j < D; ++j) {
+    const double d = static_cast<double>(x[j]) - shift;
+    s += square ? d * d : d;
+  }
+  return s;
+}
+
+template <typename T>
+HODU_ISA_BODY void ln_rows_body(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t r0, int64_t r1,
+                                int64_t D, double eps) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* xr = x + r * D;
+    T* yr = y + r * D;
+    const double m = lane_sum(xr, D, 0.0, false) / static_cast<double>(D);
+    const double v = lane_sum(xr, D, m, true);
+    const double rs = 1.0 / std::sqrt(v / static_cast<double>(D) + eps);
+    const T mt = static_cast<T>(m), rt = static_cast<T>(rs);
+    if (w && b)
+      for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - mt) * rt * w[j] + b[j];
+    else if (w)
+      for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - mt) * rt * w[j];
+    else if (b)
+      for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - mt) * rt + b[j];
+    else
+      for (int64_t j = 0; j < D; ++j) yr[j] = (xr[j] - mt) * rt;
+    mean[r] = mt;
+    rstd[r] = rt;
+  }
+}
+
+HODU_ISA_BODY void ln_rows_f32_body(const float* x, const float* w, const float* b, float* y, float* mean, float* rstd,
+                                    int64_t r0, int64_t r1, int64_t D, double eps) {
+  ln_rows_body(x, w, b, y, mean, rstd, r0, r1, D, eps);
+}
+HODU_ISA_BODY void ln_rows_f64_body(const double* x, const double* w, const double* b, double* y, double* mean,
+                                    double* rstd, int64_t r0, int64_t r1, int64_t D, double eps) {
+  ln_rows_body(x, w, b, y, mean, rstd, r0, r1, D, eps);
+}
+HODU_ISA_VARIANTS(void, ln_rows_f32,
+                  (const float* x, const float* w, const float* b, float* y, float* mean, float* rstd, int64_t r0,
+                   int64_t r1, int64_t D, double eps),
+                  (x, w, b, y, mean, rstd, r0, r1, D, eps))
+HODU_ISA_VARIANTS(void, ln_rows_f64,
+                  (const double* x, const double* w, const double* b, double* y, double* mean, double* rstd,
+                   int64_t r0, int64_t r1, int64_t D, double eps),
+                  (x, w, b, y, mean, rstd, r0, r1, D, eps))
+
 template <typename T>
 void ln_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int64_t rows, int64_t D, double eps) {
   loops::parallel_range(rows, rows * D * 3, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* xr = x + r * D;
-      T* yr = y + r * D;
-      double s = 0;
-      for (int64_t j = 0; j < D; ++j) s += xr[j];
-      const double m = s / static_cast<double>(D);
-      double v = 0;
-      for (int64_t j = 0; j < D; ++j) {
-        const double d = xr[j] - m;
-        v += d * d;
-      }
-      const double rs = 1.0 / std::sqrt(v / static_cast<double>(D) + eps);
-      const T mt = static_cast<T>(m), rt = static_cast<T>(rs);
-      for (int64_t j = 0; j < D; ++j) {
-        T h = (xr[j] - mt) * rt;
-        if (w) h = h * w[j];
-        if (b) h = h + b[j];
-        yr[j] = h;
-      }
-      mean[r] = mt;
-      rstd[r] = rt;
-    }
+    if constexpr (std::is_same_v<T, float>) ln_rows_f32(x, w, b, y, mean, rstd, r0, r1, D, eps);
+    else ln_rows_f64(x, w, b, y, mean, rstd, r0, r1, D, eps);
   });
 }
 
