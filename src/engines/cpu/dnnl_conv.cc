@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/winograd.h"
 #include "passes/graph_utils.h"
 
@@ -230,12 +231,30 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     pd = make_pd(dnnl::memory::desc(to_dims(xs), dt::f32, tag::nhwc));
     if (pd && std::string(pd->impl_info_str()).find("brg") == std::string::npos) pd.reset();
   }
+  const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
+                          win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
+  const WinogradPolicy wino_policy = winograd_policy();
+  // Below AVX-512: hodu's own F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
+  if (!pd && wino_shape && !runtime_bias && wino_policy != WinogradPolicy::OneDnn && wino_policy != WinogradPolicy::Off) {
+    WinogradConv wc;
+    wc.xs = xs;
+    wc.ys = ys;
+    wc.pad_top = win->pad_l[0];
+    wc.pad_left = win->pad_l[1];
+    wc.weights = w->data<float>();
+    wc.bias = bias ? bias->data<float>() : nullptr;
+    wc.has_z = has_z;
+    if (w->is_contiguous() && (!bias || bias->is_contiguous()) &&
+        packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()), &wc.ep.act,
+                                   &wc.ep.p0, &wc.ep.p1) &&
+        make_winograd_conv(b, n, wc))
+      return true;
+  }
   // 3x3 stride-1 convolutions on Winograd's F(2x3)/F(4x3) kernels: 1.5-2x fewer cycles than the
   // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
   // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
   // Not for small outputs (onednn::kWinogradMinPixels).
-  if (!pd && w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
-      win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} && xs[1] >= 16 &&
+  if (!pd && wino_shape && wino_policy != WinogradPolicy::Off && xs[1] >= 16 &&
       ys[2] * ys[3] >= onednn::kWinogradMinPixels && !read_by_concat(b, n.outputs[0])) {
     pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
     if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();

@@ -1,0 +1,94 @@
+// 3x3 stride-1 convolutions on hodu's AVX2 Winograd F(4x4, 3x3) kernel (kernels/cpu/winograd_f43.h)
+// where oneDNN 2.6 has no Winograd: CPUs (or HODU_MAX_ISA caps) at AVX2. HODU_CPU_WINOGRAD picks.
+#include <cstdlib>
+#include <string>
+
+#include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/winograd_conv.h"
+#include "kernels/cpu/blocked_layout.h"
+#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/winograd.h"
+#include "kernels/cpu/winograd_f43.h"
+
+namespace hodu::cpu {
+namespace {
+
+class WinogradConvStep : public Step {
+ public:
+  explicit WinogradConvStep(std::unique_ptr<winograd::F43Conv> conv) : conv_(std::move(conv)) {}
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    const float* z = z_read_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    conv_->run(x, in_place_ ? y : z, y, rs.threads);
+  }
+  std::unique_ptr<winograd::F43Conv> conv_;
+  bool z_read_ = false, in_place_ = false;
+};
+
+}  // namespace
+
+WinogradPolicy winograd_policy() {
+  const char* v = std::getenv("HODU_CPU_WINOGRAD");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto") return WinogradPolicy::Auto;
+  if (s == "hodu") return WinogradPolicy::Hodu;
+  if (s == "onednn") return WinogradPolicy::OneDnn;
+  if (s == "off") return WinogradPolicy::Off;
+  throw Error(ErrorCode::InvalidArgument,
+              "HODU_CPU_WINOGRAD=" + s + ": expected auto, hodu (hodu's AVX2 F(4,3) kernel wherever it fits), "
+              "onednn (oneDNN's Winograd only) or off (direct convolutions only)");
+}
+
+bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
+  const WinogradPolicy policy = winograd_policy();
+  if (policy == WinogradPolicy::OneDnn || policy == WinogradPolicy::Off || !winograd::available()) return false;
+  // Auto: only below AVX-512, where oneDNN has no Winograd and its direct kernel is what we beat;
+  // on AVX-512 oneDNN's own F(4,3) kernels stay. Small outputs keep the direct kernel: their
+  // few tiles leave the products short of rows while every weight is still read
+  // (onednn::kWinogradMinPixels, measured for this kernel too: docs/performance.md).
+  if (policy == WinogradPolicy::Auto &&
+      (vector_math::cpu_isa() != vector_math::Isa::Avx2 || c.ys[2] * c.ys[3] < onednn::kWinogradMinPixels))
+    return false;
+  const auto& xs = c.xs;
+  const auto& ys = c.ys;
+  winograd::ConvShape s;
+  s.batch = xs[0];
+  s.cin = xs[1];
+  s.cout = ys[1];
+  s.h = xs[2];
+  s.w = xs[3];
+  s.oh = ys[2];
+  s.ow = ys[3];
+  s.pad_top = c.pad_top;
+  s.pad_left = c.pad_left;
+  // The transformed tiles and products live with the step: a huge batch keeps the direct kernel.
+  if (winograd::scratch_floats(s) > (int64_t{256} << 20) / 4) return false;
+  auto conv = std::make_unique<winograd::F43Conv>(s, c.weights, c.bias, c.ep);
+  const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
+  const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);
+  auto step = std::make_unique<WinogradConvStep>(std::move(conv));
+  const int src = b.as_layout(n.inputs[0], md_x);
+  step->reads = {src};
+  int dst = -1;
+  if (c.has_z) {
+    const int z = b.slot(n.inputs[3]);
+    // The residual read nowhere after this conv, already in nChw8c, is the output's buffer.
+    if (layout_md(b.at(z)) == md_y && b.bytes_die_here(n.inputs[3], {src})) {
+      step->reads.push_back(z);
+      dst = b.define_part(n.outputs[0], z, ys, md_y, 0);
+      step->in_place_ = true;
+    } else {
+      step->reads.push_back(b.as_layout(n.inputs[3], md_y));
+      step->z_read_ = true;
+    }
+  }
+  if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, md_y);
+  step->writes = {dst};
+  step->label = n.describe() + ": cpu winograd F(4x4,3x3) avx2";
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace hodu::cpu

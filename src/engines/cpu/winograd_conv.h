@@ -1,0 +1,30 @@
+// hodu's AVX2 Winograd convolution step (winograd_conv.cc), tried by make_conv (dnnl_conv.cc).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "engines/cpu/plan.h"
+#include "kernels/cpu/packed_gemm.h"
+
+namespace hodu::cpu {
+
+// HODU_CPU_WINOGRAD: auto (unset; hodu's F(4,3) below AVX-512, oneDNN's Winograd on AVX-512,
+// each where its size rule says), hodu (hodu's wherever AVX2 is and the conv fits, any size),
+// onednn (oneDNN's only: the engine before hodu had its own), off (direct kernels only).
+// Any other value is an InvalidArgument error.
+enum class WinogradPolicy { Auto, Hodu, OneDnn, Off };
+WinogradPolicy winograd_policy();
+
+// A 3x3 stride-1 undilated ungrouped 2-D conv with constant weights [cout, cin, 3, 3].
+struct WinogradConv {
+  std::vector<int64_t> xs, ys;  // input and output shapes (N, C, H, W)
+  int64_t pad_top = 0, pad_left = 0;
+  const float* weights = nullptr;
+  const float* bias = nullptr;  // [cout] or null
+  packed_gemm::Epilogue ep;     // the activation
+  bool has_z = false;           // a residual in input 3, added before the activation
+};
+// Plans `n` on hodu's F(4,3) kernel when the policy and the CPU allow it; false otherwise.
+bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c);
+
+}  // namespace hodu::cpu

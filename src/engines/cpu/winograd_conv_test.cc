@@ -1,0 +1,159 @@
+// hodu's AVX2 Winograd F(4x4,3x3) convolution (winograd_conv.cc) against the interpreter's direct
+// conv at odd sizes: channels not a multiple of 8, odd and unequal H/W, asymmetric padding,
+// batches, fused bias, activations and residuals, one and two threads. ctest runs these at the
+// host ISA and again capped at AVX2 (cpu_engine_test_avx2).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "engines/cpu/test_util.h"
+#include "engines/cpu/winograd_conv.h"
+#include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/winograd_f43.h"
+
+namespace hodu::cpu {
+namespace {
+
+using testing::GraphBuilder;
+using testing::PlannedModel;
+using testing::random_floats;
+
+// HODU_CPU_WINOGRAD set for one scope.
+class WinogradEnv {
+ public:
+  explicit WinogradEnv(const char* value) { setenv("HODU_CPU_WINOGRAD", value, 1); }
+  ~WinogradEnv() { unsetenv("HODU_CPU_WINOGRAD"); }
+};
+
+struct Case {
+  int64_t batch, cin, cout, h, w;
+  std::vector<int64_t> pads;  // top, left, bottom, right
+  std::string after;          // "", "Relu", "Sigmoid", "Clip", "Add" (a residual), "AddRelu"
+  int threads;
+};
+
+// x → Conv(3x3, stride 1, bias) → [after] → y, plus a second input r for the residual.
+Model conv_model(const Case& c) {
+  GraphBuilder b;
+  const int64_t oh = c.h + c.pads[0] + c.pads[2] - 2, ow = c.w + c.pads[1] + c.pads[3] - 2;
+  b.input("x", DType::F32, std::vector<int64_t>{c.batch, c.cin, c.h, c.w});
+  b.constant("w", random_floats({c.cout, c.cin, 3, 3}, 7, 0.3f));
+  b.constant("bias", random_floats({c.cout}, 8));
+  b.node("Conv", {"x", "w", "bias"}, {"c"}, {Attribute::make_ints("pads", c.pads)});
+  std::string out = "c";
+  if (c.after == "Add" || c.after == "AddRelu") {
+    b.input("r", DType::F32, std::vector<int64_t>{c.batch, c.cout, oh, ow});
+    b.node("Add", {"c", "r"}, {"s"});
+    out = "s";
+  }
+  if (c.after == "Relu" || c.after == "AddRelu" || c.after == "Sigmoid") {
+    b.node(c.after == "Sigmoid" ? "Sigmoid" : "Relu", {out}, {"a"});
+    out = "a";
+  } else if (c.after == "Clip") {
+    b.constant("lo", Tensor::scalar<float>(DType::F32, -0.5f));
+    b.constant("hi", Tensor::scalar<float>(DType::F32, 2.0f));
+    b.node("Clip", {out, "lo", "hi"}, {"a"});
+    out = "a";
+  }
+  // A 1x1 conv after it reads the blocked output as the next layer would (padding channels too).
+  b.constant("w1", random_floats({3, c.cout, 1, 1}, 9));
+  b.node("Conv", {out, "w1"}, {"y1"});
+  b.node("Identity", {out}, {"y0"});
+  b.output("y0");
+  b.output("y1");
+  return b.finish();
+}
+
+std::map<std::string, RuntimeValue> feeds_of(const Case& c) {
+  const int64_t oh = c.h + c.pads[0] + c.pads[2] - 2, ow = c.w + c.pads[1] + c.pads[3] - 2;
+  std::map<std::string, RuntimeValue> f = {{"x", RuntimeValue(random_floats({c.batch, c.cin, c.h, c.w}, 3))}};
+  if (c.after == "Add" || c.after == "AddRelu") f["r"] = RuntimeValue(random_floats({c.batch, c.cout, oh, ow}, 4));
+  return f;
+}
+
+// Relative L2 error and the largest error over the largest |want|.
+void expect_near(const Tensor& got, const Tensor& want, const std::string& what) {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  auto a = got.to_doubles(), b = want.to_doubles();
+  double err = 0, norm = 0, worst = 0, peak = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    err += (a[i] - b[i]) * (a[i] - b[i]);
+    norm += b[i] * b[i];
+    worst = std::max(worst, std::fabs(a[i] - b[i]));
+    peak = std::max(peak, std::fabs(b[i]));
+  }
+  EXPECT_LE(std::sqrt(err / std::max(norm, 1e-30)), 2e-6) << what;
+  EXPECT_LE(worst, 2e-5 * peak) << what;
+}
+
+void check(const Case& c) {
+  const std::string what = "batch " + std::to_string(c.batch) + " cin " + std::to_string(c.cin) + " cout " +
+                           std::to_string(c.cout) + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " " +
+                           c.after + " threads " + std::to_string(c.threads);
+  Model m = conv_model(c);
+  auto feeds = feeds_of(c);
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, c.threads);
+  EXPECT_EQ(p.count("cpu winograd F(4x4,3x3)"), 1) << what;
+  for (int run = 0; run < 2; ++run) {  // the second run reuses the plan's buffers
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), 2u);
+    expect_near(got[0].tensor, want[0].tensor, what + " y0");
+    expect_near(got[1].tensor, want[1].tensor, what + " y1");
+  }
+}
+
+TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
+  if (!winograd::available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2): the kernel cannot run";
+  WinogradEnv env("hodu");
+  const std::vector<Case> cases = {
+      {1, 16, 16, 8, 8, {1, 1, 1, 1}, "", 1},           // exactly two tiles a side
+      {1, 13, 21, 11, 9, {1, 1, 1, 1}, "Relu", 1},      // channels not a multiple of 8, odd H/W
+      {2, 5, 3, 7, 13, {0, 2, 1, 0}, "", 2},            // batch 2, asymmetric pads, few channels
+      {3, 24, 40, 15, 6, {1, 1, 1, 1}, "AddRelu", 2},   // residual and ReLU fused, batch 3
+      {1, 9, 11, 12, 17, {2, 0, 0, 2}, "Add", 1},       // residual without activation
+      {1, 8, 12, 10, 10, {1, 1, 1, 1}, "Sigmoid", 2},   // an activation not 0 at 0: padding lanes kept 0
+      {2, 17, 7, 5, 5, {0, 0, 0, 0}, "Clip", 1},        // no padding, one partial tile
+      {1, 64, 64, 28, 28, {1, 1, 1, 1}, "Relu", 2},     // a ResNet-like layer, more tiles than one product
+  };
+  for (const auto& c : cases) check(c);
+}
+
+// auto: hodu's kernel only where the ISA is AVX2 (not on AVX-512, where oneDNN's Winograd stays),
+// and not for small outputs; onednn and off never choose it.
+TEST(WinogradConv, PolicyChoosesTheKernel) {
+  Case c{1, 32, 32, 28, 28, {1, 1, 1, 1}, "Relu", 1};
+  Model m = conv_model(c);
+  auto feeds = feeds_of(c);
+  {
+    PlannedModel p(m, feeds);
+    const bool avx2 = vector_math::cpu_isa() == vector_math::Isa::Avx2;
+    EXPECT_EQ(p.count("cpu winograd"), avx2 ? 1 : 0) << "auto at " << (avx2 ? "AVX2" : "another ISA");
+  }
+  for (const char* mode : {"onednn", "off"}) {
+    WinogradEnv env(mode);
+    PlannedModel p(m, feeds);
+    EXPECT_EQ(p.count("cpu winograd"), 0) << mode;
+  }
+  Case small{1, 32, 32, 7, 7, {1, 1, 1, 1}, "", 1};  // 49 outputs a channel: the direct kernel
+  Model ms = conv_model(small);
+  PlannedModel ps(ms, feeds_of(small));
+  EXPECT_EQ(ps.count("cpu winograd"), 0);
+}
+
+TEST(WinogradConv, BadPolicyIsAnError) {
+  WinogradEnv env("fast");
+  Case c{1, 8, 8, 8, 8, {1, 1, 1, 1}, "", 1};
+  Model m = conv_model(c);
+  try {
+    PlannedModel p(m, feeds_of(c));
+    FAIL() << "HODU_CPU_WINOGRAD=fast was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("HODU_CPU_WINOGRAD=fast"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu

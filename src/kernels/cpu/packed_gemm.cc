@@ -1,0 +1,296 @@
+// The AVX2+FMA GEMM of packed_gemm.h.
+#include "kernels/cpu/packed_gemm.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+#include <immintrin.h>
+
+#include "kernels/cpu/vector_math.h"
+
+namespace hodu::packed_gemm {
+namespace {
+
+constexpr int64_t kRows = 6;    // rows of the register tile
+constexpr int64_t kDepth = 256;  // k per block: a panel's block (16 KB) stays in L1 across a row block
+// Rows a thread works on at a time: their block of A (192 x 256, 192 KB) stays in L2.
+constexpr int64_t kRowBlock = 192;
+// Panels of B a pass over the rows works on: 256 columns x 256 k (256 KB) stay in L2.
+constexpr int64_t kChunk = 16;
+
+#define HODU_AVX2 __attribute__((target("avx2,fma")))
+#define HODU_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
+
+// GCC 12's intrinsics headers fill unused lanes from undefined values: false warnings.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+HODU_AVX2_INLINE __m256i lanes_below(int64_t count) {
+  return _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(count)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+// tanh as a rational function of x (Eigen's fast tanh: 13/6 degree, a few ulp on [-9, 9]).
+HODU_AVX2_INLINE __m256 tanh8(__m256 x) {
+  const __m256 c = _mm256_set1_ps(7.90531110763549805f);
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_sub_ps(_mm256_setzero_ps(), c)), c);
+  const __m256 x2 = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_set1_ps(-2.76076847742355e-16f);
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(2.00018790482477e-13f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(-8.60467152213735e-11f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(5.12229709037114e-08f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(1.48572235717979e-05f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(6.37261928875436e-04f));
+  p = _mm256_fmadd_ps(p, x2, _mm256_set1_ps(4.89352455891786e-03f));
+  p = _mm256_mul_ps(p, x);
+  __m256 q = _mm256_set1_ps(1.19825839466702e-06f);
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(1.18534705686654e-04f));
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(2.26843463243900e-03f));
+  q = _mm256_fmadd_ps(q, x2, _mm256_set1_ps(4.89352518554385e-03f));
+  return _mm256_div_ps(p, q);
+}
+
+// erf(x) by Abramowitz & Stegun 7.1.26 (absolute error under 1.5e-7), the form oneDNN's
+// gelu_erf uses: 1 - t·poly(t)·exp(-x²) with t = 1 / (1 + p|x|), the sign put back.
+HODU_AVX2_INLINE __m256 erf8(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+  const __m256 ax = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), ax, _mm256_set1_ps(1.0f)));
+  __m256 p = _mm256_set1_ps(1.061405429f);
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-1.453152027f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(1.421413741f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(-0.284496736f));
+  p = _mm256_fmadd_ps(p, t, _mm256_set1_ps(0.254829592f));
+  p = _mm256_mul_ps(p, t);
+  const __m256 e = vector_math::exp8(_mm256_sub_ps(_mm256_setzero_ps(), _mm256_mul_ps(ax, ax)));
+  const __m256 y = _mm256_fnmadd_ps(p, e, _mm256_set1_ps(1.0f));
+  return _mm256_or_ps(y, sign);
+}
+
+HODU_AVX2_INLINE __m256 activate8(__m256 v, const Epilogue& ep) {
+  const __m256 zero = _mm256_setzero_ps(), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  switch (ep.act) {
+    case Act::None: return v;
+    case Act::Relu: return _mm256_max_ps(v, zero);
+    case Act::LeakyRelu:
+      return _mm256_blendv_ps(_mm256_mul_ps(v, _mm256_set1_ps(ep.p0)), v, _mm256_cmp_ps(v, zero, _CMP_GT_OQ));
+    case Act::Clip: return _mm256_min_ps(_mm256_max_ps(v, _mm256_set1_ps(ep.p0)), _mm256_set1_ps(ep.p1));
+    case Act::HardSigmoid:
+      return _mm256_min_ps(_mm256_max_ps(_mm256_fmadd_ps(v, _mm256_set1_ps(ep.p0), _mm256_set1_ps(ep.p1)), zero), one);
+    case Act::Sigmoid: return _mm256_div_ps(one, _mm256_add_ps(one, vector_math::exp8(_mm256_sub_ps(zero, v))));
+    case Act::Tanh: return tanh8(v);
+    case Act::Silu: return _mm256_div_ps(v, _mm256_add_ps(one, vector_math::exp8(_mm256_sub_ps(zero, v))));
+    case Act::Gelu:
+      return _mm256_mul_ps(_mm256_mul_ps(half, v),
+                           _mm256_add_ps(one, erf8(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)))));
+    case Act::GeluTanh: {
+      const __m256 inner = _mm256_mul_ps(
+          _mm256_set1_ps(0.79788456080286536f),
+          _mm256_fmadd_ps(_mm256_mul_ps(_mm256_set1_ps(0.044715f), _mm256_mul_ps(v, v)), v, v));
+      return _mm256_mul_ps(_mm256_mul_ps(half, v), _mm256_add_ps(one, tanh8(inner)));
+    }
+  }
+  return v;
+}
+
+// One 6 x 16 tile of C over a block of k: `a` at the block's first k (row r at a + r * a_row,
+// 8 k apart by a_kb; read in place, as MLAS does: packing it cost as much as the products of a
+// 16-column B), `b` the panel's block (kc x 16); rows [0, rows) and columns [0, cols) of the
+// tile are written. Starts from zero or C's values (`load`), plus `bias` when not null (the
+// first block); `last`: the final block of k, whose activation is applied before the store.
+// Twelve accumulators in named variables: GCC spilled an array of them to the stack.
+HODU_AVX2 void tile(int64_t kc, const float* a, int64_t a_row, int64_t a_kb, const float* b, float* c, int64_t c_row,
+                    int64_t c_jb, int64_t rows, int64_t cols, bool load, const float* bias, const Epilogue* last) {
+  const __m256i m0 = lanes_below(cols), m1 = lanes_below(cols - 8);
+  const bool two = cols > 8, full = cols >= 16;
+  __m256 acc[kRows][2];
+  for (int r = 0; r < kRows; ++r) {
+    const float* cr = c + r * c_row;
+    if (!load || r >= rows) {
+      acc[r][0] = acc[r][1] = _mm256_setzero_ps();
+    } else if (full) {
+      acc[r][0] = _mm256_loadu_ps(cr);
+      acc[r][1] = _mm256_loadu_ps(cr + c_jb);
+    } else {
+      acc[r][0] = _mm256_maskload_ps(cr, m0);
+      acc[r][1] = two ? _mm256_maskload_ps(cr + c_jb, m1) : _mm256_setzero_ps();
+    }
+  }
+  if (bias) {
+    const __m256 b0 = _mm256_maskload_ps(bias, m0), b1 = two ? _mm256_maskload_ps(bias + 8, m1) : _mm256_setzero_ps();
+    for (int r = 0; r < kRows; ++r) {
+      acc[r][0] = _mm256_add_ps(acc[r][0], b0);
+      acc[r][1] = _mm256_add_ps(acc[r][1], b1);
+    }
+  }
+  __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
+  __m256 c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
+  // Rows past `rows` read the last row again (their sums are never stored).
+  const float* a0 = a;
+  const float* a1 = a + std::min<int64_t>(1, rows - 1) * a_row;
+  const float* a2 = a + std::min<int64_t>(2, rows - 1) * a_row;
+  const float* a3 = a + std::min<int64_t>(3, rows - 1) * a_row;
+  const float* a4 = a + std::min<int64_t>(4, rows - 1) * a_row;
+  const float* a5 = a + std::min<int64_t>(5, rows - 1) * a_row;
+#define HODU_GEMM_STEP(kk)                          \
+  {                                                 \
+    const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8); \
+    __m256 av = _mm256_broadcast_ss(a0 + (kk));     \
+    c00 = _mm256_fmadd_ps(av, b0, c00);             \
+    c01 = _mm256_fmadd_ps(av, b1, c01);             \
+    av = _mm256_broadcast_ss(a1 + (kk));            \
+    c10 = _mm256_fmadd_ps(av, b0, c10);             \
+    c11 = _mm256_fmadd_ps(av, b1, c11);             \
+    av = _mm256_broadcast_ss(a2 + (kk));            \
+    c20 = _mm256_fmadd_ps(av, b0, c20);             \
+    c21 = _mm256_fmadd_ps(av, b1, c21);             \
+    av = _mm256_broadcast_ss(a3 + (kk));            \
+    c30 = _mm256_fmadd_ps(av, b0, c30);             \
+    c31 = _mm256_fmadd_ps(av, b1, c31);             \
+    av = _mm256_broadcast_ss(a4 + (kk));            \
+    c40 = _mm256_fmadd_ps(av, b0, c40);             \
+    c41 = _mm256_fmadd_ps(av, b1, c41);             \
+    av = _mm256_broadcast_ss(a5 + (kk));            \
+    c50 = _mm256_fmadd_ps(av, b0, c50);             \
+    c51 = _mm256_fmadd_ps(av, b1, c51);             \
+    b += kPanel;                                    \
+  }
+  const int64_t groups = kc / 8, tail = kc % 8;
+  for (int64_t g = 0; g < groups; ++g) {
+    HODU_GEMM_STEP(0)
+    HODU_GEMM_STEP(1)
+    HODU_GEMM_STEP(2)
+    HODU_GEMM_STEP(3)
+    HODU_GEMM_STEP(4)
+    HODU_GEMM_STEP(5)
+    HODU_GEMM_STEP(6)
+    HODU_GEMM_STEP(7)
+    a0 += a_kb, a1 += a_kb, a2 += a_kb, a3 += a_kb, a4 += a_kb, a5 += a_kb;
+  }
+  for (int64_t kk = 0; kk < tail; ++kk) HODU_GEMM_STEP(kk)
+#undef HODU_GEMM_STEP
+  acc[0][0] = c00, acc[0][1] = c01, acc[1][0] = c10, acc[1][1] = c11, acc[2][0] = c20, acc[2][1] = c21;
+  acc[3][0] = c30, acc[3][1] = c31, acc[4][0] = c40, acc[4][1] = c41, acc[5][0] = c50, acc[5][1] = c51;
+  for (int r = 0; r < rows; ++r) {
+    __m256 v0 = acc[r][0], v1 = acc[r][1];
+    if (last && last->act != Act::None) {
+      v0 = activate8(v0, *last);
+      v1 = activate8(v1, *last);
+    }
+    float* cr = c + r * c_row;
+    if (full) {
+      _mm256_storeu_ps(cr, v0);
+      _mm256_storeu_ps(cr + c_jb, v1);
+    } else {
+      _mm256_maskstore_ps(cr, m0, v0);
+      if (two) _mm256_maskstore_ps(cr + c_jb, m1, v1);
+    }
+  }
+}
+
+// Rows [r0, r1) by panels [p0, p1) of C, all of k: for a chunk of panels (their block of B in
+// L2) and a block of k, each 6 rows of A (in L1) against every panel of the chunk.
+void block(int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t n, int64_t k, const MatrixA& a, const float* pb,
+           const MatrixC& c, const Epilogue& ep) {
+  for (int64_t q0 = p0; q0 < p1; q0 += kChunk) {
+    const int64_t q1 = std::min(p1, q0 + kChunk);
+    // One pass with kc = 0 when k is 0: C = activation(bias, or C's own values).
+    for (int64_t k0 = 0; k0 == 0 || k0 < k; k0 += kDepth) {
+      const int64_t kc = std::min(kDepth, k - k0);
+      const bool first = k0 == 0, last = k0 + kc == k;
+      const float* a_k = a.data + (k0 / 8) * a.kblock;
+      for (int64_t r = r0; r < r1; r += kRows) {
+        const int64_t rows = std::min(kRows, r1 - r);
+        for (int64_t p = q0; p < q1; ++p) {
+          const int64_t j0 = p * kPanel, cols = std::min(kPanel, n - j0);
+          tile(kc, a_k + r * a.row, a.row, a.kblock, pb + (p * k + k0) * kPanel, c.data + (j0 / 8) * c.jblock + r * c.row,
+               c.row, c.jblock, rows, cols, !first || ep.accumulate, first && ep.bias ? ep.bias + j0 : nullptr,
+               last ? &ep : nullptr);
+        }
+      }
+    }
+  }
+}
+
+HODU_AVX2 void activate_avx2(float* y, int64_t n, const Epilogue& ep) {
+  int64_t j = 0;
+  for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, activate8(_mm256_loadu_ps(y + j), ep));
+  if (j < n) {
+    const __m256i m = lanes_below(n - j);
+    _mm256_maskstore_ps(y + j, m, activate8(_mm256_maskload_ps(y + j, m), ep));
+  }
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace
+
+void pack_b(const float* b, int64_t row, int64_t col, int64_t k, int64_t n, float* out) {
+  for (int64_t p = 0; p * kPanel < n; ++p) {
+    const int64_t j0 = p * kPanel, cols = std::min(kPanel, n - j0);
+    float* o = out + p * k * kPanel;
+    for (int64_t i = 0; i < k; ++i, o += kPanel) {
+      const float* bi = b + i * row + j0 * col;
+      int64_t j = 0;
+      if (col == 1)
+        for (; j < cols; ++j) o[j] = bi[j];
+      else
+        for (; j < cols; ++j) o[j] = bi[j * col];
+      for (; j < kPanel; ++j) o[j] = 0.0f;
+    }
+  }
+}
+
+bool activation_of(const char* name, const float* params, int64_t n_params, Act* act, float* p0, float* p1) {
+  auto param = [&](int64_t i, float def) { return i < n_params ? params[i] : def; };
+  const std::string s = name ? name : "";
+  *p0 = *p1 = 0;
+  if (s.empty()) *act = Act::None;
+  else if (s == "Relu") *act = Act::Relu;
+  else if (s == "LeakyRelu") *act = Act::LeakyRelu, *p0 = param(0, 0.01f);
+  else if (s == "Clip") {
+    *act = Act::Clip;
+    *p0 = param(0, -INFINITY);
+    *p1 = param(1, INFINITY);
+  } else if (s == "HardSigmoid") {
+    *act = Act::HardSigmoid;
+    *p0 = param(0, 0.2f);
+    *p1 = param(1, 0.5f);
+  } else if (s == "Sigmoid") *act = Act::Sigmoid;
+  else if (s == "Tanh") *act = Act::Tanh;
+  else if (s == "Silu") *act = Act::Silu;
+  else if (s == "Gelu") *act = Act::Gelu;
+  else if (s == "GeluTanh") *act = Act::GeluTanh;
+  else return false;
+  return true;
+}
+
+bool available() {
+  return vector_math::cpu_isa() == vector_math::Isa::Avx2 || vector_math::cpu_isa() == vector_math::Isa::Avx512;
+}
+
+void gemm(int64_t m, int64_t n, int64_t k, const MatrixA& a, const float* packed_b, const MatrixC& c,
+          const Epilogue& ep, int threads) {
+  if (m <= 0 || n <= 0) return;
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  // Blocks of about kRowBlock rows, each over all columns (A packed once per block of k) unless
+  // there are fewer blocks than threads: then the panels are split too.
+  const int64_t rb = (m + kRowBlock - 1) / kRowBlock;
+  const int64_t row_block = ((m + rb - 1) / rb + kRows - 1) / kRows * kRows;
+  const int64_t cb = std::min<int64_t>(panels, std::max<int64_t>(1, (threads + rb - 1) / rb));
+  const int64_t panel_block = (panels + cb - 1) / cb;
+  const int64_t units = rb * cb;
+  const int workers = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(threads, units)));
+#pragma omp parallel for num_threads(workers) schedule(static) if (workers > 1)
+  for (int64_t u = 0; u < units; ++u) {
+    const int64_t i = u / cb, j = u % cb;
+    block(i * row_block, std::min(m, (i + 1) * row_block), j * panel_block, std::min(panels, (j + 1) * panel_block), n,
+          k, a, packed_b, c, ep);
+  }
+}
+
+void activate(float* y, int64_t n, const Epilogue& ep) { activate_avx2(y, n, ep); }
+
+}  // namespace hodu::packed_gemm

@@ -1,0 +1,57 @@
+// hodu's own f32 GEMM for AVX2+FMA CPUs: C = A·B (+ bias, + C's own values, then an
+// activation), B packed once into panels of 16 columns, a 6x16 register tile (12 accumulators,
+// two B vectors and a broadcast A value: 15 of the 16 ymm registers), K in blocks of 256.
+// oneDNN 2.6 has only its sgemm (gemm:jit) and direct jit:avx2 convolutions below AVX-512;
+// this is what the cpu engine and libhodu_kernels.so run instead there (docs/performance.md).
+// Each element of C is summed over k in one fixed order by one thread, so the bits do not
+// depend on the thread count. Shared by libhodu and libhodu_kernels.so (compiled into each).
+#pragma once
+#include <cstdint>
+
+namespace hodu::packed_gemm {
+
+constexpr int64_t kPanel = 16;  // columns of a packed panel of B
+
+// Floats of B packed for gemm(): ceil(n / 16) panels of k rows of 16, the last one zero-padded.
+inline int64_t packed_size(int64_t k, int64_t n) { return (n + kPanel - 1) / kPanel * kPanel * k; }
+
+// Packs B (k x n; element (i, j) at b[i * row + j * col]) into `out` (packed_size(k, n) floats).
+void pack_b(const float* b, int64_t row, int64_t col, int64_t k, int64_t n, float* out);
+
+enum class Act { None, Relu, LeakyRelu, Clip, HardSigmoid, Sigmoid, Tanh, Silu, Gelu, GeluTanh };
+
+// Activation by the name hodu's fused ops give it (FusedConv/FusedMatMul "activation": "",
+// Relu, LeakyRelu, Clip, HardSigmoid, Sigmoid, Tanh, Silu, Gelu, GeluTanh) with its
+// parameters' defaults filled in; false for a name it does not know.
+bool activation_of(const char* name, const float* params, int64_t n_params, Act* act, float* p0, float* p1);
+
+struct Epilogue {
+  const float* bias = nullptr;  // [n], added to every row; null: none
+  bool accumulate = false;      // C = C + A·B (C holds a residual) instead of C = A·B
+  Act act = Act::None;
+  float p0 = 0, p1 = 0;  // LeakyRelu's alpha; Clip's bounds; HardSigmoid's alpha, beta
+};
+
+// A(r, i) = data[r * row + (i / 8) * kblock + i % 8]: row-major when kblock == 8 (any row
+// stride), oneDNN's nChw8c seen as [H·W, C] when row == 8 and kblock == H·W·8.
+struct MatrixA {
+  const float* data;
+  int64_t row, kblock;
+};
+// C(r, j) = data[r * row + (j / 8) * jblock + j % 8]: row-major with jblock == 8.
+struct MatrixC {
+  float* data;
+  int64_t row, jblock;
+};
+
+// Whether gemm() may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
+bool available();
+
+// C (m x n) = epilogue(A (m x k) · B), B packed by pack_b, on up to `threads` OpenMP threads.
+void gemm(int64_t m, int64_t n, int64_t k, const MatrixA& a, const float* packed_b, const MatrixC& c,
+          const Epilogue& ep, int threads);
+
+// The activation alone over y[0, n) in place (what gemm's epilogue applies), for tests.
+void activate(float* y, int64_t n, const Epilogue& ep);
+
+}  // namespace hodu::packed_gemm

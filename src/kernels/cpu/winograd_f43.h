@@ -1,0 +1,53 @@
+// hodu's own Winograd F(4x4, 3x3) convolution for AVX2+FMA CPUs, on oneDNN's nChw8c layout.
+// oneDNN 2.6 has Winograd only for AVX-512; below it a 3x3 stride-1 conv runs its direct
+// jit:avx2 kernel, already near the FMA peak, so only fewer multiplies make it faster: F(4,3)
+// does 36 products per 16 outputs where the direct conv does 144 (docs/performance.md).
+// Three passes: the input's 6x6 tiles transformed (B^T d B) into 36 matrices [tiles, Cin],
+// 36 products with the weights transformed at construction (G g G^T, packed_gemm.h), and the
+// output transform (A^T m A) with bias, residual and activation fused into its store.
+// Rounding differs from a direct conv's (a few 1e-7 relative, the transforms' ±2, ±8 factors).
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/packed_gemm.h"
+
+namespace hodu::winograd {
+
+struct ConvShape {
+  int64_t batch = 1, cin = 0, cout = 0;
+  int64_t h = 0, w = 0;            // input
+  int64_t oh = 0, ow = 0;          // output (oh = h + pads - 2 for a 3x3 stride-1 conv)
+  int64_t pad_top = 0, pad_left = 0;  // the bottom/right padding follows from oh/ow
+};
+
+class F43Conv {
+ public:
+  // `weights` [cout, cin, 3, 3] (ONNX's layout), `bias` [cout] or null; `ep`: the activation
+  // (its bias and accumulate fields are ignored: bias is given here, the residual to run()).
+  F43Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep);
+  // y = act(conv(x) + bias + z) with x, z and y in nChw8c (channels padded to 8 with zeros;
+  // y's padding channels are written as zeros). z may be null and may be y itself.
+  void run(const float* x, const float* z, float* y, int threads);
+  const ConvShape& shape() const { return s_; }
+  // Floats of scratch this conv holds (the transformed tiles and products).
+  int64_t scratch_floats() const { return static_cast<int64_t>(v_.size() + m_.size()); }
+
+ private:
+  ConvShape s_;
+  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, tiles_;
+  std::vector<float> u_;   // 36 packed weight matrices (cin x cout), 32-byte aligned from u0_
+  int64_t u0_ = 0, u_stride_ = 0;
+  std::vector<float> bias_;  // [cout_p], zero-padded
+  std::vector<float> v_, m_;  // [36][tiles][cin_p], [36][tiles][cout_p]
+  packed_gemm::Epilogue act_;
+};
+
+// Whether the F(4,3) kernel may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
+bool available();
+
+// Floats of scratch an F43Conv over `s` would hold: callers keep huge batches on other kernels.
+int64_t scratch_floats(const ConvShape& s);
+
+}  // namespace hodu::winograd
