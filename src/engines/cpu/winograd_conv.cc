@@ -21,7 +21,8 @@ class WinogradConvStep : public Step {
     const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
     const float* z = z_read_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
     float* y = static_cast<float*>(rs.slots[writes[0]].data());
-    conv_->run(x, in_place_ ? y : z, y, rs.threads);
+    float* scratch = static_cast<float*>(rs.slots[writes[1]].data());
+    conv_->run(x, in_place_ ? y : z, y, scratch, rs.threads);
   }
   std::unique_ptr<winograd::F43Conv> conv_;
   bool z_read_ = false, in_place_ = false;
@@ -63,8 +64,9 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   s.ow = ys[3];
   s.pad_top = c.pad_top;
   s.pad_left = c.pad_left;
-  // The transformed tiles and products live with the step: a huge batch keeps the direct kernel.
-  if (winograd::scratch_floats(s) > (int64_t{256} << 20) / 4) return false;
+  // The transformed tiles and products: a huge batch keeps the direct kernel.
+  const int64_t scratch = winograd::scratch_floats(s);
+  if (scratch > (int64_t{256} << 20) / 4) return false;
   auto conv = std::make_unique<winograd::F43Conv>(s, c.weights, c.bias, c.ep);
   const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
   const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);
@@ -85,7 +87,8 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
     }
   }
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, md_y);
-  step->writes = {dst};
+  // Scratch in the arena, alive during this step only: shared with every other step's values.
+  step->writes = {dst, b.define("", DType::F32, {scratch})};
   step->label = n.describe() + ": cpu winograd F(4x4,3x3) avx2";
   b.add(std::move(step));
   return true;

@@ -186,20 +186,19 @@ F43Conv::F43Conv(const ConvShape& s, const float* weights, const float* bias, co
     packed_gemm::pack_b(plain.data() + p * s.cin * s.cout, s.cout, 1, s.cin, s.cout, u_.data() + u0_ + p * u_stride_);
   bias_.assign(static_cast<size_t>(cout_p_), 0.0f);
   if (bias) std::copy(bias, bias + s.cout, bias_.begin());
-  // Zeros: the products never write the padding columns of m (cout..cout_p), read as zeros.
-  v_.assign(static_cast<size_t>(kPos * tiles_ * cin_p_), 0.0f);
-  m_.assign(static_cast<size_t>(kPos * tiles_ * cout_p_), 0.0f);
 }
 
-void F43Conv::run(const float* x, const float* z, float* y, int threads) {
+void F43Conv::run(const float* x, const float* z, float* y, float* scratch, int threads) const {
   const ConvShape& s = s_;
   const int64_t in_units = s.batch * tiles_h_ * (cin_p_ / 8);
   const int64_t chunks = (tiles_ + kRowsPerGemm - 1) / kRowsPerGemm;
   const int64_t rows = ((tiles_ + chunks - 1) / chunks + 5) / 6 * 6;
   const int64_t gemm_units = kPos * chunks;
   const int64_t out_units = s.batch * tiles_h_ * (cout_p_ / 8);
-  float* v = v_.data();
-  float* m = m_.data();
+  // The products never write m's padding columns (cout..cout_p): those lanes of the output
+  // transform hold whatever was there and are stored as zeros.
+  float* v = scratch;
+  float* m = scratch + kPos * tiles_ * cin_p_;
   const float* u = u_.data() + u0_;
   const int64_t cin_blocks = cin_p_ / 8, cout_blocks = cout_p_ / 8;
 #pragma omp parallel num_threads(threads) if (threads > 1)

@@ -28,11 +28,10 @@ class F43Conv {
   // (its bias and accumulate fields are ignored: bias is given here, the residual to run()).
   F43Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep);
   // y = act(conv(x) + bias + z) with x, z and y in nChw8c (channels padded to 8 with zeros;
-  // y's padding channels are written as zeros). z may be null and may be y itself.
-  void run(const float* x, const float* z, float* y, int threads);
+  // y's padding channels are written as zeros). z may be null and may be y itself. `scratch`:
+  // scratch_floats(shape()) floats for the transformed tiles and products, any contents.
+  void run(const float* x, const float* z, float* y, float* scratch, int threads) const;
   const ConvShape& shape() const { return s_; }
-  // Floats of scratch this conv holds (the transformed tiles and products).
-  int64_t scratch_floats() const { return static_cast<int64_t>(v_.size() + m_.size()); }
 
  private:
   ConvShape s_;
@@ -40,14 +39,14 @@ class F43Conv {
   std::vector<float> u_;   // 36 packed weight matrices (cin x cout), 32-byte aligned from u0_
   int64_t u0_ = 0, u_stride_ = 0;
   std::vector<float> bias_;  // [cout_p], zero-padded
-  std::vector<float> v_, m_;  // [36][tiles][cin_p], [36][tiles][cout_p]
   packed_gemm::Epilogue act_;
 };
 
 // Whether the F(4,3) kernel may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
 bool available();
 
-// Floats of scratch an F43Conv over `s` would hold: callers keep huge batches on other kernels.
+// Floats of scratch an F43Conv over `s` runs on: the transformed tiles [36][tiles][cin rounded
+// up to 8] and their products [36][tiles][cout rounded up to 8].
 int64_t scratch_floats(const ConvShape& s);
 
 }  // namespace hodu::winograd
