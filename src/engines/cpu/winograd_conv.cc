@@ -1,4 +1,4 @@
-// 3x3 stride-1 convolutions on hodu's AVX2 Winograd F(4x4, 3x3) kernel (kernels/cpu/winograd_f43.h)
+// 3x3 stride-1 convolutions on hodu's AVX2 Winograd F(2x2,3x3)/F(4x4,3x3) kernels (kernels/cpu/winograd_avx2.h)
 // where oneDNN 2.6 has no Winograd: CPUs (or HODU_MAX_ISA caps) at AVX2. HODU_CPU_WINOGRAD picks.
 #include <cstdlib>
 #include <string>
@@ -9,14 +9,17 @@
 #include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/winograd.h"
-#include "kernels/cpu/winograd_f43.h"
+#include "kernels/cpu/winograd_avx2.h"
 
 namespace hodu::cpu {
 namespace {
 
+// Outputs of this many pixels a channel and more take F(4x4,3x3) tiles, smaller ones F(2x2,3x3).
+constexpr int64_t kF4MinPixels = 400;
+
 class WinogradConvStep : public Step {
  public:
-  explicit WinogradConvStep(std::unique_ptr<winograd::F43Conv> conv) : conv_(std::move(conv)) {}
+  explicit WinogradConvStep(std::unique_ptr<winograd::Conv> conv) : conv_(std::move(conv)) {}
   void run(RunState& rs) override {
     const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
     const float* z = z_read_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
@@ -24,7 +27,7 @@ class WinogradConvStep : public Step {
     float* scratch = static_cast<float*>(rs.slots[writes[1]].data());
     conv_->run(x, in_place_ ? y : z, y, scratch, rs.threads);
   }
-  std::unique_ptr<winograd::F43Conv> conv_;
+  std::unique_ptr<winograd::Conv> conv_;
   bool z_read_ = false, in_place_ = false;
 };
 
@@ -35,11 +38,14 @@ WinogradPolicy winograd_policy() {
   const std::string s = v ? v : "";
   if (s.empty() || s == "auto") return WinogradPolicy::Auto;
   if (s == "hodu") return WinogradPolicy::Hodu;
+  if (s == "hodu-f2") return WinogradPolicy::HoduF2;
+  if (s == "hodu-f4") return WinogradPolicy::HoduF4;
   if (s == "onednn") return WinogradPolicy::OneDnn;
   if (s == "off") return WinogradPolicy::Off;
   throw Error(ErrorCode::InvalidArgument,
-              "HODU_CPU_WINOGRAD=" + s + ": expected auto, hodu (hodu's AVX2 F(4,3) kernel wherever it fits), "
-              "onednn (oneDNN's Winograd only) or off (direct convolutions only)");
+              "HODU_CPU_WINOGRAD=" + s + ": expected auto, hodu (hodu's AVX2 kernel wherever it fits), hodu-f2 or "
+              "hodu-f4 (the same with F(2x2,3x3) or F(4x4,3x3) tiles), onednn (oneDNN's Winograd only) or off "
+              "(direct convolutions only)");
 }
 
 bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
@@ -64,10 +70,14 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   s.ow = ys[3];
   s.pad_top = c.pad_top;
   s.pad_left = c.pad_left;
+  s.tile = policy == WinogradPolicy::HoduF2 ? 2
+           : policy == WinogradPolicy::HoduF4 ? 4
+           : ys[2] * ys[3] >= kF4MinPixels ? 4
+                                           : 2;
   // The transformed tiles and products: a huge batch keeps the direct kernel.
   const int64_t scratch = winograd::scratch_floats(s);
   if (scratch > (int64_t{256} << 20) / 4) return false;
-  auto conv = std::make_unique<winograd::F43Conv>(s, c.weights, c.bias, c.ep);
+  auto conv = std::make_unique<winograd::Conv>(s, c.weights, c.bias, c.ep);
   const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
   const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);
   auto step = std::make_unique<WinogradConvStep>(std::move(conv));
@@ -89,7 +99,7 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, md_y);
   // Scratch in the arena, alive during this step only: shared with every other step's values.
   step->writes = {dst, b.define("", DType::F32, {scratch})};
-  step->label = n.describe() + ": cpu winograd F(4x4,3x3) avx2";
+  step->label = n.describe() + (s.tile == 4 ? ": cpu winograd F(4x4,3x3) avx2" : ": cpu winograd F(2x2,3x3) avx2");
   b.add(std::move(step));
   return true;
 }

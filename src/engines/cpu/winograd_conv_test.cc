@@ -1,5 +1,5 @@
-// hodu's AVX2 Winograd F(4x4,3x3) convolution (winograd_conv.cc) against the interpreter's direct
-// conv at odd sizes: channels not a multiple of 8, odd and unequal H/W, asymmetric padding,
+// hodu's AVX2 Winograd F(2x2,3x3) and F(4x4,3x3) convolutions (winograd_conv.cc) against the
+// interpreter's direct conv at odd sizes: channels not a multiple of 8, odd and unequal H/W, asymmetric padding,
 // batches, fused bias, activations and residuals, one and two threads. ctest runs these at the
 // host ISA and again capped at AVX2 (cpu_engine_test_avx2).
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include "engines/cpu/test_util.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/vector_math.h"
-#include "kernels/cpu/winograd_f43.h"
+#include "kernels/cpu/winograd_avx2.h"
 
 namespace hodu::cpu {
 namespace {
@@ -87,15 +87,15 @@ void expect_near(const Tensor& got, const Tensor& want, const std::string& what)
   EXPECT_LE(worst, 2e-5 * peak) << what;
 }
 
-void check(const Case& c) {
+void check(const Case& c, const std::string& kernel) {
   const std::string what = "batch " + std::to_string(c.batch) + " cin " + std::to_string(c.cin) + " cout " +
                            std::to_string(c.cout) + " " + std::to_string(c.h) + "x" + std::to_string(c.w) + " " +
-                           c.after + " threads " + std::to_string(c.threads);
+                           c.after + " threads " + std::to_string(c.threads) + " " + kernel;
   Model m = conv_model(c);
   auto feeds = feeds_of(c);
   auto want = interp::Interpreter(m).run(feeds);
   PlannedModel p(m, feeds, c.threads);
-  EXPECT_EQ(p.count("cpu winograd F(4x4,3x3)"), 1) << what;
+  EXPECT_EQ(p.count("cpu winograd " + kernel), 1) << what;
   for (int run = 0; run < 2; ++run) {  // the second run reuses the plan's buffers
     auto got = p.run(feeds);
     ASSERT_EQ(got.size(), 2u);
@@ -106,9 +106,8 @@ void check(const Case& c) {
 
 TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
   if (!winograd::available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2): the kernel cannot run";
-  WinogradEnv env("hodu");
   const std::vector<Case> cases = {
-      {1, 16, 16, 8, 8, {1, 1, 1, 1}, "", 1},           // exactly two tiles a side
+      {1, 16, 16, 8, 8, {1, 1, 1, 1}, "", 1},           // whole tiles (2 of F(4,3), 4 of F(2,3)) a side
       {1, 13, 21, 11, 9, {1, 1, 1, 1}, "Relu", 1},      // channels not a multiple of 8, odd H/W
       {2, 5, 3, 7, 13, {0, 2, 1, 0}, "", 2},            // batch 2, asymmetric pads, few channels
       {3, 24, 40, 15, 6, {1, 1, 1, 1}, "AddRelu", 2},   // residual and ReLU fused, batch 3
@@ -117,7 +116,10 @@ TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
       {2, 17, 7, 5, 5, {0, 0, 0, 0}, "Clip", 1},        // no padding, one partial tile
       {1, 64, 64, 28, 28, {1, 1, 1, 1}, "Relu", 2},     // a ResNet-like layer, more tiles than one product
   };
-  for (const auto& c : cases) check(c);
+  for (const char* tile : {"f2", "f4"}) {
+    WinogradEnv env((std::string("hodu-") + tile).c_str());
+    for (const auto& c : cases) check(c, tile == std::string("f2") ? "F(2x2,3x3)" : "F(4x4,3x3)");
+  }
 }
 
 // auto: hodu's kernel only where the ISA is AVX2 (not on AVX-512, where oneDNN's Winograd stays),
@@ -135,6 +137,16 @@ TEST(WinogradConv, PolicyChoosesTheKernel) {
     WinogradEnv env(mode);
     PlannedModel p(m, feeds);
     EXPECT_EQ(p.count("cpu winograd"), 0) << mode;
+  }
+  if (winograd::available()) {
+    // hodu: the tile by the output's size (F(4,3) from 20x20, F(2,3) below).
+    WinogradEnv env("hodu");
+    PlannedModel p(m, feeds);
+    EXPECT_EQ(p.count("cpu winograd F(4x4,3x3)"), 1);
+    Case mid{1, 32, 32, 14, 14, {1, 1, 1, 1}, "", 1};
+    Model mm = conv_model(mid);
+    PlannedModel pm(mm, feeds_of(mid));
+    EXPECT_EQ(pm.count("cpu winograd F(2x2,3x3)"), 1);
   }
   Case small{1, 32, 32, 7, 7, {1, 1, 1, 1}, "", 1};  // 49 outputs a channel: the direct kernel
   Model ms = conv_model(small);

@@ -1,7 +1,7 @@
 // hodu's own f32 GEMM for AVX2+FMA CPUs: C = A·B (+ bias, + C's own values, then an
 // activation), B packed once into panels of 16 columns, a 6x16 register tile (12 accumulators,
 // two B vectors and a broadcast A value: 15 of the 16 ymm registers), K in blocks of 256.
-// The cpu engine runs it for the 36 products of its AVX2 Winograd convolution (winograd_f43.h).
+// The cpu engine runs it for the 36 products of its AVX2 Winograd convolution (winograd_avx2.h).
 // As a 1x1 conv over nChw8c it measured 5-25 % slower than oneDNN's jit_1x1:avx2 on ResNet-50's
 // shapes (docs/performance.md), so those stay on oneDNN.
 // Each element of C is summed over k in one fixed order by one thread, so the bits do not

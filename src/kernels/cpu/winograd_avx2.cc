@@ -1,9 +1,10 @@
-// The AVX2+FMA Winograd F(4x4, 3x3) convolution of winograd_f43.h.
-#include "kernels/cpu/winograd_f43.h"
+// The AVX2+FMA Winograd F(2x2, 3x3) and F(4x4, 3x3) convolutions of winograd_avx2.h.
+#include "kernels/cpu/winograd_avx2.h"
 
 #include <omp.h>
 
 #include <algorithm>
+#include <type_traits>
 #include <cstdint>
 #include <immintrin.h>
 
@@ -12,9 +13,7 @@
 namespace hodu::winograd {
 namespace {
 
-constexpr int64_t kAlpha = 6;                 // input tile side: 4 outputs + 3 - 1
-constexpr int64_t kPos = kAlpha * kAlpha;     // 36 products per tile
-constexpr int64_t kRowsPerGemm = 96;          // tiles per product call: its A (96 x Cin) stays in L2
+constexpr int64_t kRowsPerGemm = 96;  // tiles per product call: its A (96 x Cin) stays in L2
 
 #define HODU_AVX2 __attribute__((target("avx2,fma")))
 #define HODU_AVX2_INLINE __attribute__((target("avx2,fma"), always_inline)) inline
@@ -24,8 +23,23 @@ constexpr int64_t kRowsPerGemm = 96;          // tiles per product call: its A (
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
+// B^T d for F(2,3): four vectors (interpolation points 0, ±1, ∞).
+HODU_AVX2_INLINE void input_1d(std::integral_constant<int, 2>, const __m256 d[4], __m256 r[4]) {
+  r[0] = _mm256_sub_ps(d[0], d[2]);
+  r[1] = _mm256_add_ps(d[1], d[2]);
+  r[2] = _mm256_sub_ps(d[2], d[1]);
+  r[3] = _mm256_sub_ps(d[1], d[3]);
+}
+
+// A^T m for F(2,3): two outputs of four vectors.
+HODU_AVX2_INLINE void output_1d(std::integral_constant<int, 2>, const __m256 m[4], __m256 o[2]) {
+  const __m256 s12 = _mm256_add_ps(m[1], m[2]);
+  o[0] = _mm256_add_ps(m[0], s12);
+  o[1] = _mm256_sub_ps(_mm256_sub_ps(m[1], m[2]), m[3]);
+}
+
 // B^T d for six vectors (Lavin & Gray's F(4,3), interpolation points 0, ±1, ±2, ∞).
-HODU_AVX2_INLINE void input_1d(const __m256 d[6], __m256 r[6]) {
+HODU_AVX2_INLINE void input_1d(std::integral_constant<int, 4>, const __m256 d[6], __m256 r[6]) {
   const __m256 four = _mm256_set1_ps(4.0f), five = _mm256_set1_ps(5.0f), two = _mm256_set1_ps(2.0f);
   r[0] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[2], _mm256_mul_ps(four, d[0])), d[4]);
   const __m256 a = _mm256_fnmadd_ps(four, d[2], d[4]);  // d4 - 4 d2
@@ -39,8 +53,8 @@ HODU_AVX2_INLINE void input_1d(const __m256 d[6], __m256 r[6]) {
   r[5] = _mm256_add_ps(_mm256_fnmadd_ps(five, d[3], _mm256_mul_ps(four, d[1])), d[5]);
 }
 
-// A^T m for six vectors: four outputs.
-HODU_AVX2_INLINE void output_1d(const __m256 m[6], __m256 o[4]) {
+// A^T m for F(4,3): four outputs of six vectors.
+HODU_AVX2_INLINE void output_1d(std::integral_constant<int, 4>, const __m256 m[6], __m256 o[4]) {
   const __m256 two = _mm256_set1_ps(2.0f), four = _mm256_set1_ps(4.0f), eight = _mm256_set1_ps(8.0f);
   const __m256 s12 = _mm256_add_ps(m[1], m[2]), d12 = _mm256_sub_ps(m[1], m[2]);
   const __m256 s34 = _mm256_add_ps(m[3], m[4]), d34 = _mm256_sub_ps(m[3], m[4]);
@@ -50,36 +64,39 @@ HODU_AVX2_INLINE void output_1d(const __m256 m[6], __m256 o[4]) {
   o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), m[5]);
 }
 
-// Pass 1: the 6x6 input tiles of tile row `ti` of image `n`, channel block `cb`, transformed
-// into v[pos][tile][cb * 8 .. +8]; zeros where the tile reaches past the input.
+// Pass 1: the (M+2)x(M+2) input tiles of tile row `ti` of image `n`, channel block `cb`,
+// transformed into v[pos][tile][cb * 8 .. +8]; zeros where a tile reaches past the input.
+template <int M>
 HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, int64_t tiles_w, int64_t tiles, const float* x,
                                float* v, int64_t n, int64_t ti, int64_t cb) {
+  constexpr int A = M + 2;
+  const std::integral_constant<int, M> tag;
   const int64_t cblocks = cin_p / 8;
   const float* xc = x + ((n * cblocks + cb) * s.h * s.w) * 8;
-  const int64_t h0 = ti * 4 - s.pad_top;
+  const int64_t h0 = ti * M - s.pad_top;
+  const int64_t pos_stride = tiles * cin_p;
   for (int64_t tj = 0; tj < tiles_w; ++tj) {
-    const int64_t w0 = tj * 4 - s.pad_left;
+    const int64_t w0 = tj * M - s.pad_left;
     const int64_t t = (n * (tiles / s.batch)) + ti * tiles_w + tj;
-    __m256 d[6][6];
-    const bool inside = h0 >= 0 && h0 + 6 <= s.h && w0 >= 0 && w0 + 6 <= s.w;
-    for (int r = 0; r < 6; ++r) {
+    __m256 d[A][A];
+    const bool inside = h0 >= 0 && h0 + A <= s.h && w0 >= 0 && w0 + A <= s.w;
+    for (int r = 0; r < A; ++r) {
       const int64_t ih = h0 + r;
-      for (int c = 0; c < 6; ++c) {
+      for (int c = 0; c < A; ++c) {
         const int64_t iw = w0 + c;
         d[r][c] = inside || (ih >= 0 && ih < s.h && iw >= 0 && iw < s.w) ? _mm256_loadu_ps(xc + (ih * s.w + iw) * 8)
                                                                           : _mm256_setzero_ps();
       }
     }
     // Columns of each row, then rows of each column.
-    __m256 rows[6][6];
-    for (int r = 0; r < 6; ++r) input_1d(d[r], rows[r]);
+    __m256 rows[A][A];
+    for (int r = 0; r < A; ++r) input_1d(tag, d[r], rows[r]);
     float* vt = v + t * cin_p + cb * 8;
-    const int64_t pos_stride = tiles * cin_p;
-    for (int c = 0; c < 6; ++c) {
-      const __m256 col[6] = {rows[0][c], rows[1][c], rows[2][c], rows[3][c], rows[4][c], rows[5][c]};
-      __m256 out[6];
-      input_1d(col, out);
-      for (int r = 0; r < 6; ++r) _mm256_storeu_ps(vt + (r * 6 + c) * pos_stride, out[r]);
+    for (int c = 0; c < A; ++c) {
+      __m256 col[A], out[A];
+      for (int r = 0; r < A; ++r) col[r] = rows[r][c];
+      input_1d(tag, col, out);
+      for (int r = 0; r < A; ++r) _mm256_storeu_ps(vt + (r * A + c) * pos_stride, out[r]);
     }
   }
 }
@@ -96,10 +113,13 @@ HODU_AVX2_INLINE __m256 activate_common(__m256 v, const packed_gemm::Epilogue& e
 }
 
 // Pass 3: the products of tile row `ti` of image `n`, output channel block `cb`, turned back
-// into 4x4 outputs, plus bias and residual, activated, stored where inside the output.
+// into MxM outputs, plus bias and residual, activated, stored where inside the output.
+template <int M>
 HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tiles_w, int64_t tiles, const float* m,
                                 const float* bias, const float* z, float* y, int64_t n, int64_t ti, int64_t cb,
                                 const packed_gemm::Epilogue& ep) {
+  constexpr int A = M + 2;
+  const std::integral_constant<int, M> tag;
   const int64_t cblocks = cout_p / 8;
   const size_t plane = static_cast<size_t>(((n * cblocks + cb) * s.oh * s.ow) * 8);
   float* yc = y + plane;
@@ -115,29 +135,28 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
   for (int64_t tj = 0; tj < tiles_w; ++tj) {
     const int64_t t = (n * (tiles / s.batch)) + ti * tiles_w + tj;
     const float* mt = m + t * cout_p + cb * 8;
-    __m256 rows[6][4];
-    for (int r = 0; r < 6; ++r) {
-      __m256 mr[6];
-      for (int c = 0; c < 6; ++c) mr[c] = _mm256_loadu_ps(mt + (r * 6 + c) * pos_stride);
-      output_1d(mr, rows[r]);
+    __m256 rows[A][M];
+    for (int r = 0; r < A; ++r) {
+      __m256 mr[A];
+      for (int c = 0; c < A; ++c) mr[c] = _mm256_loadu_ps(mt + (r * A + c) * pos_stride);
+      output_1d(tag, mr, rows[r]);
     }
-    alignas(32) float out[4][4][8];
-    for (int c = 0; c < 4; ++c) {
-      const __m256 col[6] = {rows[0][c], rows[1][c], rows[2][c], rows[3][c], rows[4][c], rows[5][c]};
-      __m256 o[4];
-      output_1d(col, o);
-      for (int r = 0; r < 4; ++r) _mm256_store_ps(out[r][c], _mm256_add_ps(o[r], b));
+    alignas(32) float out[M][M][8];
+    for (int c = 0; c < M; ++c) {
+      __m256 col[A], o[M];
+      for (int r = 0; r < A; ++r) col[r] = rows[r][c];
+      output_1d(tag, col, o);
+      for (int r = 0; r < M; ++r) _mm256_store_ps(out[r][c], _mm256_add_ps(o[r], b));
     }
-    const int64_t oh0 = ti * 4, ow0 = tj * 4;
-    const int rmax = static_cast<int>(std::min<int64_t>(4, s.oh - oh0)), cmax = static_cast<int>(std::min<int64_t>(4, s.ow - ow0));
+    const int64_t oh0 = ti * M, ow0 = tj * M;
+    const int rmax = static_cast<int>(std::min<int64_t>(M, s.oh - oh0)), cmax = static_cast<int>(std::min<int64_t>(M, s.ow - ow0));
     for (int r = 0; r < rmax; ++r)
       for (int c = 0; c < cmax; ++c) {
-        const int64_t at = ((oh0 + r) * s.ow + ow0 + c) * 8;
         __m256 v = _mm256_load_ps(out[r][c]);
-        if (zc) v = _mm256_add_ps(v, _mm256_loadu_ps(zc + at));
+        if (zc) v = _mm256_add_ps(v, _mm256_loadu_ps(zc + ((oh0 + r) * s.ow + ow0 + c) * 8));
         _mm256_store_ps(out[r][c], inline_act ? activate_common(v, ep) : v);
       }
-    if (!inline_act) packed_gemm::activate(&out[0][0][0], 4 * 4 * 8, ep);
+    if (!inline_act) packed_gemm::activate(&out[0][0][0], M * M * 8, ep);
     for (int r = 0; r < rmax; ++r)
       for (int c = 0; c < cmax; ++c)
         _mm256_storeu_ps(yc + ((oh0 + r) * s.ow + ow0 + c) * 8, _mm256_and_ps(_mm256_load_ps(out[r][c]), keep));
@@ -151,62 +170,69 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
 bool available() { return packed_gemm::available(); }
 
 int64_t scratch_floats(const ConvShape& s) {
-  const int64_t tiles = s.batch * ((s.oh + 3) / 4) * ((s.ow + 3) / 4);
-  return kPos * tiles * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
+  const int64_t m = s.tile, tiles = s.batch * ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
+  return (m + 2) * (m + 2) * tiles * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
 }
 
-F43Conv::F43Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep)
+Conv::Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep)
     : s_(s), act_(ep) {
+  if (s_.tile != 2) s_.tile = 4;
   act_.bias = nullptr;
   act_.accumulate = false;
+  const int m = s_.tile, a = m + 2;
   cin_p_ = (s.cin + 7) / 8 * 8;
   cout_p_ = (s.cout + 7) / 8 * 8;
-  tiles_h_ = (s.oh + 3) / 4;
-  tiles_w_ = (s.ow + 3) / 4;
+  tiles_h_ = (s.oh + m - 1) / m;
+  tiles_w_ = (s.ow + m - 1) / m;
   tiles_ = s.batch * tiles_h_ * tiles_w_;
-  // U = G g G^T per (out, in) pair, in double: G's 1/6, 1/12, 1/24 rounded once.
-  static const double g[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                 {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  std::vector<float> plain(static_cast<size_t>(kPos * s.cin * s.cout));  // [pos][cin][cout]
+  pos_ = a * a;
+  // U = G g G^T per (out, in) pair, in double: F(4,3)'s 1/6, 1/12, 1/24 rounded once.
+  static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  static const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const double(*g)[3] = m == 4 ? g4 : g2;
+  std::vector<float> plain(static_cast<size_t>(pos_ * s.cin * s.cout));  // [pos][cin][cout]
   for (int64_t o = 0; o < s.cout; ++o)
     for (int64_t i = 0; i < s.cin; ++i) {
       const float* k = weights + (o * s.cin + i) * 9;
       double t[6][3];
-      for (int a = 0; a < 6; ++a)
-        for (int c = 0; c < 3; ++c) t[a][c] = g[a][0] * k[c] + g[a][1] * k[3 + c] + g[a][2] * k[6 + c];
-      for (int a = 0; a < 6; ++a)
-        for (int b = 0; b < 6; ++b)
-          plain[static_cast<size_t>(((a * 6 + b) * s.cin + i) * s.cout + o)] =
-              static_cast<float>(t[a][0] * g[b][0] + t[a][1] * g[b][1] + t[a][2] * g[b][2]);
+      for (int r = 0; r < a; ++r)
+        for (int c = 0; c < 3; ++c) t[r][c] = g[r][0] * k[c] + g[r][1] * k[3 + c] + g[r][2] * k[6 + c];
+      for (int r = 0; r < a; ++r)
+        for (int c = 0; c < a; ++c)
+          plain[static_cast<size_t>(((r * a + c) * s.cin + i) * s.cout + o)] =
+              static_cast<float>(t[r][0] * g[c][0] + t[r][1] * g[c][1] + t[r][2] * g[c][2]);
     }
   u_stride_ = packed_gemm::packed_size(s.cin, s.cout);
-  u_.assign(static_cast<size_t>(kPos * u_stride_ + 8), 0.0f);
+  u_.assign(static_cast<size_t>(pos_ * u_stride_ + 8), 0.0f);
   u0_ = static_cast<int64_t>(((32 - (reinterpret_cast<uintptr_t>(u_.data()) & 31)) & 31) / 4);
-  for (int64_t p = 0; p < kPos; ++p)
+  for (int64_t p = 0; p < pos_; ++p)
     packed_gemm::pack_b(plain.data() + p * s.cin * s.cout, s.cout, 1, s.cin, s.cout, u_.data() + u0_ + p * u_stride_);
   bias_.assign(static_cast<size_t>(cout_p_), 0.0f);
   if (bias) std::copy(bias, bias + s.cout, bias_.begin());
 }
 
-void F43Conv::run(const float* x, const float* z, float* y, float* scratch, int threads) const {
+void Conv::run(const float* x, const float* z, float* y, float* scratch, int threads) const {
   const ConvShape& s = s_;
   const int64_t in_units = s.batch * tiles_h_ * (cin_p_ / 8);
   const int64_t chunks = (tiles_ + kRowsPerGemm - 1) / kRowsPerGemm;
   const int64_t rows = ((tiles_ + chunks - 1) / chunks + 5) / 6 * 6;
-  const int64_t gemm_units = kPos * chunks;
+  const int64_t gemm_units = pos_ * chunks;
   const int64_t out_units = s.batch * tiles_h_ * (cout_p_ / 8);
   // The products never write m's padding columns (cout..cout_p): those lanes of the output
   // transform hold whatever was there and are stored as zeros.
   float* v = scratch;
-  float* m = scratch + kPos * tiles_ * cin_p_;
+  float* m = scratch + pos_ * tiles_ * cin_p_;
   const float* u = u_.data() + u0_;
   const int64_t cin_blocks = cin_p_ / 8, cout_blocks = cout_p_ / 8;
+  const bool four = s.tile == 4;
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < in_units; ++i) {
       const int64_t cb = i % cin_blocks, ti = (i / cin_blocks) % tiles_h_, n = i / cin_blocks / tiles_h_;
-      transform_input(s, cin_p_, tiles_w_, tiles_, x, v, n, ti, cb);
+      if (four) transform_input<4>(s, cin_p_, tiles_w_, tiles_, x, v, n, ti, cb);
+      else transform_input<2>(s, cin_p_, tiles_w_, tiles_, x, v, n, ti, cb);
     }
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < gemm_units; ++i) {
@@ -218,7 +244,8 @@ void F43Conv::run(const float* x, const float* z, float* y, float* scratch, int 
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < out_units; ++i) {
       const int64_t cb = i % cout_blocks, ti = (i / cout_blocks) % tiles_h_, n = i / cout_blocks / tiles_h_;
-      transform_output(s, cout_p_, tiles_w_, tiles_, m, bias_.data(), z, y, n, ti, cb, act_);
+      if (four) transform_output<4>(s, cout_p_, tiles_w_, tiles_, m, bias_.data(), z, y, n, ti, cb, act_);
+      else transform_output<2>(s, cout_p_, tiles_w_, tiles_, m, bias_.data(), z, y, n, ti, cb, act_);
     }
   }
 }

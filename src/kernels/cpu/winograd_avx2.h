@@ -1,0 +1,53 @@
+// hodu's own Winograd convolutions F(2x2, 3x3) and F(4x4, 3x3) for AVX2+FMA CPUs, on oneDNN's
+// nChw8c layout. oneDNN 2.6 has Winograd only for AVX-512; below it a 3x3 stride-1 conv runs
+// its direct jit:avx2 kernel, already near the FMA peak, so only fewer multiplies make it
+// faster: F(4,3) does 36 products per 16 outputs, F(2,3) 16 per 4, the direct conv 9 per output.
+// Three passes: the input's (m+2)x(m+2) tiles transformed (B^T d B) into (m+2)² matrices
+// [tiles, Cin], as many products with the weights transformed at construction (G g G^T, on
+// packed_gemm.h), and the output transform (A^T m A) with bias, residual and activation fused
+// into its store. Rounding differs from a direct conv's (F(4,3): a few 1e-7 relative, from the
+// transforms' factors of 2..8; F(2,3) less).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "kernels/cpu/packed_gemm.h"
+
+namespace hodu::winograd {
+
+struct ConvShape {
+  int64_t batch = 1, cin = 0, cout = 0;
+  int64_t h = 0, w = 0;               // input
+  int64_t oh = 0, ow = 0;             // output (oh = h + pads - 2 for a 3x3 stride-1 conv)
+  int64_t pad_top = 0, pad_left = 0;  // the bottom/right padding follows from oh/ow
+  int tile = 4;                       // outputs per tile side: 2 (F(2x2,3x3)) or 4 (F(4x4,3x3))
+};
+
+class Conv {
+ public:
+  // `weights` [cout, cin, 3, 3] (ONNX's layout), `bias` [cout] or null; `ep`: the activation
+  // (its bias and accumulate fields are ignored: bias is given here, the residual to run()).
+  Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep);
+  // y = act(conv(x) + bias + z) with x, z and y in nChw8c (channels padded to 8 with zeros;
+  // y's padding channels are written as zeros). z may be null and may be y itself. `scratch`:
+  // scratch_floats(shape()) floats for the transformed tiles and products, any contents.
+  void run(const float* x, const float* z, float* y, float* scratch, int threads) const;
+  const ConvShape& shape() const { return s_; }
+
+ private:
+  ConvShape s_;
+  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, tiles_, pos_;
+  std::vector<float> u_;  // pos_ packed weight matrices (cin x cout), 32-byte aligned from u0_
+  int64_t u0_ = 0, u_stride_ = 0;
+  std::vector<float> bias_;  // [cout_p], zero-padded
+  packed_gemm::Epilogue act_;
+};
+
+// Whether these kernels may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
+bool available();
+
+// Floats of scratch a Conv over `s` runs on: the transformed tiles [pos][tiles][cin rounded up
+// to 8] and their products [pos][tiles][cout rounded up to 8], pos = (tile + 2)².
+int64_t scratch_floats(const ConvShape& s);
+
+}  // namespace hodu::winograd
