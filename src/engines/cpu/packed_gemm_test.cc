@@ -1,0 +1,118 @@
+// The packed AVX2 GEMM that runs the Winograd convs' products (kernels/cpu/packed_gemm.h) against
+// a double-precision product: sizes off its 6x16 tile and 256-deep blocks, row-major and
+// channel-blocked (nChw8c) operands, bias, accumulation and every activation, 1 and 2 threads.
+// The suite's name puts it in ctest's AVX2 run too (cpu_engine_test_avx2 filters *Winograd*).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/packed_gemm.h"
+
+namespace hodu::packed_gemm {
+namespace {
+
+struct Aligned {
+  explicit Aligned(int64_t n) : buf(static_cast<size_t>(n + 8)) {
+    off = ((32 - (reinterpret_cast<uintptr_t>(buf.data()) & 31)) & 31) / 4;
+  }
+  float* data() { return buf.data() + off; }
+  std::vector<float> buf;
+  size_t off = 0;
+};
+
+double act_ref(double v, Act a, double p0, double p1) {
+  switch (a) {
+    case Act::None: return v;
+    case Act::Relu: return v > 0 ? v : 0;
+    case Act::LeakyRelu: return v > 0 ? v : p0 * v;
+    case Act::Clip: return std::fmin(std::fmax(v, p0), p1);
+    case Act::HardSigmoid: return std::fmin(std::fmax(p0 * v + p1, 0.0), 1.0);
+    case Act::Sigmoid: return 1 / (1 + std::exp(-v));
+    case Act::Tanh: return std::tanh(v);
+    case Act::Silu: return v / (1 + std::exp(-v));
+    case Act::Gelu: return 0.5 * v * (1 + std::erf(v / std::sqrt(2.0)));
+    case Act::GeluTanh: return 0.5 * v * (1 + std::tanh(0.7978845608028654 * (v + 0.044715 * v * v * v)));
+  }
+  return v;
+}
+
+// C = act(A·B + bias [+ C]) with A and C row-major (blocked == false) or in 8-wide blocks.
+void check(int64_t m, int64_t n, int64_t k, bool blocked, bool bias, bool accumulate, Act act, int threads) {
+  std::mt19937 rng(static_cast<uint32_t>(m * 131 + n * 17 + k));
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  const int64_t kp = (k + 7) / 8 * 8, np = (n + 7) / 8 * 8;
+  std::vector<float> a(static_cast<size_t>(m * kp)), b(static_cast<size_t>(k * n)), bv(static_cast<size_t>(n)),
+      c0(static_cast<size_t>(m * np));
+  for (auto* v : {&a, &b, &bv, &c0})
+    for (auto& x : *v) x = d(rng);
+  // Element (r, i) of A and (r, j) of C in either layout.
+  auto at_a = [&](int64_t r, int64_t i) { return blocked ? (i / 8) * m * 8 + r * 8 + i % 8 : r * kp + i; };
+  auto at_c = [&](int64_t r, int64_t j) { return blocked ? (j / 8) * m * 8 + r * 8 + j % 8 : r * np + j; };
+  Aligned pb(packed_size(k, n));
+  pack_b(b.data(), n, 1, k, n, pb.data());
+  std::vector<float> c = c0;
+  Epilogue ep;
+  ep.bias = bias ? bv.data() : nullptr;
+  ep.accumulate = accumulate;
+  ep.act = act;
+  ep.p0 = act == Act::Clip ? -0.5f : act == Act::HardSigmoid ? 0.2f : 0.1f;
+  ep.p1 = act == Act::Clip ? 0.75f : 0.5f;
+  const MatrixA ma = blocked ? MatrixA{a.data(), 8, m * 8} : MatrixA{a.data(), kp, 8};
+  const MatrixC mc = blocked ? MatrixC{c.data(), 8, m * 8} : MatrixC{c.data(), np, 8};
+  gemm(m, n, k, ma, pb.data(), mc, ep, threads);
+  double worst = 0;
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = bias ? bv[j] : 0.0;
+      if (accumulate) s += c0[at_c(r, j)];
+      double mag = std::fabs(s);
+      for (int64_t i = 0; i < k; ++i) {
+        s += static_cast<double>(a[at_a(r, i)]) * b[i * n + j];
+        mag += std::fabs(static_cast<double>(a[at_a(r, i)]) * b[i * n + j]);
+      }
+      const double want = act_ref(s, act, ep.p0, ep.p1);
+      worst = std::max(worst, std::fabs(c[at_c(r, j)] - want) / (1e-6 + 1e-6 * mag + 1e-6 * std::fabs(want)));
+    }
+  EXPECT_LE(worst, 1.0) << "m " << m << " n " << n << " k " << k << (blocked ? " blocked" : " row-major")
+                        << (bias ? " bias" : "") << (accumulate ? " accumulate" : "") << " act "
+                        << static_cast<int>(act) << " threads " << threads;
+  // Columns past n (the padding of the last block of C) are never written.
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = n; j < np; ++j) EXPECT_EQ(c[at_c(r, j)], c0[at_c(r, j)]) << "column " << j << " written";
+}
+
+TEST(WinogradPackedGemm, MatchesDoubleProduct) {
+  if (!available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2)";
+  for (int threads : {1, 2})
+    for (bool blocked : {false, true}) {
+      check(1, 1, 1, blocked, false, false, Act::None, threads);
+      check(7, 13, 5, blocked, true, false, Act::Relu, threads);
+      check(49, 64, 256, blocked, false, false, Act::None, threads);    // exactly one block of k
+      check(50, 33, 300, blocked, true, true, Act::None, threads);      // a second, partial block of k
+      check(200, 40, 19, blocked, true, true, Act::Relu, threads);      // two row blocks
+      check(6, 600, 70, blocked, false, true, Act::Clip, threads);      // more panels than one chunk
+    }
+  for (Act act : {Act::LeakyRelu, Act::HardSigmoid, Act::Sigmoid, Act::Tanh, Act::Silu, Act::Gelu, Act::GeluTanh})
+    check(13, 21, 37, false, true, true, act, 1);
+}
+
+TEST(WinogradPackedGemm, ActivationNames) {
+  Act act;
+  float p0, p1;
+  const float params[] = {0.3f};
+  ASSERT_TRUE(activation_of("LeakyRelu", params, 1, &act, &p0, &p1));
+  EXPECT_EQ(act, Act::LeakyRelu);
+  EXPECT_EQ(p0, 0.3f);
+  ASSERT_TRUE(activation_of("HardSigmoid", nullptr, 0, &act, &p0, &p1));
+  EXPECT_EQ(p0, 0.2f);
+  EXPECT_EQ(p1, 0.5f);
+  ASSERT_TRUE(activation_of("", nullptr, 0, &act, &p0, &p1));
+  EXPECT_EQ(act, Act::None);
+  EXPECT_FALSE(activation_of("Softplus", nullptr, 0, &act, &p0, &p1));
+}
+
+}  // namespace
+}  // namespace hodu::packed_gemm
