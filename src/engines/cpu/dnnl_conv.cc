@@ -234,7 +234,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
                           win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
   const WinogradPolicy wino_policy = winograd_policy();
-  // Below AVX-512: hodu's own F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
+  // Below AVX-512: hodu's own F(2x2,3x3)/F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
   if (!pd && wino_shape && !runtime_bias && wino_policy != WinogradPolicy::OneDnn && wino_policy != WinogradPolicy::Off) {
     WinogradConv wc;
     wc.xs = xs;

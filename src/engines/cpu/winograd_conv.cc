@@ -16,6 +16,8 @@ namespace {
 
 // Outputs of this many pixels a channel and more take F(4x4,3x3) tiles, smaller ones F(2x2,3x3).
 constexpr int64_t kF4MinPixels = 400;
+// Fewer input channels keep the direct kernel (auto): oneDNN's own Winograd rule too.
+constexpr int64_t kMinInputChannels = 16;
 
 class WinogradConvStep : public Step {
  public:
@@ -54,9 +56,12 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   // Auto: only below AVX-512, where oneDNN has no Winograd and its direct kernel is what we beat;
   // on AVX-512 oneDNN's own F(4,3) kernels stay. Small outputs keep the direct kernel: their
   // few tiles leave the products short of rows while every weight is still read
-  // (onednn::kWinogradMinPixels, measured for this kernel too: docs/performance.md).
+  // (onednn::kWinogradMinPixels, measured for this kernel too: docs/performance.md). Nor few
+  // input channels (an image's 3): products of depth 3-8 cost more than the direct kernel
+  // (3 → 32 at 224x224: 6.6x its time, 8 → 32 at 112x112 1.3x, 16 → 16 at 56x56 0.97x).
   if (policy == WinogradPolicy::Auto &&
-      (vector_math::cpu_isa() != vector_math::Isa::Avx2 || c.ys[2] * c.ys[3] < onednn::kWinogradMinPixels))
+      (vector_math::cpu_isa() != vector_math::Isa::Avx2 || c.ys[2] * c.ys[3] < onednn::kWinogradMinPixels ||
+       c.xs[1] < kMinInputChannels))
     return false;
   const auto& xs = c.xs;
   const auto& ys = c.ys;

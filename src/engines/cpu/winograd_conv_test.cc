@@ -148,6 +148,12 @@ TEST(WinogradConv, PolicyChoosesTheKernel) {
     PlannedModel pm(mm, feeds_of(mid));
     EXPECT_EQ(pm.count("cpu winograd F(2x2,3x3)"), 1);
   }
+  if (vector_math::cpu_isa() == vector_math::Isa::Avx2) {
+    Case few{1, 8, 32, 28, 28, {1, 1, 1, 1}, "", 1};  // 8 input channels: the direct kernel under auto
+    Model mf = conv_model(few);
+    PlannedModel pf(mf, feeds_of(few));
+    EXPECT_EQ(pf.count("cpu winograd"), 0);
+  }
   Case small{1, 32, 32, 7, 7, {1, 1, 1, 1}, "", 1};  // 49 outputs a channel: the direct kernel
   Model ms = conv_model(small);
   PlannedModel ps(ms, feeds_of(small));
