@@ -115,6 +115,7 @@ TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
       {1, 8, 12, 10, 10, {1, 1, 1, 1}, "Sigmoid", 2},   // an activation not 0 at 0: padding lanes kept 0
       {2, 17, 7, 5, 5, {0, 0, 0, 0}, "Clip", 1},        // no padding, one partial tile
       {1, 64, 64, 28, 28, {1, 1, 1, 1}, "Relu", 2},     // a ResNet-like layer, more tiles than one product
+      {3, 64, 40, 40, 40, {1, 1, 1, 1}, "AddRelu", 2},  // images in groups of 2 and 1 (F(4,3)) or 1 (F(2,3))
   };
   for (const char* tile : {"f2", "f4"}) {
     WinogradEnv env((std::string("hodu-") + tile).c_str());

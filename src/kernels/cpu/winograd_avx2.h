@@ -37,7 +37,9 @@ class Conv {
 
  private:
   ConvShape s_;
-  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, tiles_, pos_;
+  // The images of a group (images_per_group in the .cc) go through the three passes together.
+  void run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads) const;
+  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, pos_, group_;
   std::vector<float> u_;  // pos_ packed weight matrices (cin x cout), 32-byte aligned from u0_
   int64_t u0_ = 0, u_stride_ = 0;
   std::vector<float> bias_;  // [cout_p], zero-padded
@@ -48,7 +50,8 @@ class Conv {
 bool available();
 
 // Floats of scratch a Conv over `s` runs on: the transformed tiles [pos][tiles][cin rounded up
-// to 8] and their products [pos][tiles][cout rounded up to 8], pos = (tile + 2)².
+// to 8] and their products [pos][tiles][cout rounded up to 8], pos = (tile + 2)², for the
+// images it transforms together (as many as fit about 4 MB, at least one).
 int64_t scratch_floats(const ConvShape& s);
 
 }  // namespace hodu::winograd
