@@ -97,7 +97,12 @@ def main():
     ap.add_argument("--markdown", default="", help="also write the table as Markdown here")
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
-    models = list(args.models)
+    # `--max-isa host avx2 a.onnx` or `--engine cpu a.onnx`: nargs="+" takes the models too;
+    # give them back (an ISA or engine name is never a file).
+    stray = [v for v in args.max_isa + args.engine if v.endswith(".onnx") or os.path.isfile(v)]
+    args.max_isa = [v for v in args.max_isa if v not in stray] or ["host"]
+    args.engine = [v for v in args.engine if v not in stray] or [""]
+    models = stray + list(args.models)
     for d in args.corpus:
         models += sorted(glob.glob(os.path.join(d, "**", "*.onnx"), recursive=True))
     if not models:
