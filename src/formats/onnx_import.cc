@@ -14,6 +14,7 @@
 #include "formats/mapped_file.h"
 #include "formats/model_io.h"
 #include "formats/onnx_canonicalize.h"
+#include "formats/onnx_contrib.h"
 #include "ir/topological_order.h"
 #include "formats/onnx_tensor.h"
 
@@ -401,6 +402,7 @@ Model model_from_proto(onnx::ModelProto& m, const std::string& base_dir, const s
   model.graph = graph_from_onnx(m.graph(), ctx);
   sort_topologically(model.graph);  // a cycle stays as it is: the verifier names it
   canonicalize_onnx_model(model, what);
+  lower_contrib_ops(model, what);  // after: its nodes are already in canonical form
   return model;
 }
 
