@@ -10,6 +10,7 @@
 #include "formats/onnx_contrib.h"
 
 #include <algorithm>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <optional>
@@ -476,14 +477,44 @@ void fused_conv(Ctx& c) {
   if (!act.empty()) c.activation(act, y, c.n.get_floats("activation_params"), c.out_name(0));
 }
 
-// ONNX Attention (rank-3 Q/K/V with head counts) with an additive mask.
-void onnx_attention(Ctx& c, const std::string& q, const std::string& k, const std::string& v,
-                    const std::string& mask, int64_t heads, bool causal) {
-  std::vector<Attribute> attrs = {Attribute::make_int("q_num_heads", heads), Attribute::make_int("kv_num_heads", heads)};
-  if (causal) attrs.push_back(Attribute::make_int("is_causal", 1));
-  if (c.n.has_attr("scale") && c.n.get_float("scale", 0.0f) != 0.0f)
-    attrs.push_back(Attribute::make_float("scale", c.n.get_float("scale", 0.0f)));
-  c.emit("Attention", {q, k, v, mask}, {c.out_name(0)}, std::move(attrs));
+// [B, S, N·h] → [B, N, S, h].
+std::string split_heads(Ctx& c, const std::string& x, int64_t heads) {
+  std::string r = c.op("Reshape", {x, c.i64s({0, 0, heads, -1}, "heads_shape")});
+  return c.op("Transpose", {r}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+}
+
+// Scaled dot-product attention over rank-3 [B, S, N·h] Q, K, V with an additive
+// mask, written as exporters write it (head split, MatMul, scale, mask,
+// Softmax, MatMul, head merge): the attention fusion (-O3) makes it one
+// hodu.Attention, and at every other level each node runs on an engine kernel.
+// `q_hidden` (N·h) gives the default scale 1/sqrt(h) as a constant when known.
+void attention_core(Ctx& c, const std::string& q, const std::string& k, const std::string& v, std::string mask,
+                    int64_t heads, bool causal, std::optional<int64_t> q_hidden, float filter) {
+  std::string q4 = split_heads(c, q, heads), k4 = split_heads(c, k, heads), v4 = split_heads(c, v, heads);
+  std::string kt = c.op("Transpose", {k4}, {Attribute::make_ints("perm", {0, 1, 3, 2})});
+  std::string s = c.op("MatMul", {q4, kt});
+  float scale = c.n.get_float("scale", 0.0f);
+  std::string scale_v;
+  if (scale != 0.0f) {
+    scale_v = c.f32(scale, "scale");
+  } else if (q_hidden && *q_hidden % heads == 0) {
+    scale_v = c.f32(static_cast<float>(1.0 / std::sqrt(static_cast<double>(*q_hidden / heads))), "scale");
+  } else {  // 1/sqrt(head size), the head size known only while running
+    std::string h = c.op("Cast", {c.dim1(q4, 3)}, {Attribute::make_int("to", 1)});
+    scale_v = c.op("Reciprocal", {c.op("Sqrt", {h})});
+  }
+  s = c.op("Mul", {s, scale_v});
+  if (causal) {  // filter above the diagonal (ORT adds mask_filter_value there)
+    Attribute one = Attribute::make_tensor("value", Tensor::from_vector(DType::F32, {1}, std::vector<float>{1.0f}));
+    std::string ones = c.op("ConstantOfShape", {c.op("Shape", {s}, {Attribute::make_int("start", -2)})}, {one});
+    std::string upper = c.op("Trilu", {ones, c.i64(1, "diagonal")}, {Attribute::make_int("upper", 1)});
+    std::string cm = c.op("Mul", {upper, c.f32(filter, "mask_filter")});
+    mask = mask.empty() ? cm : c.op("Add", {mask, cm});
+  }
+  if (!mask.empty()) s = c.op("Add", {s, mask});
+  std::string p = c.op("Softmax", {s}, {Attribute::make_int("axis", -1)});
+  std::string y = c.op("Transpose", {c.op("MatMul", {p, v4})}, {Attribute::make_ints("perm", {0, 2, 1, 3})});
+  c.op("Reshape", {y, c.i64s({0, 0, -1}, "merge_shape")}, {}, c.out_name(0));
 }
 
 // ORT's key padding / raw attention masks (int, 1 keep, 0 masked) as an additive
@@ -527,7 +558,10 @@ void attention(Ctx& c) {
   std::string mask;
   if (c.has_in(3)) mask = padding_mask(c, c.in(3), filter);
   if (c.has_in(5)) mask = mask.empty() ? c.in(5) : c.op("Add", {mask, c.in(5)});
-  onnx_attention(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0);
+  std::optional<int64_t> q_hidden;
+  if (!sizes.empty()) q_hidden = sizes[0];
+  else if (auto w = c.dim_of(c.in(1), 1); w && *w % 3 == 0) q_hidden = *w / 3;
+  attention_core(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0, q_hidden, filter);
 }
 
 void multi_head_attention(Ctx& c) {
@@ -557,7 +591,7 @@ void multi_head_attention(Ctx& c) {
   std::string mask;
   if (c.has_in(4)) mask = padding_mask(c, c.in(4), filter);
   if (c.has_in(5)) mask = mask.empty() ? c.in(5) : c.op("Add", {mask, c.in(5)});
-  onnx_attention(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0);
+  attention_core(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0, c.dim_of(c.in(0), 2), filter);
   // present_key / present_value without a past: K and V as [B, N, L, H].
   for (size_t i : {1, 2}) {
     if (!c.has_out(i)) continue;
