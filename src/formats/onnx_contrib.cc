@@ -17,6 +17,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "ir/schema.h"
 
 namespace hodu {
 namespace {
@@ -27,6 +28,29 @@ struct Lowering {
   std::string what;
   std::set<std::string> names;
   std::vector<Graph*> scope;  // enclosing graphs, innermost last
+
+  // Types of the values made by the nodes lowered so far (inferred on demand:
+  // contrib ops have no schema, so the file's intermediate types are unknown
+  // until the nodes before them are standard).
+  const Graph* inferred_for = nullptr;
+  size_t inferred_nodes = 0;
+  std::map<std::string, ValueType> inferred;
+  std::optional<ValueType> inferred_type(const Graph& g, const std::vector<Node>& done, const std::string& v) {
+    if (inferred_for != &g || inferred_nodes != done.size()) {
+      Graph t;
+      t.inputs = g.inputs;
+      t.initializers = g.initializers;
+      t.value_types = g.value_types;
+      t.nodes = done;
+      infer_types_collecting_problems(t);  // a problem leaves that node's outputs unknown
+      inferred = std::move(t.value_types);
+      inferred_for = &g;
+      inferred_nodes = done.size();
+    }
+    auto it = inferred.find(v);
+    if (it == inferred.end()) return std::nullopt;
+    return it->second;
+  }
 
   std::string fresh(const std::string& base) {
     std::string b = base.empty() ? std::string("contrib") : base;
@@ -100,6 +124,9 @@ struct Ctx {
   }
   std::optional<ValueType> type_of(const std::string& v) const {
     if (auto* t = initializer(v)) return ValueType::tensor(t->dtype(), Shape::from(t->shape()));
+    for (auto it = L.scope.rbegin(); it != L.scope.rend(); ++it)
+      if (auto t = (*it)->type_of(v); t && t->is_tensor() && t->shape.rank_known()) return t;
+    if (auto t = L.inferred_type(g, out, v)) return t;
     for (auto it = L.scope.rbegin(); it != L.scope.rend(); ++it)
       if (auto t = (*it)->type_of(v)) return t;
     return std::nullopt;

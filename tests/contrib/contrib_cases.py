@@ -380,6 +380,23 @@ def rotary(rank, offset, interleaved, rot_dim=0, B=2, S=5, N=2, Hd=8):
     return dict(id=tag, model=m, feeds=feeds)
 
 
+def on_intermediates():
+    """Contrib nodes whose inputs are made by other nodes (their types known only by inference)."""
+    r = rng("intermediates")
+    B, S, H = 2, 6, 16
+    x = f32(r.normal(size=[B, S, H]))
+    mask = np.ones([B, S], np.int64)
+    mask[1, -2:] = 0
+    nodes = [helper.make_node("Cast", ["mask"], ["mask32"], to=I32),
+             helper.make_node("Relu", ["x"], ["xr"]),
+             ms("Attention", ["xr", "w", "bias", "mask32"], ["a"], num_heads=2),
+             ms("FusedMatMul", ["a", "xr"], ["s"], transB=1, alpha=0.5),
+             ms("QuickGelu", ["s"], ["y"])]
+    inits = [("w", f32(r.normal(size=[H, 3 * H]) * 0.3)), ("bias", f32(r.normal(size=3 * H) * 0.1))]
+    m = model(nodes, [("x", F, [B, S, H]), ("mask", I64, [B, S])], [("y", F, [B, S, S])], inits)
+    return dict(id="chain_on_intermediates", model=m, feeds={"x": x, "mask": mask})
+
+
 def cases():
     c = [
         qlinear_binary("QLinearAdd", U8, [2, 3, 4, 5], [2, 3, 4, 5]),
@@ -443,6 +460,7 @@ def cases():
         rotary(3, True, 1),
         rotary(4, False, 1),
         rotary(4, True, 0, rot_dim=4),
+        on_intermediates(),
     ]
     ids = [x["id"] for x in c]
     assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]

@@ -110,7 +110,7 @@ def recipe_of(model, by_id):
     """What a torch export or derived model is made from: its recipe, inputs and the
     sources of the scripts that make it (a change to any of them remakes it)."""
     recipe = dict(model.get("torch") or model["derived"], inputs=model["inputs"], first_size=model["sizes"][0])
-    scripts = ["torch_export.py"] if "torch" in model else ["quantize.py", "fetch.py"]
+    scripts = ["torch_export.py"] if "torch" in model else ["quantize.py", "contrib_models.py", "fetch.py"]
     recipe["scripts"] = {s: W.sha256_file(os.path.join(W.HERE, s)) for s in scripts + ["wildlib.py"]}
     if "derived" in model:
         recipe["base"] = recipe_of(by_id[model["derived"]["from"]], by_id)
@@ -184,13 +184,16 @@ def calibrate(base_file, base_model, names):
 
 def make_derived(cache, model, by_id, dest):
     import onnx
+    import contrib_models
     import quantize
     base = by_id[model["derived"]["from"]]
     base_file = ensure_model(cache, base, by_id)
-    transform = quantize.TRANSFORMS[model["derived"]["transform"]]
+    name = model["derived"]["transform"]
+    transform = dict(quantize.TRANSFORMS, **contrib_models.TRANSFORMS)[name]
     m = onnx.load(base_file)
-    calib = calibrate(base_file, base, quantize.conv_calibration_values(m)) \
-        if model["derived"]["transform"] != "dynamic_matmul" else None
+    values = contrib_models.CALIBRATION[name] if name in contrib_models.CALIBRATION else \
+        (None if name == "dynamic_matmul" else quantize.conv_calibration_values)
+    calib = calibrate(base_file, base, values(m)) if values else None
     q = transform(m, calib)
     tmp = dest + ".part"
     onnx.save(q, tmp)
