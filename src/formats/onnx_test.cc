@@ -573,6 +573,119 @@ TEST(OnnxMalformed, UnknownOpIsNotAnImportError) {
   EXPECT_EQ(model.graph.nodes[0].op_type, "NoSuchOp");
 }
 
+// ---- ONNX Runtime contrib ops (com.microsoft): lowered at import (docs/import.md) ----
+
+onnx::NodeProto* add_ms_node(onnx::ModelProto& m, const std::string& op, std::vector<std::string> in,
+                             std::vector<std::string> out) {
+  auto* n = add_node(m, op, std::move(in), std::move(out));
+  n->set_domain("com.microsoft");
+  return n;
+}
+
+onnx::ModelProto make_ms_model() {
+  auto m = make_model(13);
+  auto* op = m.add_opset_import();
+  op->set_domain("com.microsoft");
+  op->set_version(1);
+  return m;
+}
+
+std::vector<std::string> op_list(const Graph& g) {
+  std::vector<std::string> ops;
+  for (const auto& n : g.nodes) ops.push_back(n.domain.empty() ? n.op_type : n.domain + "." + n.op_type);
+  return ops;
+}
+
+TEST(OnnxContrib, SkipLayerNormAndFastGeluBecomeStandardOps) {
+  auto m = make_ms_model();
+  auto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {2, 3, 8});
+  add_value(g->mutable_input(), "skip", onnx::TensorProto::FLOAT, {2, 3, 8});
+  add_value(g->mutable_input(), "gamma", onnx::TensorProto::FLOAT, {8});
+  add_value(g->mutable_input(), "bias", onnx::TensorProto::FLOAT, {8});
+  add_value(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {2, 3, 8});
+  add_value(g->mutable_output(), "sum", onnx::TensorProto::FLOAT, {2, 3, 8});
+  add_ms_node(m, "SkipLayerNormalization", {"x", "skip", "gamma", "", "bias"}, {"ln", "", "", "sum"});
+  add_ms_node(m, "FastGelu", {"ln", "bias"}, {"y"});
+  Model model = load(m);
+  EXPECT_EQ(op_list(model.graph),
+            (std::vector<std::string>{"Add", "Add", "LayerNormalization", "Add", "Gelu"}));
+  const Graph& cg = model.graph;
+  EXPECT_EQ(cg.nodes[1].outputs[0], "sum");  // input + skip + bias, the optional output
+  EXPECT_EQ(cg.nodes[2].outputs[0], "ln");
+  EXPECT_FLOAT_EQ(cg.nodes[2].get_float("epsilon", 0), 1e-12f);  // ORT's default for SkipLayerNorm
+  EXPECT_EQ(cg.nodes[4].get_string("approximate", ""), "tanh");
+  EXPECT_EQ(cg.nodes[4].outputs[0], "y");
+  EXPECT_EQ(model.opset_imports.count("com.microsoft"), 0u);
+}
+
+TEST(OnnxContrib, QLinearAddIsDequantizeAddQuantizeWithTheInputsZeroPointType) {
+  auto m = make_ms_model();
+  auto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "a", onnx::TensorProto::INT8, {4});
+  add_value(g->mutable_input(), "b", onnx::TensorProto::INT8, {4});
+  add_value(g->mutable_input(), "s", onnx::TensorProto::FLOAT, {});
+  add_value(g->mutable_output(), "c", onnx::TensorProto::INT8, {4});
+  // Zero points left out: the output's is 0 of A's type (int8), not QuantizeLinear's uint8 default.
+  add_ms_node(m, "QLinearAdd", {"a", "s", "", "b", "s", "", "s"}, {"c"});
+  Model model = load(m);
+  EXPECT_EQ(op_list(model.graph),
+            (std::vector<std::string>{"DequantizeLinear", "DequantizeLinear", "Add", "QuantizeLinear"}));
+  const Node& q = model.graph.nodes[3];
+  ASSERT_EQ(q.inputs.size(), 3u);
+  const Tensor* zp = model.graph.initializer(q.inputs[2]);
+  ASSERT_NE(zp, nullptr);
+  EXPECT_EQ(zp->dtype(), DType::I8);
+  EXPECT_EQ(q.outputs[0], "c");
+}
+
+TEST(OnnxContrib, ATypeFoundByInferenceThroughEarlierNodes) {
+  // The mask reaches Attention through a Cast: its rank is known only by inference.
+  auto m = make_ms_model();
+  auto* g = m.mutable_graph();
+  add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 4, 8});
+  add_value(g->mutable_input(), "w", onnx::TensorProto::FLOAT, {8, 24});
+  add_value(g->mutable_input(), "mask", onnx::TensorProto::INT64, {1, 4});
+  add_value(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {1, 4, 8});
+  attr_int(add_node(m, "Cast", {"mask"}, {"mask32"}), "to", onnx::TensorProto::INT32);
+  attr_int(add_ms_node(m, "Attention", {"x", "w", "", "mask32"}, {"y"}), "num_heads", 2);
+  Model model = load(m);
+  bool softmax = false;
+  for (const auto& n : model.graph.nodes) {
+    EXPECT_TRUE(n.domain.empty()) << n.describe();
+    softmax |= n.op_type == "Softmax";
+  }
+  EXPECT_TRUE(softmax);
+  EXPECT_EQ(model.graph.nodes.back().outputs[0], "y");
+}
+
+TEST(OnnxContrib, UnknownOpsAndUnhandledInputsAreClearErrors) {
+  auto m = make_ms_model();
+  add_value(m.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {3});
+  add_value(m.mutable_graph()->mutable_output(), "y", onnx::TensorProto::FLOAT, {3});
+  add_ms_node(m, "NotARealContribOp", {"x"}, {"y"});
+  expect_error([&] { load(m); }, ErrorCode::Unsupported, "unsupported op NotARealContribOp of domain com.microsoft");
+
+  auto a = make_ms_model();
+  auto* g = a.mutable_graph();
+  add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 4, 8});
+  add_value(g->mutable_input(), "w", onnx::TensorProto::FLOAT, {8, 24});
+  add_value(g->mutable_input(), "past", onnx::TensorProto::FLOAT, {2, 1, 2, 3, 4});
+  add_value(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {1, 4, 8});
+  auto* n = add_ms_node(a, "Attention", {"x", "w", "", "", "past"}, {"y"});
+  n->set_name("att");
+  attr_int(n, "num_heads", 2);
+  expect_error([&] { load(a); }, ErrorCode::Unsupported,
+               "node 'att' (com.microsoft.Attention) (op Attention, domain com.microsoft): input 4 (past");
+
+  auto c = make_ms_model();
+  add_value(c.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 2, 5});
+  add_value(c.mutable_graph()->mutable_input(), "w", onnx::TensorProto::FLOAT, {2, 2, 1});
+  add_value(c.mutable_graph()->mutable_output(), "y", onnx::TensorProto::FLOAT, {1, 2, 5});
+  attr_string(add_ms_node(c, "FusedConv", {"x", "w"}, {"y"}), "activation", "Softplus");
+  expect_error([&] { load(c); }, ErrorCode::Unsupported, "activation 'Softplus' is not lowered");
+}
+
 TEST(ModelIo, FormatsAndMissingFile) {
   EXPECT_EQ(model_format_from_path("a/b.onnx"), ModelFormat::Onnx);
   EXPECT_EQ(model_format_from_path("b.HDSS"), ModelFormat::Hdss);
