@@ -545,14 +545,46 @@ void attention_core(Ctx& c, const std::string& q, const std::string& k, const st
 }
 
 // ORT's key padding / raw attention masks (int, 1 keep, 0 masked) as an additive
-// mask broadcasting to [B, N, S, T]; rank 2 [B, T] or rank 3 [B, S, T].
-std::string padding_mask(Ctx& c, const std::string& mask, float filter) {
+// mask broadcasting to [B, N, S, T]: rank 2 [B, T] or rank 3 [B, S, T]; with
+// `seq_of` (Attention's input) also rank 1: [B] end positions (exclusive) of the
+// keys, or [2B] end then start positions.
+std::string padding_mask(Ctx& c, const std::string& mask, float filter, const std::string& seq_of = {}) {
   auto r = c.rank_of(mask);
   if (!r) c.unsupported(fmt::format("the rank of mask '{}' is not known (rank 2 [batch, total_seq] or rank 3 "
                                     "[batch, seq, total_seq] masks are lowered)", mask));
+  if (*r == 1 && !seq_of.empty()) {
+    // keep key t of row b when start[b] <= t < end[b]; start is 0 for a [B] mask
+    // (the slice past B is then empty and the zeros take its place).
+    std::string m = c.op("Cast", {mask}, {Attribute::make_int("to", 7)});
+    std::string zero = c.i64s({0}, "zero"), axis0 = c.i64s({0}, "axis"), col = c.i64s({1}, "axis");
+    std::string t = c.op("Squeeze", {c.dim1(seq_of, 1), axis0});
+    std::string pos = c.op("Range", {c.i64(0, "start"), t, c.i64(1, "delta")});  // [T]
+    // A mask whose length is the batch (the same number or symbol) has no start positions.
+    auto mt = c.type_of(mask), it = c.type_of(seq_of);
+    bool ends_only = mt && it && mt->shape.rank_known() && it->shape.rank_known() && it->shape.rank() >= 1 &&
+                     (mt->shape[0].is_known() || mt->shape[0].is_symbolic()) && mt->shape[0] == it->shape[0];
+    std::string keep;
+    if (ends_only) {
+      keep = c.op("Less", {pos, c.op("Unsqueeze", {m, col})});
+    } else {
+      std::string batch = c.dim1(seq_of, 0);
+      std::string end = c.op("Slice", {m, zero, batch, axis0});
+      std::string two_b = c.op("Mul", {batch, c.i64s({2}, "two")});
+      std::string zeros = c.op("ConstantOfShape", {batch}, {Attribute::make_tensor("value",
+                               Tensor::from_vector(DType::I64, {1}, std::vector<int64_t>{0}))});
+      std::string start = c.op("Slice", {c.op("Concat", {c.op("Slice", {m, batch, two_b, axis0}), zeros},
+                                              {Attribute::make_int("axis", 0)}),
+                                        zero, batch, axis0});
+      keep = c.op("And", {c.op("Less", {pos, c.op("Unsqueeze", {end, col})}),
+                          c.op("GreaterOrEqual", {pos, c.op("Unsqueeze", {start, col})})});
+    }
+    std::string add = c.op("Where", {keep, c.f32(0.0f, "mask_keep"), c.f32(filter, "mask_filter")});
+    return c.op("Unsqueeze", {add, c.i64s({1, 2}, "axes")});
+  }
   if (*r != 2 && *r != 3)
     c.unsupported(fmt::format("a rank-{} mask is not lowered (rank 2 [batch, total_seq] or rank 3 "
-                              "[batch, seq, total_seq] are; 1-D end positions and 4-D masks are not)", *r));
+                              "[batch, seq, total_seq] are{})", *r,
+                              seq_of.empty() ? "" : "; so are 1-D end (and start) positions; 4-D masks are not"));
   std::string add = c.additive_mask(mask, filter);
   return c.op("Unsqueeze", {add, c.i64s(*r == 2 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}, "axes")});
 }
@@ -583,7 +615,7 @@ void attention(Ctx& c) {
   std::string q = c.L.fresh(c.base() + "/Q"), k = c.L.fresh(c.base() + "/K"), v = c.L.fresh(c.base() + "/V");
   c.emit("Split", split_in, {q, k, v}, split_attrs);
   std::string mask;
-  if (c.has_in(3)) mask = padding_mask(c, c.in(3), filter);
+  if (c.has_in(3)) mask = padding_mask(c, c.in(3), filter, c.in(0));
   if (c.has_in(5)) mask = mask.empty() ? c.in(5) : c.op("Add", {mask, c.in(5)});
   std::optional<int64_t> q_hidden;
   if (!sizes.empty()) q_hidden = sizes[0];

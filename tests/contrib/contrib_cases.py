@@ -275,7 +275,15 @@ def attention(mask_rank, unidirectional, attn_bias, S=5, H=16, N=4, B=2, qkv_siz
     ins = ["x", "w", "bias"]
     inputs = [("x", F, [B, S, H])]
     feeds = {"x": x}
-    if mask_rank:
+    if mask_rank == 1:  # key end positions [B]
+        inputs.append(("mask", I32, [B]))
+        feeds["mask"] = np.array([S - 2] + [S] * (B - 1), np.int32)
+        ins.append("mask")
+    elif mask_rank == -1:  # end then start positions [2B]
+        inputs.append(("mask", I32, [2 * B]))
+        feeds["mask"] = np.array([S - 1] + [S] * (B - 1) + [1] + [0] * (B - 1), np.int32)
+        ins.append("mask")
+    elif mask_rank:
         shape = [B, S] if mask_rank == 2 else [B, S, S]
         mask = np.ones(shape, np.int32)
         mask[0, ..., -2:] = 0
@@ -293,7 +301,7 @@ def attention(mask_rank, unidirectional, attn_bias, S=5, H=16, N=4, B=2, qkv_siz
         attrs["qkv_hidden_sizes"] = qkv_sizes
     vw = qkv_sizes[2] if qkv_sizes else H
     m = model([ms("Attention", ins, ["y"], **attrs)], inputs, [("y", F, [B, S, vw])], inits)
-    tag = f"Attention_mask{mask_rank}{'_causal' if unidirectional else ''}{'_bias' if attn_bias else ''}" \
+    tag = f"Attention_mask{mask_rank if mask_rank >= 0 else '1_start'}{'_causal' if unidirectional else ''}{'_bias' if attn_bias else ''}" \
           f"{'_qkv' if qkv_sizes else ''}"
     return dict(id=tag, model=m, feeds=feeds)
 
@@ -448,6 +456,9 @@ def cases():
         fused_conv("Clip", [-0.5, 0.5], False),
         attention(0, 0, False),
         attention(2, 0, False),
+        attention(1, 0, False),
+        attention(-1, 0, False),
+        attention(1, 1, False, S=7),
         attention(3, 1, False),
         attention(2, 0, True),
         attention(0, 1, False, qkv_sizes=[16, 16, 8]),

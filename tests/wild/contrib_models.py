@@ -3,8 +3,8 @@ the way ORT's tools write them (their Python package is not on this machine):
 
 - ort_fused_bert: the corpus's BERT-style encoder (torch_export.BertEncoder, same
   seed, so the same weights as torch_bert_encoder_op13) as ORT's transformer
-  optimizer writes it: EmbedLayerNormalization, Attention (fused QKV weight,
-  2-D key-padding mask), SkipLayerNormalization with the projection bias folded
+  optimizer writes it: EmbedLayerNormalization, Attention (fused QKV weight;
+  layer 0 reads EmbedLayerNormalization's 1-D mask_index, layer 1 the 2-D mask), SkipLayerNormalization with the projection bias folded
   in, BiasGelu (torch's erf GELU; FastGelu is its tanh form). Built from the
   weights, not pattern-matched from the export.
 - qoperator_cnn: a float CNN (Conv/Relu/MaxPool/Add/GlobalAveragePool/Flatten/
@@ -54,8 +54,11 @@ def ort_fused_bert(model, calib=None):
         p = f"encoder.layers.{i}."
         e = float(module.encoder.layers[i].norm1.eps)
         nodes += [
+            # Layer 0 reads EmbedLayerNormalization's mask_index (key counts: the mask pads on
+            # the right), as ORT's optimizer wires it; layer 1 the raw 2-D mask.
             helper.make_node("Attention", [x, w(f"l{i}_qkv_w", sd[p + "self_attn.in_proj_weight"].T),
-                                           w(f"l{i}_qkv_b", sd[p + "self_attn.in_proj_bias"]), "mask32"],
+                                           w(f"l{i}_qkv_b", sd[p + "self_attn.in_proj_bias"]),
+                                           "mask_index" if i == 0 else "mask32"],
                              [f"l{i}_attn"], domain=MS, num_heads=heads),
             helper.make_node("MatMul", [f"l{i}_attn", w(f"l{i}_out_w", sd[p + "self_attn.out_proj.weight"].T)],
                              [f"l{i}_attn_out"]),
