@@ -369,6 +369,70 @@ void matmul_integer_to_float(Ctx& c) {
   c.op("Add", {c.op("Mul", {f, scale}), c.in(6)}, {}, c.out_name(0));
 }
 
+// Weight-only quantized product (ORT's 2/4/8-bit MatMulNBits): B [N, blocks, blob]
+// packed low bits first, one scale (and zero point, default 2^(bits-1)) per
+// block of `block_size` along K. The weight is dequantized here, once, into an
+// f32 [K, N] constant (what ORT computes at accuracy_level 0, in f32 memory).
+void matmul_nbits(Ctx& c) {
+  for (size_t i : {0, 1, 2}) c.need_in(i, "A, B or scales");
+  if (c.has_in(4)) c.unsupported("input 4 (g_idx, activation-order quantization) is not lowered");
+  const int64_t K = c.n.get_int("K", 0), N = c.n.get_int("N", 0), bits = c.n.get_int("bits", 4),
+                block = c.n.get_int("block_size", 0);
+  if (K <= 0 || N <= 0 || block <= 0) c.invalid("attributes K, N and block_size must be positive");
+  if (bits != 2 && bits != 4 && bits != 8) c.unsupported(fmt::format("bits={} is not lowered (2, 4, 8 are)", bits));
+  const Tensor* b = c.initializer(c.in(1));
+  const Tensor* sc = c.initializer(c.in(2));
+  const Tensor* zp = c.has_in(3) ? c.initializer(c.in(3)) : nullptr;
+  if (!b || !sc || (c.has_in(3) && !zp))
+    c.unsupported("B, scales and zero_points must be constant initializers (they are dequantized at load)");
+  const int64_t blocks = (K + block - 1) / block, blob = block * bits / 8;
+  if (b->dtype() != DType::U8 || b->numel() != N * blocks * blob)
+    c.invalid(fmt::format("B must be uint8 of {}x{}x{} bytes, got {} {}", N, blocks, blob, dtype_name(b->dtype()),
+                          b->shape_string()));
+  if (sc->numel() != N * blocks) c.invalid(fmt::format("scales must hold {} values, got {}", N * blocks, sc->numel()));
+  std::vector<float> scales(static_cast<size_t>(N * blocks));
+  Tensor scf = sc->cast(DType::F32).contiguous();
+  std::copy_n(scf.data<float>(), scales.size(), scales.begin());
+  const int64_t zp_row = (blocks * bits + 7) / 8;  // packed zero point bytes per column of the product
+  std::vector<float> zps(static_cast<size_t>(N * blocks), static_cast<float>(1 << (bits - 1)));
+  if (zp) {
+    if (zp->dtype() == DType::U8) {
+      if (zp->numel() != N * zp_row) c.invalid(fmt::format("packed zero_points must hold {} bytes", N * zp_row));
+      Tensor z = zp->contiguous();
+      const uint8_t* zd = z.data<uint8_t>();
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < blocks; ++k) {
+          int64_t bit = k * bits;
+          zps[n * blocks + k] = static_cast<float>((zd[n * zp_row + bit / 8] >> (bit % 8)) & ((1 << bits) - 1));
+        }
+    } else {
+      if (zp->numel() != N * blocks) c.invalid(fmt::format("zero_points must hold {} values", N * blocks));
+      Tensor z = zp->cast(DType::F32).contiguous();
+      std::copy_n(z.data<float>(), zps.size(), zps.begin());
+    }
+  }
+  Tensor bc = b->contiguous();
+  const uint8_t* bd = bc.data<uint8_t>();
+  std::vector<float> w(static_cast<size_t>(K * N));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t kb = 0; kb < blocks; ++kb) {
+      const uint8_t* blk = bd + (n * blocks + kb) * blob;
+      const float s = scales[n * blocks + kb], z = zps[n * blocks + kb];
+      for (int64_t j = 0; j < block && kb * block + j < K; ++j) {
+        int64_t bit = j * bits;
+        float q = static_cast<float>((blk[bit / 8] >> (bit % 8)) & ((1 << bits) - 1));
+        w[(kb * block + j) * N + n] = (q - z) * s;
+      }
+    }
+  std::string wt = c.constant(Tensor::from_vector(DType::F32, {K, N}, w), "B_dequantized");
+  if (sc->dtype() != DType::F32) wt = c.op("Cast", {wt}, {Attribute::make_int("to", sc->dtype() == DType::F16 ? 10 : 16)});
+  if (!c.has_in(5)) {
+    c.op("MatMul", {c.in(0), wt}, {}, c.out_name(0));
+    return;
+  }
+  c.op("Add", {c.op("MatMul", {c.in(0), wt}), c.in(5)}, {}, c.out_name(0));
+}
+
 // com.microsoft QuantizeLinear / DequantizeLinear: the ONNX ops.
 void as_onnx(Ctx& c) {
   Node m = c.n;
@@ -556,7 +620,7 @@ std::string padding_mask(Ctx& c, const std::string& mask, float filter, const st
     // keep key t of row b when start[b] <= t < end[b]; start is 0 for a [B] mask
     // (the slice past B is then empty and the zeros take its place).
     std::string m = c.op("Cast", {mask}, {Attribute::make_int("to", 7)});
-    std::string zero = c.i64s({0}, "zero"), axis0 = c.i64s({0}, "axis"), col = c.i64s({1}, "axis");
+    std::string axis0 = c.i64s({0}, "axis"), col = c.i64s({1}, "axis");
     std::string t = c.op("Squeeze", {c.dim1(seq_of, 1), axis0});
     std::string pos = c.op("Range", {c.i64(0, "start"), t, c.i64(1, "delta")});  // [T]
     // A mask whose length is the batch (the same number or symbol) has no start positions.
@@ -567,7 +631,7 @@ std::string padding_mask(Ctx& c, const std::string& mask, float filter, const st
     if (ends_only) {
       keep = c.op("Less", {pos, c.op("Unsqueeze", {m, col})});
     } else {
-      std::string batch = c.dim1(seq_of, 0);
+      std::string batch = c.dim1(seq_of, 0), zero = c.i64s({0}, "zero");
       std::string end = c.op("Slice", {m, zero, batch, axis0});
       std::string two_b = c.op("Mul", {batch, c.i64s({2}, "two")});
       std::string zeros = c.op("ConstantOfShape", {batch}, {Attribute::make_tensor("value",
@@ -746,6 +810,7 @@ const std::map<std::string, LowerFn>& lowerings() {
       {"QGemm", qgemm},
       {"DynamicQuantizeMatMul", dynamic_quantize_matmul},
       {"MatMulIntegerToFloat", matmul_integer_to_float},
+      {"MatMulNBits", matmul_nbits},
       {"QuantizeLinear", as_onnx},
       {"DequantizeLinear", as_onnx},
       {"Gelu", gelu},

@@ -163,6 +163,45 @@ def matmul_integer_to_float():
     return dict(id="MatMulIntegerToFloat", model=m, feeds={"a": a}, rel=1e-5)
 
 
+def pack_bits(values, bits, nbytes):
+    """VALUES (ints < 2**bits) packed low bits first into NBYTES bytes."""
+    out = np.zeros(nbytes, np.uint8)
+    for j, v in enumerate(values):
+        out[(j * bits) // 8] |= np.uint8(int(v) << ((j * bits) % 8))
+    return out
+
+
+def matmul_nbits(bits, zero_points, bias, K, N, block, float_zp=False):
+    r = rng(f"nbits{bits}{zero_points}{bias}{K}{N}{block}{float_zp}")
+    blocks = (K + block - 1) // block
+    blob = block * bits // 8
+    q = r.integers(0, 2 ** bits, [N, blocks * block])
+    b = np.stack([np.stack([pack_bits(q[n, k * block:(k + 1) * block], bits, blob) for k in range(blocks)])
+                  for n in range(N)])
+    inits = [("b", b), ("scales", f32(r.uniform(0.01, 0.05, N * blocks)))]
+    ins = ["a", "b", "scales"]
+    if zero_points:
+        zq = r.integers(0, 2 ** bits, [N, blocks])
+        if float_zp:
+            inits.append(("zp", f32(zq.reshape(-1) + r.uniform(-0.5, 0.5, N * blocks))))
+        else:
+            row = (blocks * bits + 7) // 8
+            inits.append(("zp", np.concatenate([pack_bits(zq[n], bits, row) for n in range(N)])))
+        ins.append("zp")
+    else:
+        ins.append("")
+    if bias:
+        ins += ["", "bias"]
+        inits.append(("bias", f32(r.normal(size=N))))
+    while ins[-1] == "":
+        ins.pop()
+    a = f32(r.normal(size=[2, 3, K]))
+    m = model([ms("MatMulNBits", ins, ["y"], K=K, N=N, bits=bits, block_size=block)], [("a", F, [2, 3, K])],
+              [("y", F, [2, 3, N])], inits)
+    tag = f"MatMulNBits_b{bits}_K{K}{'_zp' if zero_points else ''}{'f' if float_zp else ''}{'_bias' if bias else ''}"
+    return dict(id=tag, model=m, feeds={"a": a}, rel=1e-5)
+
+
 def ms_quantize_pair():
     r = rng("msq")
     x = f32(r.normal(size=[2, 3, 4]))
@@ -433,6 +472,10 @@ def cases():
         dynamic_quantize_matmul(True, False),
         dynamic_quantize_matmul(False, True),
         matmul_integer_to_float(),
+        matmul_nbits(4, True, False, 64, 12, 32),
+        matmul_nbits(4, False, True, 40, 9, 16),
+        matmul_nbits(8, True, True, 48, 8, 16),
+        matmul_nbits(4, True, False, 32, 6, 16, float_zp=True),
         ms_quantize_pair(),
         unary_float("Gelu"),
         unary_float("FastGelu"),
