@@ -3,7 +3,8 @@ onnx.helper, for run_contrib.py. Each case: a model, seeded inputs, and how its
 outputs are compared (float: relative L2; quantized: at most `quanta` apart).
 
 A case is a dict: id, model (ModelProto), feeds {name: array}, quanta (int
-outputs: largest allowed |hodu - ort|, default 0), rel (float outputs, default 1e-4).
+outputs: largest allowed |hodu - ort|, default 0), rel (float outputs, default 1e-4),
+refused ({engine: text} where hodu must stop with an error containing the text).
 """
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
@@ -444,6 +445,23 @@ def on_intermediates():
     return dict(id="chain_on_intermediates", model=m, feeds={"x": x, "mask": mask})
 
 
+def in_subgraphs(flag):
+    """Contrib nodes inside If branches (lowered in every subgraph, reading outer values)."""
+    r = rng("subgraph")
+    x = f32(r.normal(size=[2, 3, 8]))
+    then_g = helper.make_graph([ms("FastGelu", ["x", "bias"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", F, [2, 3, 8])])
+    else_g = helper.make_graph([helper.make_node("Relu", ["x"], ["xr"]), ms("QuickGelu", ["xr"], ["e"], alpha=1.5)],
+                               "else", [], [helper.make_tensor_value_info("e", F, [2, 3, 8])])
+    nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
+    m = model(nodes, [("x", F, [2, 3, 8]), ("cond", TensorProto.BOOL, [])], [("y", F, [2, 3, 8])],
+              [("bias", f32(r.normal(size=8)))])
+    # hodu build compiles an If only when its condition is known at build time: a clear refusal.
+    refusal = "control flow is not supported by compiled code yet"
+    return dict(id=f"If_branches_{'then' if flag else 'else'}", model=m, feeds={"x": x, "cond": np.array(flag)},
+                refused={"so": refusal, "standalone": refusal})
+
+
 def cases():
     c = [
         qlinear_binary("QLinearAdd", U8, [2, 3, 4, 5], [2, 3, 4, 5]),
@@ -515,6 +533,8 @@ def cases():
         rotary(4, False, 1),
         rotary(4, True, 0, rot_dim=4),
         on_intermediates(),
+        in_subgraphs(True),
+        in_subgraphs(False),
     ]
     ids = [x["id"] for x in c]
     assert len(ids) == len(set(ids)), [i for i in ids if ids.count(i) > 1]

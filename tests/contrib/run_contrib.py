@@ -191,6 +191,7 @@ def main():
         for e in engines:
             tasks.append((c, e))
 
+    refused = set()  # (case, engine) refused as the case expects
     off = {}  # quantized outputs: values one quantum from ORT's on the first engine
 
     def do(task):
@@ -198,6 +199,13 @@ def main():
         d, path, feeds = written[c["id"]]
         out_dir = os.path.join(d, e)
         ok, msg, repro = hodu_engine(args, e, path, feeds, out_dir)
+        expected = c.get("refused", {}).get(e)
+        if expected:  # this engine must refuse the model clearly
+            if ok or expected not in msg:
+                return f"{c['id']} [{e}]: expected a refusal containing '{expected}', got " \
+                       f"{'success' if ok else repr(msg)}\n    repro: {repro}"
+            refused.add((c["id"], e))
+            return None
         if not ok:
             return f"{c['id']} [{e}]: {msg}\n    repro: {repro}"
         problems = []
@@ -231,7 +239,8 @@ def main():
     for c in cases:
         cells = dict(per_case.get(c["id"], []))
         print(f"{c['id']:<{width}}  " + " ".join(
-            f"{('ok' if cells[e] is None else 'FAIL') if e in cells else '-':>10}" for e in engines))
+            f"{('refused' if (c['id'], e) in refused else 'ok' if cells[e] is None else 'FAIL') if e in cells else '-':>10}"
+            for e in engines))
 
     if off:
         print(f"\nquantized outputs one quantum from ONNX Runtime's on {engines[0]} (the rest equal):")
@@ -259,7 +268,8 @@ def main():
             print("  " + f)
         print(f"(models and outputs kept in {work})")
         return 1
-    print(f"\nall {len(cases)} cases on {len(engines)} engines match ONNX Runtime; "
+    print(f"\nall {len(cases)} cases on {len(engines)} engines match ONNX Runtime"
+          f"{f' ({len(refused)} runs refused clearly, as their cases expect)' if refused else ''}; "
           f"{len(errors)} error cases refused clearly")
     return 0
 
