@@ -653,19 +653,15 @@ std::string padding_mask(Ctx& c, const std::string& mask, float filter, const st
   return c.op("Unsqueeze", {add, c.i64s(*r == 2 ? std::vector<int64_t>{1, 2} : std::vector<int64_t>{1}, "axes")});
 }
 
-void attention(Ctx& c) {
-  c.need_in(0, "input");
-  c.need_in(1, "weights");
-  if (c.has_in(4)) c.unsupported("input 4 (past, the key/value cache) is not lowered");
-  if (c.has_in(6)) c.unsupported("input 6 (past_sequence_length) is not lowered");
-  c.no_outputs_beyond(1, "the key/value cache (present) is not produced");
+// Attention and QAttention after the QKV product: `qkv` [B, S, q + k + v],
+// `mask` and `bias_add` (attention_bias) input indices, `weights` for the widths.
+void attention_from_qkv(Ctx& c, const std::string& qkv, size_t mask_in, size_t bias_in, const std::string& weights) {
   if (c.n.get_int("do_rotary", 0)) c.unsupported("do_rotary=1 is not lowered");
   if (c.n.get_int("past_present_share_buffer", 0)) c.unsupported("past_present_share_buffer=1 is not lowered");
+  c.no_outputs_beyond(1, "the key/value cache (present) is not produced");
   int64_t heads = c.n.get_int("num_heads", 0);
   if (heads <= 0) c.invalid("num_heads must be positive");
   float filter = c.n.get_float("mask_filter_value", -10000.0f);
-  std::string qkv = c.op("MatMul", {c.in(0), c.in(1)});
-  if (c.has_in(2)) qkv = c.op("Add", {qkv, c.in(2)});
   auto sizes = c.n.get_ints("qkv_hidden_sizes");
   std::vector<Attribute> split_attrs = {Attribute::make_int("axis", -1)};
   std::vector<std::string> split_in = {qkv};
@@ -679,12 +675,34 @@ void attention(Ctx& c) {
   std::string q = c.L.fresh(c.base() + "/Q"), k = c.L.fresh(c.base() + "/K"), v = c.L.fresh(c.base() + "/V");
   c.emit("Split", split_in, {q, k, v}, split_attrs);
   std::string mask;
-  if (c.has_in(3)) mask = padding_mask(c, c.in(3), filter, c.in(0));
-  if (c.has_in(5)) mask = mask.empty() ? c.in(5) : c.op("Add", {mask, c.in(5)});
+  if (c.has_in(mask_in)) mask = padding_mask(c, c.in(mask_in), filter, c.in(0));
+  if (bias_in && c.has_in(bias_in)) mask = mask.empty() ? c.in(bias_in) : c.op("Add", {mask, c.in(bias_in)});
   std::optional<int64_t> q_hidden;
   if (!sizes.empty()) q_hidden = sizes[0];
-  else if (auto w = c.dim_of(c.in(1), 1); w && *w % 3 == 0) q_hidden = *w / 3;
+  else if (auto w = c.dim_of(weights, 1); w && *w % 3 == 0) q_hidden = *w / 3;
   attention_core(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0, q_hidden, filter);
+}
+
+void attention(Ctx& c) {
+  c.need_in(0, "input");
+  c.need_in(1, "weights");
+  if (c.has_in(4)) c.unsupported("input 4 (past, the key/value cache) is not lowered");
+  if (c.has_in(6)) c.unsupported("input 6 (past_sequence_length) is not lowered");
+  std::string qkv = c.op("MatMul", {c.in(0), c.in(1)});
+  if (c.has_in(2)) qkv = c.op("Add", {qkv, c.in(2)});
+  attention_from_qkv(c, qkv, 3, 5, c.in(1));
+}
+
+// ORT's dynamically quantized Attention: the QKV product in integers
+// (uint8/int8 input, int8 weight, per-tensor or per-column weight scale and
+// zero point), scaled to float, + bias; the rest as Attention.
+void qattention(Ctx& c) {
+  for (size_t i : {0, 1, 2, 3, 4}) c.need_in(i, "input, weight, bias, input_scale or weight_scale");
+  if (c.has_in(8)) c.unsupported("input 8 (past, the key/value cache) is not lowered");
+  std::string acc = c.op("MatMulInteger", {c.in(0), c.in(1), c.in(6), c.in(7)});
+  std::string f = c.op("Cast", {acc}, {Attribute::make_int("to", 1)});
+  std::string qkv = c.op("Add", {c.op("Mul", {f, c.op("Mul", {c.in(3), c.in(4)})}), c.in(2)});
+  attention_from_qkv(c, qkv, 5, 0, c.in(1));
 }
 
 void multi_head_attention(Ctx& c) {
@@ -825,6 +843,7 @@ const std::map<std::string, LowerFn>& lowerings() {
       {"FusedGemm", fused_gemm},
       {"FusedConv", fused_conv},
       {"Attention", attention},
+      {"QAttention", qattention},
       {"MultiHeadAttention", multi_head_attention},
       {"EmbedLayerNormalization", embed_layer_norm},
       {"RotaryEmbedding", rotary_embedding},

@@ -346,6 +346,28 @@ def attention(mask_rank, unidirectional, attn_bias, S=5, H=16, N=4, B=2, qkv_siz
     return dict(id=tag, model=m, feeds=feeds)
 
 
+def qattention(mask, per_column, S=5, H=16, N=4, B=2):
+    """ORT's quantize_dynamic form: DynamicQuantizeLinear(x) -> QAttention (int8 weight)."""
+    r = rng(f"qattn{mask}{per_column}")
+    x = f32(r.normal(size=[B, S, H]))
+    w = qrand(r, I8, [H, 3 * H])
+    inits = [("w", w), ("bias", f32(r.normal(size=3 * H) * 0.1)),
+             ("ws", f32(r.uniform(0.005, 0.02, 3 * H)) if per_column else f32(0.01)),
+             ("wz", np.zeros(3 * H, np.int8) if per_column else zp(I8, 0))]
+    inputs, feeds = [("x", F, [B, S, H])], {"x": x}
+    ins = ["xq", "w", "bias", "xs", "ws", "", "xz", "wz"]
+    if mask:
+        m_ = np.ones([B, S], np.int32)
+        m_[0, -2:] = 0
+        inputs.append(("mask", I32, [B, S]))
+        feeds["mask"] = m_
+        ins[5] = "mask"
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             ms("QAttention", ins, ["y"], num_heads=N)]
+    m = model(nodes, inputs, [("y", F, [B, S, H])], inits)
+    return dict(id=f"QAttention{'_mask' if mask else ''}{'_pc' if per_column else ''}", model=m, feeds=feeds)
+
+
 def multi_head_attention(bias, kpm, present, L=7, S=5, D=16, N=2, B=2):
     r = rng(f"mha{bias}{kpm}{present}")
     q, k, v = (f32(r.normal(size=s)) for s in ([B, S, D], [B, L, D], [B, L, D]))
@@ -523,6 +545,8 @@ def cases():
         attention(3, 1, False),
         attention(2, 0, True),
         attention(0, 1, False, qkv_sizes=[16, 16, 8]),
+        qattention(False, False),
+        qattention(True, True),
         multi_head_attention(False, False, False),
         multi_head_attention(True, True, True),
         embed_layer_norm(True, True, False),
