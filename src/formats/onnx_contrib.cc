@@ -742,35 +742,53 @@ void multi_head_attention(Ctx& c) {
   c.no_outputs_beyond(3, "outputs past present_value are not produced");
 }
 
-void embed_layer_norm(Ctx& c) {
-  for (size_t i : {0, 2, 3, 5, 6}) c.need_in(i, "input_ids, word_embedding, position_embedding, gamma or beta");
-  std::string ids = c.in(0);
-  std::string sum = c.op("Gather", {c.in(2), ids});
+// `in`: input_ids, segment_ids, word, position and segment embeddings, gamma,
+// beta, mask, position_ids ("" where absent).
+void embed_layer_norm_of(Ctx& c, const std::vector<std::string>& in) {
+  std::string ids = in[0];
+  std::string sum = c.op("Gather", {in[2], ids});
   std::string pos;
-  if (c.has_in(8)) {
-    pos = c.op("Gather", {c.in(3), c.in(8)});
+  if (!in[8].empty()) {
+    pos = c.op("Gather", {in[3], in[8]});
   } else {
     std::string s = c.op("Squeeze", {c.dim1(ids, 1), c.i64s({0}, "axes")});
     std::string range = c.op("Range", {c.i64(0, "start"), s, c.i64(1, "delta")});
-    pos = c.op("Gather", {c.in(3), range});
+    pos = c.op("Gather", {in[3], range});
   }
   sum = c.op("Add", {sum, pos});
-  if (c.has_in(1) != c.has_in(4)) c.invalid("segment_ids and segment_embedding must be given together");
+  if (!in[1].empty() != !in[4].empty()) c.invalid("segment_ids and segment_embedding must be given together");
   bool embedding_sum = c.has_out(2);
-  if (c.has_in(1)) sum = c.op("Add", {sum, c.op("Gather", {c.in(4), c.in(1)})});
+  if (!in[1].empty()) sum = c.op("Add", {sum, c.op("Gather", {in[4], in[1]})});
   if (embedding_sum) c.op("Identity", {sum}, {}, c.out_name(2));
-  c.emit("LayerNormalization", {sum, c.in(5), c.in(6)}, {c.out_name(0)},
+  c.emit("LayerNormalization", {sum, in[5], in[6]}, {c.out_name(0)},
          {Attribute::make_int("axis", -1), Attribute::make_float("epsilon", c.n.get_float("epsilon", 1e-12f))});
   if (!c.has_out(1)) return;
   if (c.n.get_int("mask_index_type", 1) != 1)
     c.unsupported("mask_index with mask_index_type other than 1 is not lowered");
-  if (c.has_in(7)) {
-    std::string m = c.op("Cast", {c.in(7)}, {Attribute::make_int("to", 6)});  // int32
+  if (!in[7].empty()) {
+    std::string m = c.op("Cast", {in[7]}, {Attribute::make_int("to", 6)});  // int32
     c.op("ReduceSum", {m, c.i64s({1}, "axes")}, {Attribute::make_int("keepdims", 0)}, c.out_name(1));
   } else {
     Attribute value = Attribute::make_tensor("value", Tensor::from_vector(DType::I32, {1}, std::vector<int32_t>{0}));
     c.op("ConstantOfShape", {c.dim1(ids, 0)}, {value}, c.out_name(1));
   }
+}
+
+void embed_layer_norm(Ctx& c) {
+  for (size_t i : {0, 2, 3, 5, 6}) c.need_in(i, "input_ids, word_embedding, position_embedding, gamma or beta");
+  std::vector<std::string> in;
+  for (size_t i = 0; i < 9; ++i) in.push_back(c.in(i));
+  embed_layer_norm_of(c, in);
+}
+
+// quantize_dynamic's EmbedLayerNormalization: uint8 tables, gamma and beta, each
+// with its scale and zero point, dequantized (ORT dequantizes each element it reads).
+void qembed_layer_norm(Ctx& c) {
+  for (size_t i : {0, 2, 3, 5, 6, 8, 9, 11, 12, 13, 14, 16, 17})
+    c.need_in(i, "input_ids, a table, gamma, beta or their scale and zero point");
+  auto deq = [&](size_t q, size_t s, size_t z) { return c.has_in(q) ? c.dq(c.in(q), c.in(s), c.in(z)) : std::string(); };
+  embed_layer_norm_of(c, {c.in(0), c.in(1), deq(2, 8, 13), deq(3, 9, 14), deq(4, 10, 15), deq(5, 11, 16),
+                          deq(6, 12, 17), c.in(7), ""});
 }
 
 void rotary_embedding(Ctx& c) {
@@ -846,6 +864,7 @@ const std::map<std::string, LowerFn>& lowerings() {
       {"QAttention", qattention},
       {"MultiHeadAttention", multi_head_attention},
       {"EmbedLayerNormalization", embed_layer_norm},
+      {"QEmbedLayerNormalization", qembed_layer_norm},
       {"RotaryEmbedding", rotary_embedding},
   };
   return table;

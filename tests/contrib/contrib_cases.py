@@ -423,6 +423,31 @@ def embed_layer_norm(segments, mask, pos_ids, B=2, S=6, H=16, V=30):
     return dict(id=tag, model=m, feeds=feeds)
 
 
+def qembed_layer_norm(segments, B=2, S=6, H=16, V=30):
+    r = rng(f"qeln{segments}")
+    ids = r.integers(0, V, [B, S]).astype(np.int32)
+    mask = np.ones([B, S], np.int32)
+    mask[0, -2:] = 0
+    tables = {"word": [V, H], "pos": [16, H], "gamma": [H], "beta": [H]}
+    if segments:
+        tables["seg"] = [2, H]
+    inits = []
+    for n, shape in tables.items():
+        inits += [(n + "_q", qrand(r, U8, shape)), (n + "_s", f32(r.uniform(0.005, 0.02))),
+                  (n + "_z", zp(U8, int(r.integers(100, 156))))]
+    inputs = [("ids", I32, [B, S]), ("mask", I32, [B, S])]
+    feeds = {"ids": ids, "mask": mask}
+    if segments:
+        inputs.append(("segids", I32, [B, S]))
+        feeds["segids"] = r.integers(0, 2, [B, S]).astype(np.int32)
+    sg = (lambda x: x) if segments else (lambda x: "")
+    ins = ["ids", sg("segids"), "word_q", "pos_q", sg("seg_q"), "gamma_q", "beta_q", "mask",
+           "word_s", "pos_s", sg("seg_s"), "gamma_s", "beta_s", "word_z", "pos_z", sg("seg_z"), "gamma_z", "beta_z"]
+    m = model([ms("QEmbedLayerNormalization", ins, ["y", "mask_index"], epsilon=1e-5)], inputs,
+              [("y", F, [B, S, H]), ("mask_index", I32, [B])], inits)
+    return dict(id=f"QEmbedLayerNormalization{'_seg' if segments else ''}", model=m, feeds=feeds)
+
+
 def rotary(rank, offset, interleaved, rot_dim=0, B=2, S=5, N=2, Hd=8):
     r = rng(f"rot{rank}{offset}{interleaved}{rot_dim}")
     shape = [B, S, N * Hd] if rank == 3 else [B, N, S, Hd]
@@ -552,6 +577,8 @@ def cases():
         embed_layer_norm(True, True, False),
         embed_layer_norm(False, False, False),
         embed_layer_norm(True, True, True),
+        qembed_layer_norm(True),
+        qembed_layer_norm(False),
         rotary(3, False, 0),
         rotary(3, True, 1),
         rotary(4, False, 1),
