@@ -433,7 +433,21 @@ void matmul_nbits(Ctx& c) {
   c.op("Add", {c.op("MatMul", {c.in(0), wt}), c.in(5)}, {}, c.out_name(0));
 }
 
-// com.microsoft QuantizeLinear / DequantizeLinear: the ONNX ops.
+// com.microsoft GridSample (torch exports before opset 16): ONNX GridSample,
+// whose modes were renamed in 20 (bilinear → linear, bicubic → cubic).
+void grid_sample(Ctx& c) {
+  Node m = c.n;
+  m.domain.clear();
+  std::string mode = c.n.get_string("mode", "bilinear");
+  if (mode != "bilinear" && mode != "nearest" && mode != "bicubic")
+    c.invalid(fmt::format("mode '{}' is not bilinear, nearest or bicubic", mode));
+  m.remove_attr("mode");
+  m.attributes.push_back(Attribute::make_string("mode", mode == "bilinear" ? "linear" : mode == "bicubic" ? "cubic"
+                                                                                                           : mode));
+  c.out.push_back(std::move(m));
+}
+
+// com.microsoft QuantizeLinear / DequantizeLinear / Trilu: the ONNX ops (same semantics).
 void as_onnx(Ctx& c) {
   Node m = c.n;
   m.domain.clear();
@@ -848,6 +862,8 @@ const std::map<std::string, LowerFn>& lowerings() {
       {"MatMulIntegerToFloat", matmul_integer_to_float},
       {"MatMulNBits", matmul_nbits},
       {"QuantizeLinear", as_onnx},
+      {"Trilu", as_onnx},
+      {"GridSample", grid_sample},
       {"DequantizeLinear", as_onnx},
       {"Gelu", gelu},
       {"FastGelu", fast_gelu},

@@ -509,6 +509,25 @@ def in_subgraphs(flag):
                 refused={"so": refusal, "standalone": refusal})
 
 
+def grid_sample(mode, padding, align):
+    r = rng(f"grid{mode}{padding}{align}")
+    x = f32(r.normal(size=[2, 3, 6, 7]))
+    grid = f32(r.uniform(-1.2, 1.2, [2, 4, 5, 2]))
+    m = model([ms("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding, align_corners=align)],
+              [("x", F, [2, 3, 6, 7]), ("grid", F, [2, 4, 5, 2])], [("y", F, [2, 3, 4, 5])], opset=13)
+    refusal = "op not supported by the C compiler"  # hodu build has no GridSample
+    return dict(id=f"GridSample_{mode}_{padding}_ac{align}", model=m, feeds={"x": x, "grid": grid},
+                refused={"so": refusal, "standalone": refusal})
+
+
+def trilu(upper):
+    r = rng(f"trilu{upper}")
+    x = f32(r.normal(size=[2, 5, 6]))
+    m = model([ms("Trilu", ["x", "k"], ["y"], upper=upper)], [("x", F, [2, 5, 6])], [("y", F, [2, 5, 6])],
+              [("k", np.array(1 if upper else -1, np.int64))], opset=13)
+    return dict(id=f"Trilu_ms_{'upper' if upper else 'lower'}", model=m, feeds={"x": x})
+
+
 def cases():
     c = [
         qlinear_binary("QLinearAdd", U8, [2, 3, 4, 5], [2, 3, 4, 5]),
@@ -584,6 +603,12 @@ def cases():
         rotary(4, False, 1),
         rotary(4, True, 0, rot_dim=4),
         on_intermediates(),
+        grid_sample("bilinear", "zeros", 0),
+        grid_sample("bicubic", "zeros", 1),
+        grid_sample("bilinear", "border", 1),
+        grid_sample("nearest", "reflection", 0),
+        trilu(1),
+        trilu(0),
         in_subgraphs(True),
         in_subgraphs(False),
     ]
