@@ -42,13 +42,7 @@ struct Canon {
   std::vector<Graph*> scope;             // enclosing graphs, innermost last
   std::vector<std::pair<std::string, Tensor>> deferred;  // appended after the graph's nodes are done
 
-  std::string fresh(const std::string& base) {
-    std::string b = base.empty() ? std::string("hodu") : base;
-    std::string n = b;
-    for (int k = 1; names.count(n); ++k) n = b + "_" + std::to_string(k);
-    names.insert(n);
-    return n;
-  }
+  std::string fresh(const std::string& base) { return fresh_name(names, base.empty() ? std::string("hodu") : base); }
   std::optional<ValueType> type_of(const std::string& v) const {
     for (auto it = scope.rbegin(); it != scope.rend(); ++it)
       if (auto t = (*it)->type_of(v)) return t;
@@ -632,6 +626,15 @@ void canon_graph(Canon& c, Graph& g) {
 }
 
 }  // namespace
+
+void collect_graph_names(const Graph& g, std::set<std::string>& names) { collect_names(g, names); }
+
+std::string fresh_name(std::set<std::string>& names, const std::string& base) {
+  std::string n = base;
+  for (int k = 1; names.count(n); ++k) n = base + "_" + std::to_string(k);
+  names.insert(n);
+  return n;
+}
 
 void canonicalize_onnx_model(Model& model, const std::string& what) {
   Canon c;

@@ -9,6 +9,7 @@
 // back into attributes where that opset needs it.
 #pragma once
 #include <map>
+#include <set>
 #include <string>
 
 #include "ir/graph.h"
@@ -28,6 +29,12 @@ inline constexpr int kMaxOnnxMlOpset = 5;
 // Rewrites every node (subgraphs included) of `model` from the opsets it
 // declares (Model::opset_imports) into canonical form. `what` names the file.
 void canonicalize_onnx_model(Model& model, const std::string& what);
+
+// Every value and node name of `g` and its subgraphs, into `names` (so rewrites
+// can make fresh ones).
+void collect_graph_names(const Graph& g, std::set<std::string>& names);
+// `base`, or `base_1`, `base_2`... : the first not in `names`, which it joins.
+std::string fresh_name(std::set<std::string>& names, const std::string& base);
 
 // Converts a canonical graph (a copy) to the form of the given ai.onnx opset.
 // Unsupported when an op cannot be written at that opset.

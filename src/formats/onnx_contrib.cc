@@ -17,6 +17,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "formats/onnx_canonicalize.h"
 #include "ir/schema.h"
 
 namespace hodu {
@@ -52,13 +53,7 @@ struct Lowering {
     return it->second;
   }
 
-  std::string fresh(const std::string& base) {
-    std::string b = base.empty() ? std::string("contrib") : base;
-    std::string n = b;
-    for (int k = 1; names.count(n); ++k) n = b + "_" + std::to_string(k);
-    names.insert(n);
-    return n;
-  }
+  std::string fresh(const std::string& base) { return fresh_name(names, base.empty() ? std::string("contrib") : base); }
 };
 
 // One contrib node being lowered.
@@ -886,22 +881,6 @@ const std::map<std::string, LowerFn>& lowerings() {
   return table;
 }
 
-void collect_names(const Graph& g, std::set<std::string>& names) {
-  for (const auto& v : g.inputs) names.insert(v.name);
-  for (const auto& v : g.outputs) names.insert(v.name);
-  for (const auto& [n, t] : g.initializers) names.insert(n);
-  for (const auto& [n, t] : g.value_types) names.insert(n);
-  for (const auto& node : g.nodes) {
-    if (!node.name.empty()) names.insert(node.name);
-    for (const auto& o : node.outputs) names.insert(o);
-    for (const auto& i : node.inputs) names.insert(i);
-    for (const auto& a : node.attributes) {
-      if (a.g) collect_names(*a.g, names);
-      for (const auto& sg : a.graphs) collect_names(*sg, names);
-    }
-  }
-}
-
 bool is_contrib(const Node& n) {
   if (n.domain == kDomain) return true;
   // ORT registers SimplifiedLayerNormalization in the ai.onnx domain.
@@ -960,7 +939,7 @@ void lower_contrib_ops(Model& model, const std::string& what) {
   if (!has_contrib(model.graph)) return;
   Lowering L;
   L.what = what;
-  collect_names(model.graph, L.names);
+  collect_graph_names(model.graph, L.names);
   lower_graph(L, model.graph);
   // The nodes are standard ONNX now, some of them (Gelu, RMSNormalization,
   // Attention, RotaryEmbedding) newer than the opset the file declares.
