@@ -588,9 +588,28 @@ std::string split_heads(Ctx& c, const std::string& x, int64_t heads) {
 // Softmax, MatMul, head merge): the attention fusion (-O3) makes it one
 // hodu.Attention, and at every other level each node runs on an engine kernel.
 // `q_hidden` (N·h) gives the default scale 1/sqrt(h) as a constant when known.
+// `past` ([2, B, N, P, h], Attention's cache) goes before K and V; `present`
+// (output index, 0 for none) gets them back, [2, B, N, P + S, h].
 void attention_core(Ctx& c, const std::string& q, const std::string& k, const std::string& v, std::string mask,
-                    int64_t heads, bool causal, std::optional<int64_t> q_hidden, float filter) {
+                    int64_t heads, bool causal, std::optional<int64_t> q_hidden, float filter,
+                    const std::string& past = {}, size_t present = 0) {
   std::string q4 = split_heads(c, q, heads), k4 = split_heads(c, k, heads), v4 = split_heads(c, v, heads);
+  std::string diagonal = c.i64(1, "diagonal");  // causal: key t is masked above query s + past length
+  if (!past.empty()) {
+    std::string axis0 = c.i64s({0}, "axis");
+    auto cached = [&](int64_t i, const std::string& x) {
+      std::string p = c.op("Squeeze", {c.op("Slice", {past, c.i64s({i}, "start"), c.i64s({i + 1}, "end"), axis0}),
+                                       axis0});
+      return c.op("Concat", {p, x}, {Attribute::make_int("axis", 2)});
+    };
+    k4 = cached(0, k4);
+    v4 = cached(1, v4);
+    std::string plen = c.op("Squeeze", {c.dim1(past, 3), axis0});
+    diagonal = c.op("Add", {plen, diagonal});
+  }
+  if (present)
+    c.op("Concat", {c.op("Unsqueeze", {k4, c.i64s({0}, "axes")}), c.op("Unsqueeze", {v4, c.i64s({0}, "axes")})},
+         {Attribute::make_int("axis", 0)}, c.out_name(present));
   std::string kt = c.op("Transpose", {k4}, {Attribute::make_ints("perm", {0, 1, 3, 2})});
   std::string s = c.op("MatMul", {q4, kt});
   float scale = c.n.get_float("scale", 0.0f);
@@ -607,7 +626,7 @@ void attention_core(Ctx& c, const std::string& q, const std::string& k, const st
   if (causal) {  // filter above the diagonal (ORT adds mask_filter_value there)
     Attribute one = Attribute::make_tensor("value", Tensor::from_vector(DType::F32, {1}, std::vector<float>{1.0f}));
     std::string ones = c.op("ConstantOfShape", {c.op("Shape", {s}, {Attribute::make_int("start", -2)})}, {one});
-    std::string upper = c.op("Trilu", {ones, c.i64(1, "diagonal")}, {Attribute::make_int("upper", 1)});
+    std::string upper = c.op("Trilu", {ones, diagonal}, {Attribute::make_int("upper", 1)});
     std::string cm = c.op("Mul", {upper, c.f32(filter, "mask_filter")});
     mask = mask.empty() ? cm : c.op("Add", {mask, cm});
   }
@@ -664,10 +683,11 @@ std::string padding_mask(Ctx& c, const std::string& mask, float filter, const st
 
 // Attention and QAttention after the QKV product: `qkv` [B, S, q + k + v],
 // `mask` and `bias_add` (attention_bias) input indices, `weights` for the widths.
-void attention_from_qkv(Ctx& c, const std::string& qkv, size_t mask_in, size_t bias_in, const std::string& weights) {
+void attention_from_qkv(Ctx& c, const std::string& qkv, size_t mask_in, size_t bias_in, const std::string& weights,
+                        const std::string& past = {}) {
   if (c.n.get_int("do_rotary", 0)) c.unsupported("do_rotary=1 is not lowered");
   if (c.n.get_int("past_present_share_buffer", 0)) c.unsupported("past_present_share_buffer=1 is not lowered");
-  c.no_outputs_beyond(1, "the key/value cache (present) is not produced");
+  c.no_outputs_beyond(2, "outputs past present are not produced");
   int64_t heads = c.n.get_int("num_heads", 0);
   if (heads <= 0) c.invalid("num_heads must be positive");
   float filter = c.n.get_float("mask_filter_value", -10000.0f);
@@ -684,22 +704,28 @@ void attention_from_qkv(Ctx& c, const std::string& qkv, size_t mask_in, size_t b
   std::string q = c.L.fresh(c.base() + "/Q"), k = c.L.fresh(c.base() + "/K"), v = c.L.fresh(c.base() + "/V");
   c.emit("Split", split_in, {q, k, v}, split_attrs);
   std::string mask;
-  if (c.has_in(mask_in)) mask = padding_mask(c, c.in(mask_in), filter, c.in(0));
+  if (c.has_in(mask_in)) {
+    if (!past.empty() && c.rank_of(c.in(mask_in)) == std::optional<int64_t>(1))
+      c.unsupported("a 1-D mask_index together with past is not lowered (2-D [batch, past + seq] masks are)");
+    mask = padding_mask(c, c.in(mask_in), filter, c.in(0));
+  }
   if (bias_in && c.has_in(bias_in)) mask = mask.empty() ? c.in(bias_in) : c.op("Add", {mask, c.in(bias_in)});
   std::optional<int64_t> q_hidden;
   if (!sizes.empty()) q_hidden = sizes[0];
   else if (auto w = c.dim_of(weights, 1); w && *w % 3 == 0) q_hidden = *w / 3;
-  attention_core(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0, q_hidden, filter);
+  if (c.has_out(1) && !sizes.empty() && sizes[1] != sizes[2])
+    c.unsupported("output 1 (present) with K and V of different widths is not defined");
+  attention_core(c, q, k, v, mask, heads, c.n.get_int("unidirectional", 0) != 0, q_hidden, filter, past,
+                 c.has_out(1) ? 1 : 0);
 }
 
 void attention(Ctx& c) {
   c.need_in(0, "input");
   c.need_in(1, "weights");
-  if (c.has_in(4)) c.unsupported("input 4 (past, the key/value cache) is not lowered");
-  if (c.has_in(6)) c.unsupported("input 6 (past_sequence_length) is not lowered");
+  if (c.has_in(6)) c.unsupported("input 6 (past_sequence_length, the shared-buffer cache) is not lowered");
   std::string qkv = c.op("MatMul", {c.in(0), c.in(1)});
   if (c.has_in(2)) qkv = c.op("Add", {qkv, c.in(2)});
-  attention_from_qkv(c, qkv, 3, 5, c.in(1));
+  attention_from_qkv(c, qkv, 3, 5, c.in(1), c.in(4));
 }
 
 // ORT's dynamically quantized Attention: the QKV product in integers

@@ -670,13 +670,15 @@ TEST(OnnxContrib, UnknownOpsAndUnhandledInputsAreClearErrors) {
   auto* g = a.mutable_graph();
   add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 4, 8});
   add_value(g->mutable_input(), "w", onnx::TensorProto::FLOAT, {8, 24});
-  add_value(g->mutable_input(), "past", onnx::TensorProto::FLOAT, {2, 1, 2, 3, 4});
+  add_value(g->mutable_input(), "past", onnx::TensorProto::FLOAT, {2, 1, 2, 8, 4});
+  add_value(g->mutable_input(), "plen", onnx::TensorProto::INT32, {1});
   add_value(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {1, 4, 8});
-  auto* n = add_ms_node(a, "Attention", {"x", "w", "", "", "past"}, {"y"});
+  auto* n = add_ms_node(a, "Attention", {"x", "w", "", "", "past", "", "plen"}, {"y"});
   n->set_name("att");
   attr_int(n, "num_heads", 2);
   expect_error([&] { load(a); }, ErrorCode::Unsupported,
-               "node 'att' (com.microsoft.Attention) (op Attention, domain com.microsoft): input 4 (past");
+               "node 'att' (com.microsoft.Attention) (op Attention, domain com.microsoft): input 6 "
+               "(past_sequence_length");
 
   auto c = make_ms_model();
   add_value(c.mutable_graph()->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 2, 5});

@@ -346,6 +346,27 @@ def attention(mask_rank, unidirectional, attn_bias, S=5, H=16, N=4, B=2, qkv_siz
     return dict(id=tag, model=m, feeds=feeds)
 
 
+def attention_past(mask, P=3, S=4, H=16, N=4, B=2):
+    """GPT-2 style with a key/value cache: past [2, B, N, P, h] in, present [2, B, N, P + S, h] out."""
+    r = rng(f"attnpast{mask}")
+    h = H // N
+    x = f32(r.normal(size=[B, S, H]))
+    past = f32(r.normal(size=[2, B, N, P, h]))
+    inits = [("w", f32(r.normal(size=[H, 3 * H]) * 0.3)), ("bias", f32(r.normal(size=3 * H) * 0.1))]
+    inputs = [("x", F, [B, S, H]), ("past", F, [2, B, N, P, h])]
+    feeds = {"x": x, "past": past}
+    ins = ["x", "w", "bias", "", "past"]
+    if mask:
+        m_ = np.ones([B, P + S], np.int32)
+        m_[1, :2] = 0  # left padding, as batched generation writes it
+        inputs.append(("mask", I32, [B, P + S]))
+        feeds["mask"] = m_
+        ins[3] = "mask"
+    m = model([ms("Attention", ins, ["y", "present"], num_heads=N, unidirectional=1)], inputs,
+              [("y", F, [B, S, H]), ("present", F, [2, B, N, P + S, h])], inits)
+    return dict(id=f"Attention_past_causal{'_mask2' if mask else ''}", model=m, feeds=feeds)
+
+
 def qattention(mask, per_column, S=5, H=16, N=4, B=2):
     """ORT's quantize_dynamic form: DynamicQuantizeLinear(x) -> QAttention (int8 weight)."""
     r = rng(f"qattn{mask}{per_column}")
@@ -589,6 +610,8 @@ def cases():
         attention(3, 1, False),
         attention(2, 0, True),
         attention(0, 1, False, qkv_sizes=[16, 16, 8]),
+        attention_past(False),
+        attention_past(True),
         qattention(False, False),
         qattention(True, True),
         multi_head_attention(False, False, False),
@@ -622,16 +645,18 @@ def error_cases():
     r = rng("errors")
     x = f32(r.normal(size=[1, 4, 8]))
     unknown = model([ms("NotARealContribOp", ["x"], ["y"])], [("x", F, [1, 4, 8])], [("y", F, [1, 4, 8])])
-    past = model([ms("Attention", ["x", "w", "", "", "past"], ["y", "present"], num_heads=2)],
-                 [("x", F, [1, 4, 8]), ("past", F, [2, 1, 2, 3, 4])], [("y", F, [1, 4, 8]), ("present", F, None)],
-                 [("w", f32(r.normal(size=[8, 24])))])
+    past = model([ms("Attention", ["x", "w", "", "", "past", "", "plen"], ["y", "present"], num_heads=2,
+                     past_present_share_buffer=1)],
+                 [("x", F, [1, 4, 8]), ("past", F, [2, 1, 2, 8, 4]), ("plen", I32, [1])],
+                 [("y", F, [1, 4, 8]), ("present", F, None)], [("w", f32(r.normal(size=[8, 24])))])
     act = model([ms("FusedConv", ["x", "w"], ["y"], kernel_shape=[1], activation="Softplus")],
                 [("x", F, [1, 4, 8])], [("y", F, None)], [("w", f32(r.normal(size=[2, 4, 1])))])
     return [
         dict(id="error_unknown_op", model=unknown, feeds={"x": x},
              expect=["NotARealContribOp", "com.microsoft", "unsupported op"]),
-        dict(id="error_attention_past", model=past, feeds={"x": x, "past": f32(np.zeros([2, 1, 2, 3, 4]))},
-             expect=["Attention", "com.microsoft", "past"]),
+        dict(id="error_attention_shared_cache", model=past,
+             feeds={"x": x, "past": f32(np.zeros([2, 1, 2, 8, 4])), "plen": np.array([3], np.int32)},
+             expect=["Attention", "com.microsoft", "past_sequence_length"]),
         dict(id="error_fusedconv_activation", model=act, feeds={"x": x},
              expect=["FusedConv", "com.microsoft", "Softplus"]),
     ]
