@@ -124,12 +124,16 @@ def qgemm(with_c, quant_out, transB, per_column):
     inits = [("as", f32(0.04)), ("az", zp(U8, 125)), ("b", b), ("bs", bs), ("bz", bz)]
     ins = ["a", "as", "az", "b", "bs", "bz"]
     if with_c:
-        inits.append(("c", r.integers(-2000, 2000, N).astype(np.int32)))
+        inits.append(("c", r.integers(-30000, 30000, N).astype(np.int32)))
         ins.append("c")
     else:
         ins.append("")
-    if quant_out:
-        inits += [("ys", f32(2.5)), ("yz", zp(U8, 128))]
+    if quant_out:  # y_scale from the float result's range, so a wrong term moves many quanta
+        bt = b.astype(np.float64) if transB else b.astype(np.float64).T
+        y = 0.75 * ((a.astype(np.float64) - 125) @ bt.T) * 0.04 * np.asarray(bs, np.float64)
+        if with_c:
+            y += 0.75 * dict(inits)["c"] * 0.04 * np.asarray(bs, np.float64)
+        inits += [("ys", f32(max(np.abs(y).max(), 1e-3) / 127.0)), ("yz", zp(U8, 128))]
         ins += ["ys", "yz"]
     m = model([ms("QGemm", ins, ["y"], alpha=0.75, transB=transB)], [("a", U8, [M, K])],
               [("y", U8 if quant_out else F, [M, N])], inits)
