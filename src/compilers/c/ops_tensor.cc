@@ -278,9 +278,11 @@ void emit_resize(Codegen& cg, const Node& n) {
   // Source coordinate of each output index (ONNX coordinate_transformation_mode).
   auto source = [&](int64_t d, int64_t o) {
     double s = scale[d], in = static_cast<double>(xs[d]), ow = s * in, x = static_cast<double>(o);
-    if (ctm == "align_corners") return ow == 1 ? 0.0 : x * (in - 1) / (ow - 1);
+    // align_corners, pytorch_half_pixel: the integer output length (interp nn_resize.cc).
+    const double on = static_cast<double>(ys[d]);
+    if (ctm == "align_corners") return on == 1 ? 0.0 : x * (in - 1) / (on - 1);
     if (ctm == "asymmetric") return x / s;
-    if (ctm == "pytorch_half_pixel") return ow == 1 ? -0.5 : (x + 0.5) / s - 0.5;
+    if (ctm == "pytorch_half_pixel") return on == 1 ? 0.0 : (x + 0.5) / s - 0.5;
     if (ctm == "half_pixel_symmetric") {
       double adj = static_cast<double>(ys[d]) / ow, center = in / 2;
       return center * (1 - adj) + (x + 0.5) / s - 0.5;

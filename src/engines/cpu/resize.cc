@@ -147,14 +147,15 @@ class ResizeStep : public TensorStep {
       const double xd = static_cast<double>(x);
       double xo;
       bool ex = false;
-      if (ctm == "align_corners") xo = ow == 1 ? 0.0 : xd * static_cast<double>(in - 1) / (ow - 1);
+      // align_corners, pytorch_half_pixel: the integer output length, as the interpreter (nn_resize.cc).
+      if (ctm == "align_corners") xo = on == 1 ? 0.0 : xd * static_cast<double>(in - 1) / static_cast<double>(on - 1);
       else if (ctm == "asymmetric") xo = xd / s;
       else if (ctm == "tf_crop_and_resize") {
         xo = ow == 1 ? (roi_e - roi_s) * static_cast<double>(in - 1) / 2
                      : xd * (roi_e - roi_s) * static_cast<double>(in - 1) / (ow - 1);
         xo += roi_s * static_cast<double>(in - 1);
         ex = xo < 0 || xo > static_cast<double>(in - 1);
-      } else if (ctm == "pytorch_half_pixel") xo = ow == 1 ? -0.5 : (xd + 0.5) / s - 0.5;
+      } else if (ctm == "pytorch_half_pixel") xo = on == 1 ? 0.0 : (xd + 0.5) / s - 0.5;
       else if (ctm == "half_pixel") xo = (xd + 0.5) / s - 0.5;
       else {
         const double adj = static_cast<double>(on) / ow, center = static_cast<double>(in) / 2;

@@ -536,6 +536,47 @@ TEST(CpuTensorKernels, ResizeModes) {
   check(crop, "Resize tf_crop_and_resize");
 }
 
+// align_corners (and pytorch_half_pixel at an output length of 1) divide by the integer output
+// length, as ONNX Runtime 1.30 and torch do: torch's F.interpolate(scale_factor=1.5,
+// align_corners=True) exports a Resize by 1.5 whose 7 -> 10 rows hodu sampled at x * 6 / 9.5
+// (rel error 0.46 against ORT and torch). Values are ONNX Runtime's, on both engines.
+TEST(CpuTensorKernels, ResizeAlignCornersUsesTheIntegerOutputLength) {
+  struct R {
+    std::string mode, ctm;
+    int64_t h, w;  // input 1x1xHxW of 1, 2, 3...
+    float sh, sw;
+    std::vector<int64_t> out;
+    std::vector<float> want;
+  };
+  const std::vector<R> cases = {
+      // 2x4 by 0.6: 1x2 (2.4 -> 2), sampled at columns 0 and 3 (ONNX's node case expects 3.14).
+      {"linear", "align_corners", 2, 4, 0.6f, 0.6f, {1, 2}, {1, 4}},
+      // 1x5 by 1.5: 7 (7.5 -> 7), columns k * 4 / 6.
+      {"linear", "align_corners", 1, 5, 1, 1.5f, {1, 7}, {1, 1.6666666f, 2.3333333f, 3, 3.6666666f, 4.3333333f, 5}},
+      // cubic, 2x4 by 0.6: the sample points are pixels 0 and 3 exactly.
+      {"cubic", "align_corners", 2, 4, 0.6f, 0.6f, {1, 2}, {1, 4}},
+      // pytorch_half_pixel to one column: column 0 (-0.5 moved the cubic taps).
+      {"cubic", "pytorch_half_pixel", 1, 4, 1, 0.3f, {1, 1}, {1}},
+  };
+  for (const auto& r : cases) {
+    std::vector<float> x;
+    for (int64_t i = 0; i < r.h * r.w; ++i) x.push_back(static_cast<float>(i + 1));
+    Case c;
+    c.op = "Resize";
+    c.inputs = {{"x", Tensor::from_vector<float>(DType::F32, {1, 1, r.h, r.w}, x)}};
+    c.consts = {{"scales", f32s({1, 1, r.sh, r.sw})}};
+    c.order = {"x", "", "scales"};
+    c.attrs = {Attribute::make_string("mode", r.mode), Attribute::make_string("coordinate_transformation_mode", r.ctm)};
+    c.tol = 1e-6;
+    const std::string what = fmt::format("Resize {} {} {}x{} by {}x{}", r.mode, r.ctm, r.h, r.w, r.sh, r.sw);
+    Tensor want = Tensor::from_vector<float>(DType::F32, {1, 1, r.out[0], r.out[1]}, r.want);
+    Model m = build(c);
+    std::map<std::string, RuntimeValue> feeds{{"x", RuntimeValue(c.inputs[0].second)}};
+    expect_close(interp::Interpreter(m).run(feeds)[0].tensor, want, 1e-6, what + " interpreter");
+    check(c, what);  // the cpu engine against the interpreter, no fallback
+  }
+}
+
 TEST(CpuTensorKernels, ConvTransposeOnOneDnn) {
   uint32_t seed = 80;
   struct D {

@@ -1142,9 +1142,10 @@ HK void hk_conv_transpose(const double* x, const double* w, const double* b, dou
  * linear: i0, i1, w (else the nearest index in i0). */
 HK double hk_resize_source(int ctm, double s, double in, double out_size, double x) {
   double ow = s * in;
-  if (ctm == 1) return ow == 1 ? 0.0 : x * (in - 1) / (ow - 1);
+  /* align_corners, pytorch_half_pixel: the integer output length (interp nn_resize.cc). */
+  if (ctm == 1) return out_size == 1 ? 0.0 : x * (in - 1) / (out_size - 1);
   if (ctm == 2) return x / s;
-  if (ctm == 3) return ow == 1 ? -0.5 : (x + 0.5) / s - 0.5;
+  if (ctm == 3) return out_size == 1 ? 0.0 : (x + 0.5) / s - 0.5;
   if (ctm == 4) {
     double adj = out_size / ow, center = in / 2;
     return center * (1 - adj) + (x + 0.5) / s - 0.5;
