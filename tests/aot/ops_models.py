@@ -315,17 +315,41 @@ def product_over_sizes_read():
     return m, feeds, True
 
 
-MODELS = [product_over_sizes_read, resize_free_dims, half_convs, conv_transpose, causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+def resize_fractional_free_dims():
+    """Resize by fractional scales over a free height and width (deeplab's x1.5, a x0.5
+    downsample, a x1.25 torch Upsample): the output size is floor(size * scale) at run time
+    (7 * 1.5 = 10.5 -> 10), and the coordinates use the given scale, not out / in."""
+    r = rng_for("resize_fractional_free_dims")
+    nodes = [
+        helper.make_node("Resize", ["x", "", "s15"], ["lin15"], mode="linear"),
+        helper.make_node("Resize", ["x", "", "s15"], ["ac15"], mode="linear", coordinate_transformation_mode="align_corners"),
+        helper.make_node("Resize", ["x", "", "s05"], ["near05"], mode="nearest"),
+        helper.make_node("Resize", ["x", "", "s125"], ["asym125"], mode="nearest",
+                         coordinate_transformation_mode="asymmetric", nearest_mode="floor"),
+        helper.make_node("Resize", ["x", "", "s03"], ["lin03"], mode="linear",
+                         coordinate_transformation_mode="pytorch_half_pixel"),
+    ]
+    inits = [init("s15", np.array([1, 1, 1.5, 1.5], np.float32)), init("s05", np.array([1, 1, 0.5, 0.5], np.float32)),
+             init("s125", np.array([1, 1, 1.25, 2.5], np.float32)), init("s03", np.array([1, 1, 1 / 3, 0.7], np.float32))]
+    outs = [vi(o, F, ["N", 3, None, None]) for o in ["lin15", "ac15", "near05", "asym125", "lin03"]]
+    m = model("resize_fractional_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"])], outs, inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 3, h, w)).astype(np.float32)} for n, h, w in [(1, 7, 9), (2, 12, 5)]]
+    return m, feeds, True
+
+
+MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims, half_convs, conv_transpose,
+          causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first]
 
-def resize_by_1_5():
-    m = model("resize_by_1_5", [helper.make_node("Resize", ["x", "", "s"], ["y"])], [vi("x", F, ["N", 3, "H", "W"])],
-              [vi("y", F, ["N", 3, "A", "B"])], [init("s", np.array([1, 1, 1.5, 1.5], np.float32))], opset=13)
+
+def einsum_free_dims():
+    m = model("einsum_free_dims", [helper.make_node("Einsum", ["a", "b"], ["y"], equation="btd,bsd->bts")],
+              [vi("a", F, ["B", "T", 4]), vi("b", F, ["B", "S", 4])], [vi("y", F, ["B", "T", "S"])], opset=13)
     return m, [], True
 
 
 # Models `hodu build` refuses, with what its error must say.
-REFUSED = [(resize_by_1_5, "a Resize by 1.5 of a dim known only at run time"),
+REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
            (lambda: if_on_static_dim(runtime_cond=True),
             "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
 

@@ -324,8 +324,9 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     return {{ta ? a[1] : a[0], tb ? b[0] : b[1]}};
   }
   if (op == "Resize" && n.get_ints("axes").empty()) {
-    // Sizes (constant or size values) as given; scales: floor(size * scale), over a free dim
-    // only for whole scales (x2 upsampling), where the floor is exact.
+    // Sizes (constant or size values) as given; scales: floor(size * scale). A float scale is
+    // m / 2^k exactly, so over a free dim the floor is floordiv(size * m, 2^k), the product
+    // the interpreter takes in double (exact for any size below 2^29).
     SymShape x = in(0);
     if (auto sizes = n.has_input(3) ? c.ints(n.inputs[3]) : std::nullopt; sizes && sizes->size() == x.size())
       return {*sizes};
@@ -341,11 +342,18 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
         out.push_back(static_cast<int64_t>(std::floor(static_cast<double>(x[d].value()) * s)));
         continue;
       }
-      HODU_CHECK(s >= 1 && s == std::floor(s), ErrorCode::Unsupported,
-                 "{}: a Resize by {} of a dim known only at run time is not supported by compiled code (whole "
-                 "scales are); bind the inputs' dims with --dim NAME=V or --shape NAME=AxBxC",
-                 n.describe(), s);
-      out.push_back(x[d] * static_cast<int64_t>(s));
+      HODU_CHECK(s > 0 && std::isfinite(s), ErrorCode::InvalidModel, "{}: scale {} of dim {} is not positive",
+                 n.describe(), s, d);
+      int exp = 0;
+      double mant = std::frexp(s, &exp);  // s = mant * 2^exp, mant in [0.5, 1): 24 significant bits
+      int64_t m = static_cast<int64_t>(std::ldexp(mant, 24));
+      int64_t k = 24 - exp;
+      while (k > 0 && m % 2 == 0) m /= 2, --k;
+      HODU_CHECK(k <= 40 && k >= -30, ErrorCode::Unsupported,
+                 "{}: a Resize by {} of a dim known only at run time (scale out of range for compiled code); bind "
+                 "the inputs' dims with --dim NAME=V or --shape NAME=AxBxC", n.describe(), s);
+      if (k <= 0) out.push_back(x[d] * (m << -k));
+      else out.push_back(floordiv(x[d] * m, int64_t{1} << k));
     }
     return {out};
   }
@@ -616,6 +624,14 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
       y[a] = u;
     }
     return {y, {u}, {all}, {u}};
+  }
+  // An op the compiler lacks altogether: say that, not that its shape is the problem (binding
+  // the dims would only lead to that error).
+  if (auto ops = supported_ops(); std::find(ops.begin(), ops.end(), op) == ops.end()) {
+    std::string list;
+    for (const auto& s : ops) list += (list.empty() ? "" : ", ") + s;
+    fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler (hodu build); supported ops: {}",
+         n.describe(), list);
   }
   fail(ErrorCode::Unsupported,
        "{}: compiled code cannot derive this op's output shape from sizes known only at run time; bind the inputs' "
