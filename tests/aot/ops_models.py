@@ -348,8 +348,20 @@ def einsum_free_dims():
     return m, [], True
 
 
+def sequence_from_constants():
+    """torch.repeat_interleave's export in small: a SequenceEmpty (no inputs, so constant
+    folding evaluated it and stopped at its non-tensor result: 'folding produced a non-tensor
+    value') filled and concatenated."""
+    nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=F),
+             helper.make_node("SequenceInsert", ["s0", "x"], ["s1"]),
+             helper.make_node("ConcatFromSequence", ["s1"], ["y"], axis=0)]
+    m = model("sequence_from_constants", nodes, [vi("x", F, ["N", 3])], [vi("y", F, ["N", 3])], opset=13)
+    return m, [], True
+
+
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
+           (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
            (lambda: if_on_static_dim(runtime_cond=True),
             "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
 

@@ -1,5 +1,7 @@
 #include "compilers/c/graph_prep.h"
 
+#include <optional>
+
 #include "compilers/c/control_flow.h"
 #include "compilers/c/half_widening.h"
 #include "compilers/c/quant_lowering.h"
@@ -58,8 +60,9 @@ void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& in
   g.value_types.clear();
 }
 
-// Evaluates one node on constant inputs with the reference interpreter.
-std::vector<Tensor> evaluate(const Node& node, const Graph& g, const Model& model) {
+// Evaluates one node on constant inputs with the reference interpreter; nullopt when a result
+// is not a tensor (SequenceEmpty: the node stays, for the op check to name).
+std::optional<std::vector<Tensor>> evaluate(const Node& node, const Graph& g, const Model& model) {
   Model m;
   m.opset_imports = model.opset_imports;
   m.graph.nodes.push_back(node);
@@ -71,7 +74,7 @@ std::vector<Tensor> evaluate(const Node& node, const Graph& g, const Model& mode
   auto values = interp.run({});
   std::vector<Tensor> out;
   for (auto& v : values) {
-    HODU_CHECK(v.is_tensor(), ErrorCode::Unsupported, "{}: folding produced a non-tensor value", node.describe());
+    if (!v.is_tensor()) return std::nullopt;
     out.push_back(v.tensor.contiguous());
   }
   return out;
@@ -125,9 +128,13 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
         continue;
       }
       auto values = evaluate(n, g, model);
+      if (!values) {
+        kept.push_back(n);
+        continue;
+      }
       size_t k = 0;
       for (const auto& out : n.outputs)
-        if (!out.empty() && k < values.size()) g.set_initializer(out, values[k++]);
+        if (!out.empty() && k < values->size()) g.set_initializer(out, (*values)[k++]);
       changed = true;
       ++p.folded_nodes;
     }
