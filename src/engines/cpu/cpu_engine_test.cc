@@ -587,6 +587,50 @@ TEST(CpuEngine, TransformerBlockMatchesInterpreter) {
   }
 }
 
+// A key padding mask that masks a whole row (nn.MultiheadAttention with a fully padded
+// sequence): softmax over all -inf is 0/0, NaN, in ONNX Runtime, torch and the interpreter.
+// The engine's row kernel wrote 0 there, at -O1 and up (Softmax and the fused attention).
+TEST(CpuEngine, FullyMaskedSoftmaxRowIsNaNAsInTheInterpreter) {
+  Builder b;
+  b.input("q", Shape{2, 2, 3, 4});
+  b.input("k", Shape{2, 2, 3, 4});
+  b.input("v", Shape{2, 2, 3, 4});
+  b.input("mask", Shape{2, 1, 1, 3});
+  b.node("Transpose", {"k"}, {"kT"}, {Attribute::make_ints("perm", {0, 1, 3, 2})});
+  b.node("MatMul", {"q", "kT"}, {"s"});
+  b.node("Add", {"s", "mask"}, {"sm"});
+  b.node("Softmax", {"sm"}, {"p"}, {Attribute::make_int("axis", -1)});
+  b.node("MatMul", {"p", "v"}, {"y"});
+  b.output("p");
+  b.output("y");
+  Model m = b.finish();
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor mask = Tensor::from_vector<float>(DType::F32, {2, 1, 1, 3}, {-inf, -inf, -inf, 0, -inf, 0});
+  std::map<std::string, RuntimeValue> feeds = {{"q", RuntimeValue(random_tensor({2, 2, 3, 4}, 7))},
+                                               {"k", RuntimeValue(random_tensor({2, 2, 3, 4}, 8))},
+                                               {"v", RuntimeValue(random_tensor({2, 2, 3, 4}, 9))},
+                                               {"mask", RuntimeValue(mask)}};
+  auto want = run_interp(m, feeds);
+  ASSERT_TRUE(std::isnan(want[0].tensor.get_double(0)));  // batch 0: every key masked
+  for (int level : {0, 1, 2, 3}) {
+    Model opt = m;
+    passes::optimize(opt, {level, {}});  // as hodu run -O<level>
+    auto got = prepare_cpu(opt)->run(feeds);
+    for (size_t out = 0; out < 2; ++out) {
+      const Tensor &g = got[out].tensor, &w = want[out].tensor;
+      ASSERT_EQ(g.shape(), w.shape());
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const double a = g.get_double(i), e = w.get_double(i);
+        if (std::isnan(e)) {
+          EXPECT_TRUE(std::isnan(a)) << "-O" << level << " output " << out << " at " << i << ": " << a;
+        } else {
+          EXPECT_NEAR(a, e, 1e-5 * std::max(1.0, std::fabs(e))) << "-O" << level << " output " << out << " at " << i;
+        }
+      }
+    }
+  }
+}
+
 // A chain of elementwise ops (one-element input broadcast, a scalar constant) becomes one
 // FusedElementwise step that matches the interpreter at 1 and 2 threads, on sizes that are
 // not a multiple of the kernel's chunk.

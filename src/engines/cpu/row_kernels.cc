@@ -1,5 +1,7 @@
 #include "engines/cpu/row_kernels.h"
 
+#include <limits>
+
 #include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -25,7 +27,9 @@ HODU_ISA_BODY void softmax_row_body(const float* x, const float* add, int64_t ad
     for (int64_t j = 0; j < live; ++j) y[j] = x[j];
   }
   if (!vector_math::softmax_in_place_fast(y, live)) {
-    for (int64_t j = 0; j < n; ++j) y[j] = 0;  // a fully masked row
+    // Every live entry -inf (a key padding mask over the whole row): ONNX's softmax is 0/0,
+    // NaN, in ONNX Runtime, torch and the interpreter; 0 here was a silent difference.
+    for (int64_t j = 0; j < n; ++j) y[j] = std::numeric_limits<float>::quiet_NaN();
     return;
   }
   for (int64_t j = live; j < n; ++j) y[j] = 0;  // causally masked columns
