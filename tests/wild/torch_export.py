@@ -119,6 +119,83 @@ class LoopScorer(nn.Module):
         return self.out(acc / x.shape[1]), h
 
 
+class TextDecoder(nn.Module):
+    """nn.TransformerDecoder (2 layers) over token embeddings with a causal target mask and
+    a memory key padding mask, a vocabulary head: a seq2seq decoder with free batch, target
+    and memory lengths."""
+
+    def __init__(self, vocab=500, d=64):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, d)
+        layer = nn.TransformerDecoderLayer(d, 4, 128, dropout=0.0, batch_first=True, activation=lambda x: F.gelu(x))
+        self.dec = nn.TransformerDecoder(layer, 2)
+        self.head = nn.Linear(d, vocab)
+
+    def forward(self, tgt_ids, memory, memory_mask):
+        t = tgt_ids.shape[1]
+        causal = torch.triu(torch.full((t, t), float("-inf")), diagonal=1)
+        y = self.dec(self.emb(tgt_ids), memory, tgt_mask=causal, memory_key_padding_mask=memory_mask == 0)
+        return self.head(y)
+
+
+class RnnStack(nn.Module):
+    """A 2-layer bidirectional LSTM fed its initial h0/c0 (sequence-first), then a 3-layer GRU."""
+
+    def __init__(self, d=24, h=32):
+        super().__init__()
+        self.lstm = nn.LSTM(d, h, num_layers=2, bidirectional=True)
+        self.gru = nn.GRU(2 * h, h, num_layers=3)
+        self.out = nn.Linear(h, 5)
+
+    def forward(self, x, h0, c0):
+        y, (hn, cn) = self.lstm(x, (h0, c0))
+        z, gn = self.gru(y)
+        return self.out(z), hn, cn, gn
+
+
+class InterpolateScales(nn.Module):
+    """F.interpolate by scale factors over a free height and width: bilinear with
+    align_corners=True by 1.5 and 0.75 (torch and ONNX Runtime divide by the integer output
+    length), nearest by 1.5 and 0.75, bilinear by 0.3."""
+
+    def forward(self, x):
+        return (F.interpolate(x, scale_factor=1.5, mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=0.75, mode="bilinear", align_corners=True),
+                F.interpolate(x, scale_factor=1.5, mode="nearest"),
+                F.interpolate(x, scale_factor=0.75, mode="nearest"),
+                F.interpolate(x, scale_factor=0.3, mode="bilinear", align_corners=False))
+
+
+class PaddedAttention(nn.Module):
+    """nn.MultiheadAttention with a key padding mask that masks batch row 0 entirely (a fully
+    padded sequence): softmax over all -inf is NaN in torch and ONNX Runtime."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(16, 2, batch_first=True)
+
+    def forward(self, x, mask):
+        m = mask.clone()
+        m[0] = 0
+        y, w = self.mha(x, x, x, key_padding_mask=m == 0, need_weights=True)
+        return y, w
+
+
+class SegmentationOut(nn.Module):
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, x):
+        return self.m(x)["out"]
+
+
+def _deeplabv3_mbv3():
+    import torchvision
+    return SegmentationOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=5, aux_loss=False))
+
+
 def _torchvision(name, **kwargs):
     import torchvision
     return getattr(torchvision.models, name)(weights=None, **kwargs)
@@ -152,6 +229,12 @@ BUILDERS = {
     "lstm_tagger": lambda: RnnTagger("lstm"),
     "gru_tagger": lambda: RnnTagger("gru"),
     "loop_scorer": LoopScorer,
+    "text_decoder": TextDecoder,
+    "rnn_stack": RnnStack,
+    "interpolate_scales": InterpolateScales,
+    "padded_attention": PaddedAttention,
+    "deeplabv3_mbv3": _deeplabv3_mbv3,
+    "mnasnet0_5": lambda: _torchvision("mnasnet0_5"),
 }
 SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
