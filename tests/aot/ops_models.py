@@ -359,8 +359,17 @@ def sequence_from_constants():
     return m, [], True
 
 
+def add_of_f32_and_i64():
+    """An invalid model (Add of float and int64): hodu run and ONNX Runtime refuse it; the build
+    made a library that ran it and returned numbers."""
+    m = model("add_of_f32_and_i64", [helper.make_node("Add", ["x", "i"], ["y"])],
+              [vi("x", F, ["N", 3]), vi("i", I64, ["N", 3])], [vi("y", F, ["N", 3])], opset=13)
+    return m, [], False
+
+
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
+           (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
            (lambda: if_on_static_dim(runtime_cond=True),
             "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]

@@ -16,8 +16,9 @@
 #include "compilers/c/ops_generic.h"
 #include "compilers/c/strided_views.h"
 #include "compilers/c/weight_store.h"
-#include "ir/schema.h"
 #include "core/error.h"
+#include "ir/model_check.h"
+#include "ir/schema.h"
 #include "passes/graph_utils.h"
 #include "passes/passes.h"
 
@@ -179,6 +180,13 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
              "{}{}: op not supported by the C compiler (hodu build); supported ops: {}", n.describe(),
              n.domain.empty() ? "" : " in domain '" + n.domain + "'", list);
       }
+    // Every op is supported; a model that still cannot run (an Add of f32 and i64, Where on a
+    // float condition) is refused as hodu run and ONNX Runtime refuse it: compiled code checks
+    // no dtypes and would run it anyway.
+    if (auto problems = find_model_problems(model); !problems.empty())
+      fail(ErrorCode::InvalidModel, "the model cannot run as it is: {}{}", problems[0].message,
+           problems.size() == 1 ? std::string()
+                                : fmt::format(" (and {} more problems: hodu info --check lists them)", problems.size() - 1));
     for (const auto& o : g.outputs) {
       auto t = g.type_of(o.name);
       HODU_CHECK(t && t->is_tensor() && c_type(t->dtype), ErrorCode::Unsupported,
