@@ -45,6 +45,22 @@ TEST(ModelCheck, AValidModelHasNone) {
   EXPECT_TRUE(find_model_problems(m).empty());
 }
 
+// A Conv on a 2-D input (no spatial dims): every engine refuses it when it runs, so inference
+// must flag it (it returned an unknown shape and hodu info --check said "none found").
+TEST(ModelCheck, ConvOnARankTwoInput) {
+  Model m;
+  m.opset_imports[""] = 13;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{2, 3}), ""});
+  g.set_initializer("w", Tensor::zeros(DType::F32, {2, 3, 3}));
+  g.nodes.push_back(node("conv", "Conv", {"x", "w"}, "y"));
+  g.outputs.push_back({"y", {}, ""});
+  auto problems = find_model_problems(m);
+  ASSERT_EQ(problems.size(), 1u);
+  EXPECT_EQ(problems[0].node, "conv");
+  EXPECT_NE(problems[0].message.find("rank >= 3"), std::string::npos) << problems[0].message;
+}
+
 TEST(ModelCheck, ImpossibleSizes) {
   Model m;
   m.opset_imports[""] = 17;

@@ -302,8 +302,13 @@ void conv(InferenceContext& c) {
   if (c.node.op_type == "QLinearConv") dt = in_dtype(c, 7);
   size_t wi = c.node.op_type == "QLinearConv" ? 3 : 1;
   w = in_shape(c, wi);
+  // A rank-known input below 3 (no channel and spatial dims) cannot run: say so here, as
+  // the engines do when they meet it, so hodu info --check flags the model.
+  if (x && x->rank_known() && x->rank() < 3)
+    bad(fmt::format("{} input X must have rank >= 3 (batch, channels, spatial dims), got {}", c.node.op_type,
+                    x->to_string()));
   if (!x || x->rank() < 3) {
-    set_tensor(c, 0, dt, x ? Shape::unknown_rank() : Shape::unknown_rank());
+    set_tensor(c, 0, dt, Shape::unknown_rank());
     return;
   }
   size_t sp = static_cast<size_t>(x->rank() - 2);
