@@ -1,6 +1,10 @@
 // MaxPool, AveragePool, GlobalAveragePool, GlobalMaxPool on oneDNN pooling,
 // reading the input in whatever layout its producer left it (blocked after a conv).
-// A 2-D MaxPool over a channel-blocked input runs hodu's own loop (BlockedMaxPoolStep).
+// A 2-D MaxPool over a channel-blocked input runs hodu's own loop (BlockedMaxPoolStep), a
+// MaxPool with its Indices output a plain loop (MaxPoolIndicesStep).
+#include <cmath>
+#include <limits>
+
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
@@ -34,6 +38,77 @@ class BlockedMaxPoolStep : public Step {
   BlockedPool2d p_{};
   int64_t rows_ = 0;
 };
+
+// MaxPool with its Indices output (torch's max_pool2d(return_indices=True)): oneDNN gives no
+// indices, so a plain-layout loop over 1-3 spatial dims. As the interpreter: NaN entries are
+// skipped, the first of equal maxima wins, an index is the flat row-major offset in X.
+class MaxPoolIndicesStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    int64_t* ind = static_cast<int64_t*>(rs.slots[writes[1]].data());
+    const int64_t ins = in_[0] * in_[1] * in_[2], outs = out_[0] * out_[1] * out_[2];
+    parallel_for(planes_, rs.threads, [&](int64_t q) {
+      const float* xp = x + q * ins;
+      for (int64_t o = 0; o < outs; ++o) {
+        const int64_t o2 = o % out_[2], o1 = (o / out_[2]) % out_[1], o0 = o / (out_[2] * out_[1]);
+        float best = 0;
+        int64_t best_at = -1;
+        for (int64_t k0 = 0; k0 < k_[0]; ++k0) {
+          const int64_t i0 = o0 * s_[0] - p_[0] + k0 * d_[0];
+          if (i0 < 0 || i0 >= in_[0]) continue;
+          for (int64_t k1 = 0; k1 < k_[1]; ++k1) {
+            const int64_t i1 = o1 * s_[1] - p_[1] + k1 * d_[1];
+            if (i1 < 0 || i1 >= in_[1]) continue;
+            for (int64_t k2 = 0; k2 < k_[2]; ++k2) {
+              const int64_t i2 = o2 * s_[2] - p_[2] + k2 * d_[2];
+              if (i2 < 0 || i2 >= in_[2]) continue;
+              const int64_t off = (i0 * in_[1] + i1) * in_[2] + i2;
+              const float v = xp[off];
+              if (std::isnan(v)) continue;
+              if (best_at < 0 || v > best) {
+                best = v;
+                best_at = off;
+              }
+            }
+          }
+        }
+        y[q * outs + o] = best_at < 0 ? std::numeric_limits<float>::quiet_NaN() : best;
+        ind[q * outs + o] = best_at < 0 ? -1 : q * ins + best_at;
+      }
+    });
+  }
+  // Spatial dims padded at the front to three (size 1, kernel 1).
+  int64_t in_[3] = {1, 1, 1}, out_[3] = {1, 1, 1}, k_[3] = {1, 1, 1}, s_[3] = {1, 1, 1}, d_[3] = {1, 1, 1},
+          p_[3] = {0, 0, 0};
+  int64_t planes_ = 0;
+};
+
+bool make_max_pool_indices(PlanBuilder& b, const Node& n) {
+  auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]), ind = b.static_type(n.outputs[1]);
+  if (!x || !y || !ind || x->first != DType::F32 || ind->first != DType::I64) return false;
+  const auto &xs = x->second, &ys = y->second;
+  const int64_t spatial = static_cast<int64_t>(xs.size()) - 2;
+  auto win = pool_window(n, xs, ys);  // nullopt for storage_order 1 (column-major indices)
+  if (!win || spatial < 1 || spatial > 3 || ind->second != ys) return false;
+  auto step = std::make_unique<MaxPoolIndicesStep>();
+  const int64_t lead = 3 - spatial;
+  for (int64_t i = 0; i < spatial; ++i) {
+    step->in_[lead + i] = xs[2 + i];
+    step->out_[lead + i] = ys[2 + i];
+    step->k_[lead + i] = win->kernel[i];
+    step->s_[lead + i] = win->strides[i];
+    step->d_[lead + i] = win->dilations[i] + 1;  // oneDNN's convention: 0 is dense
+    step->p_[lead + i] = win->pad_l[i];
+  }
+  step->planes_ = xs[0] * xs[1];
+  step->reads = {b.plain(n.inputs[0])};
+  step->writes = {b.define(n.outputs[0], DType::F32, ys), b.define(n.outputs[1], DType::I64, ys)};
+  step->label = n.describe() + ": cpu max pool with indices";
+  b.add(std::move(step));
+  return true;
+}
 
 }  // namespace
 
@@ -85,7 +160,7 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   const std::string& op = n.op_type;
   bool global = op == "GlobalAveragePool" || op == "GlobalMaxPool";
   if (!global && op != "MaxPool" && op != "AveragePool") return false;
-  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;  // MaxPool's Indices
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return op == "MaxPool" && make_max_pool_indices(b, n);
   auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
   if (!x || !y || x->first != DType::F32) return false;
   const auto& xs = x->second;

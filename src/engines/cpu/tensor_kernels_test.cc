@@ -577,6 +577,37 @@ TEST(CpuTensorKernels, ResizeAlignCornersUsesTheIntegerOutputLength) {
   }
 }
 
+// MaxPool with its Indices output (torch's max_pool2d(return_indices=True)) ran on the
+// interpreter's kernel: a plain loop now, equal to the interpreter's values and indices, with
+// ties (the first wins), NaN entries (skipped), padding, dilation, ceil_mode, 1-D to 3-D.
+TEST(CpuTensorKernels, MaxPoolWithIndices) {
+  struct P {
+    std::vector<int64_t> x, kernel, strides, pads, dil;
+    int64_t ceil;
+  };
+  const std::vector<P> cases = {
+      {{2, 3, 8, 10}, {2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0},
+      {{1, 2, 10, 12}, {3, 3}, {2, 2}, {1, 1, 1, 1}, {2, 2}, 1},
+      {{2, 2, 9, 7}, {3, 2}, {2, 3}, {1, 0, 1, 1}, {1, 1}, 1},
+      {{2, 3, 11}, {3}, {2}, {1, 1}, {1}, 0},
+      {{1, 2, 4, 5, 6}, {2, 2, 3}, {2, 2, 2}, {0, 1, 1, 0, 1, 1}, {1, 1, 1}, 0}};
+  uint32_t seed = 500;
+  for (const auto& p : cases) {
+    Tensor x = rand_tensor(DType::F32, p.x, seed++);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, std::round(x.get_double(i)));  // ties
+    x.set_double(3, std::nan(""));
+    Case c;
+    c.op = "MaxPool";
+    c.inputs = {{"x", x}};
+    c.order = {"x"};
+    c.outputs = 2;
+    c.attrs = {Attribute::make_ints("kernel_shape", p.kernel), Attribute::make_ints("strides", p.strides),
+               Attribute::make_ints("pads", p.pads), Attribute::make_ints("dilations", p.dil),
+               Attribute::make_int("ceil_mode", p.ceil)};
+    check(c, fmt::format("MaxPool with indices x {} kernel {}", fmt::join(p.x, "x"), fmt::join(p.kernel, "x")));
+  }
+}
+
 TEST(CpuTensorKernels, ConvTransposeOnOneDnn) {
   uint32_t seed = 80;
   struct D {
