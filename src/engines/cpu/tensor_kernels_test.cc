@@ -608,6 +608,44 @@ TEST(CpuTensorKernels, MaxPoolWithIndices) {
   }
 }
 
+// torch.nonzero exports NonZero -> Transpose: the Transpose's input shape is known only at
+// run time, and the plan ran it on the interpreter's kernel. Now a cpu step, also when the
+// count is 0 (an empty result).
+TEST(CpuTensorKernels, TransposeOfAShapeKnownAtRunTime) {
+  Model m;
+  m.opset_imports[""] = 13;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape::from(std::vector<int64_t>{3, 4})), ""});
+  Node nz;
+  nz.name = "nz";
+  nz.op_type = "NonZero";
+  nz.inputs = {"x"};
+  nz.outputs = {"idx"};
+  Node tr;
+  tr.name = "tr";
+  tr.op_type = "Transpose";
+  tr.inputs = {"idx"};
+  tr.outputs = {"y"};
+  tr.attributes = {Attribute::make_ints("perm", {1, 0})};
+  g.nodes = {nz, tr};
+  g.outputs.push_back({"y", {}, ""});
+  infer_types(g);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"x", {3, 4}}}, PlanOptions{}, eng);
+  ASSERT_EQ(plan.fallback_count(), 0) << fmt::format("{}", fmt::join(plan.kernel_choices(), "; "));
+  for (uint32_t seed : {1u, 2u}) {
+    Tensor x = rand_tensor(DType::F32, {3, 4}, seed, -1, 1);
+    for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, x.get_double(i) > 0 ? 1.0 : 0.0);
+    if (seed == 2)
+      for (int64_t i = 0; i < x.numel(); ++i) x.set_double(i, 0.0);  // no nonzero: [0, 2]
+    std::map<std::string, RuntimeValue> feeds{{"x", RuntimeValue(x)}};
+    auto want = interp::Interpreter(m).run(feeds);
+    auto got = plan.run(feeds, stream);
+    expect_close(got[0].tensor, want[0].tensor, 0, "NonZero -> Transpose, seed " + std::to_string(seed));
+  }
+}
+
 TEST(CpuTensorKernels, ConvTransposeOnOneDnn) {
   uint32_t seed = 80;
   struct D {

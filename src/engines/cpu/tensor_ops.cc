@@ -196,6 +196,55 @@ class PermuteStep : public TensorStep {
   std::vector<int64_t> out_shape_, dims_, strides_;
 };
 
+// Transpose of a value whose shape is known only at run time (after NonZero: torch.nonzero's
+// export transposes NonZero's [rank, count] to [count, rank]); static ones are
+// data_movement.cc's strided copy.
+class TransposeStep : public TensorStep {
+ public:
+  TransposeStep(DType dt, Node node) : dt_(dt), node_(std::move(node)) {}
+  void configure(const std::vector<const Tensor*>& in) override {
+    const Tensor& x = *in[0];
+    const size_t r = static_cast<size_t>(x.rank());
+    auto perm = passes::transpose_perm(node_, r);
+    if (perm.size() != r) fail(ErrorCode::InvalidArgument, "{}: perm has {} entries for rank {}", label, perm.size(), r);
+    auto st = contiguous_strides(x.shape());
+    std::vector<bool> seen(r, false);
+    dims_.clear();
+    strides_.clear();
+    for (int64_t p : perm) {
+      if (p < 0 || p >= static_cast<int64_t>(r) || seen[static_cast<size_t>(p)])
+        fail(ErrorCode::InvalidArgument, "{}: perm is not a permutation of rank {}", label, r);
+      seen[static_cast<size_t>(p)] = true;
+      dims_.push_back(x.dim(p));
+      strides_.push_back(st[static_cast<size_t>(p)]);
+    }
+  }
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    Tensor& y = out(rs, 0, dt_, dims_);
+    if (y.numel() == 0) return;
+    if (dims_.empty()) {  // a scalar
+      std::memcpy(y.raw_data(), in[0]->raw_data(), dtype_bits(dt_) / 8);
+      return;
+    }
+    dispatch_bytes(dt_, [&]<typename T>() {
+      gather_strided(static_cast<const T*>(in[0]->raw_data()), static_cast<T*>(y.raw_data()), dims_, strides_,
+                     rs.threads);
+    });
+  }
+
+ private:
+  DType dt_;
+  Node node_;
+  std::vector<int64_t> dims_, strides_;
+};
+
+bool make_dynamic_transpose(PlanBuilder& b, const Node& n) {
+  const DType dt = dtype_of(b, n.inputs[0]);
+  if (!movable_dtype(dt)) return false;
+  add_tensor_step(b, n, std::make_unique<TransposeStep>(dt, n), {dt}, "transpose copy (shape known at run time)");
+  return true;
+}
+
 bool make_space_depth(PlanBuilder& b, const Node& n) {
   const DType dt = dtype_of(b, n.inputs[0]);
   const int64_t block = n.get_int("blocksize", 0);
@@ -647,6 +696,7 @@ bool make_tensor_ops(PlanBuilder& b, const Node& n) {
   if (op == "ConstantOfShape") return make_constant_of_shape(b, n);
   if (op == "Range") return make_range(b, n);
   if (op == "NonZero") return make_nonzero(b, n);
+  if (op == "Transpose") return make_dynamic_transpose(b, n);
   return make_dynamic_reshape(b, n);
 }
 
