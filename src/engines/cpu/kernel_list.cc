@@ -59,6 +59,7 @@ void register_cpu_kernels(KernelRegistry& r) {
            "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Transpose", "Slice", "Concat"},
           "hand-written copy or index loop, shapes known at plan or run time");
   add_any({"Resize"}, "index gather (nearest) or separable weighted rows (linear, cubic)");
+  add_any({"GridSample"}, "the interpreter's sampling loop split over threads (f32)");
   add_any({"ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2", "ReduceLogSum",
            "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "CumProd", "TopK"},
           "hand-written reduction along any axes");

@@ -281,7 +281,7 @@ bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc
 bool make_broadcast_ops(PlanBuilder& b, const Node& node);   // broadcast_ops.cc (binary ops of any dtype, Where, Expand, Clip)
 bool make_unary_ops(PlanBuilder& b, const Node& node);       // unary_ops.cc (Cast, CastLike, unary math)
 bool make_tensor_ops(PlanBuilder& b, const Node& node);      // tensor_ops.cc (Split, Pad, Tile, Range, NonZero, ...)
-bool make_resize(PlanBuilder& b, const Node& node);          // resize.cc
+bool make_resize(PlanBuilder& b, const Node& node);          // resize.cc (Resize, GridSample)
 bool make_deconv(PlanBuilder& b, const Node& node);          // dnnl_deconv.cc (ConvTranspose)
 bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (Reduce*, ArgMax/ArgMin, CumSum, TopK)
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)

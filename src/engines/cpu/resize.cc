@@ -5,11 +5,13 @@
 // the output whose source row is the previous one's is a copy of it (integer upsampling, the
 // FPN necks of detection models). linear and cubic (f32) run separably, one pass per resized
 // dim, the last dim first, each pass a weighted sum of whole rows, so the work is the taps times
-// the output size instead of the interpreter's product of the taps of every dim.
+// the output size instead of the interpreter's product of the taps of every dim. GridSample
+// (f32) runs the interpreter's sampling loop (grid_sample.h) split over the engine's threads.
 #include <cmath>
 #include <cstring>
 
 #include "engines/cpu/tensor_step.h"
+#include "engines/interp/ops/grid_sample.h"
 
 namespace hodu::cpu {
 namespace {
@@ -326,10 +328,62 @@ class ResizeStep : public TensorStep {
   std::vector<float> buf_[2];
 };
 
+class GridSampleStep : public TensorStep {
+ public:
+  explicit GridSampleStep(interp::GridSampleMode m) : m_(m) {}
+  void configure(const std::vector<const Tensor*>& in) override {
+    const Tensor &x = *in[0], &g = *in[1];
+    const int64_t nd = x.rank() - 2;
+    if (nd < 1 || g.rank() != nd + 2 || g.dim(0) != x.dim(0) || g.dim(-1) != nd)
+      fail(ErrorCode::InvalidArgument, "{}: X {} and grid {} are inconsistent (grid must be [N, out..., {}])", label,
+           x.shape_string(), g.shape_string(), nd);
+    dims_.assign(x.shape().begin() + 2, x.shape().end());
+    outd_.assign(g.shape().begin() + 1, g.shape().end() - 1);
+    for (auto v : dims_)
+      if (v == 0) fail(ErrorCode::InvalidArgument, "{}: X has an empty spatial dimension", label);
+    yshape_ = {x.dim(0), x.dim(1)};
+    yshape_.insert(yshape_.end(), outd_.begin(), outd_.end());
+  }
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    Tensor& y = out(rs, 0, DType::F32, yshape_);
+    if (y.numel() == 0) return;
+    const int threads = rs.threads;
+    interp::grid_sample_points<float>(in[0]->data<float>(), in[1]->data<float>(), y.data<float>(), yshape_[0],
+                                      yshape_[1], dims_, outd_, m_, [&](int64_t count, auto&& range) {
+                                        const int64_t chunks = std::min<int64_t>(count, 4 * std::max(threads, 1));
+                                        parallel_for(chunks, threads, [&](int64_t k) {
+                                          range(count * k / chunks, count * (k + 1) / chunks);
+                                        });
+                                      });
+  }
+
+ private:
+  interp::GridSampleMode m_;
+  std::vector<int64_t> dims_, outd_, yshape_;
+};
+
+bool make_grid_sample(PlanBuilder& b, const Node& n) {
+  if (n.inputs.size() < 2 || dtype_of(b, n.inputs[0]) != DType::F32 || dtype_of(b, n.inputs[1]) != DType::F32)
+    return false;
+  std::string mode = n.get_string("mode", "linear"), pad = n.get_string("padding_mode", "zeros");
+  if (mode == "bilinear") mode = "linear";
+  if (mode == "bicubic") mode = "cubic";
+  // Unknown attribute values get the interpreter's error.
+  if ((mode != "nearest" && mode != "linear" && mode != "cubic") ||
+      (pad != "zeros" && pad != "border" && pad != "reflection"))
+    return false;
+  const interp::GridSampleMode m{mode == "nearest" ? 0 : mode == "linear" ? 1 : 2,
+                                 pad == "zeros" ? 0 : pad == "border" ? 1 : 2, n.get_int("align_corners", 0) != 0};
+  add_tensor_step(b, n, std::make_unique<GridSampleStep>(m), {DType::F32}, "grid sample");
+  return true;
+}
+
 }  // namespace
 
 bool make_resize(PlanBuilder& b, const Node& n) {
-  if (!n.domain.empty() || n.op_type != "Resize" || n.inputs.empty()) return false;
+  if (!n.domain.empty() || n.inputs.empty()) return false;
+  if (n.op_type == "GridSample") return make_grid_sample(b, n);
+  if (n.op_type != "Resize") return false;
   Attrs a;
   a.mode = n.get_string("mode", "nearest");
   a.ctm = n.get_string("coordinate_transformation_mode", "half_pixel");

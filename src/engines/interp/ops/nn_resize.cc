@@ -4,6 +4,7 @@
 #include <limits>
 #include <vector>
 
+#include "engines/interp/ops/grid_sample.h"
 #include "engines/interp/ops/nn_common.h"
 
 namespace hodu::interp {
@@ -234,24 +235,6 @@ void resize_kernel(KernelContext& ctx) {
 }
 
 // ---- GridSample ----
-template <typename T>
-T gs_reflect(T x, T lo, T hi) {
-  T rng = hi - lo;
-  if (x < lo) {
-    T dx = lo - x;
-    int64_t n = static_cast<int64_t>(dx / rng);
-    T rr = dx - static_cast<T>(n) * rng;
-    return n % 2 == 0 ? lo + rr : hi - rr;
-  }
-  if (x > hi) {
-    T dx = x - hi;
-    int64_t n = static_cast<int64_t>(dx / rng);
-    T rr = dx - static_cast<T>(n) * rng;
-    return n % 2 == 0 ? hi - rr : lo + rr;
-  }
-  return x;
-}
-
 void grid_sample_kernel(KernelContext& ctx) {
   const Tensor& X0 = ctx.input(0);
   const Tensor& G0 = ctx.input(1);
@@ -273,95 +256,18 @@ void grid_sample_kernel(KernelContext& ctx) {
   std::vector<int64_t> outd(G0.shape().begin() + 1, G0.shape().end() - 1);
   std::vector<int64_t> yshape{N, C};
   yshape.insert(yshape.end(), outd.begin(), outd.end());
-  int64_t ins = 1, outs = 1;
-  for (auto v : dims) ins *= v;
-  for (auto v : outd) outs *= v;
   for (auto v : dims)
     if (v == 0) ctx.fail(ErrorCode::InvalidArgument, "X has an empty spatial dimension");
   DType dt = X0.dtype();
   Tensor X = widen(X0).contiguous();
   Tensor Gd = widen(G0).contiguous();
   if (Gd.dtype() != X.dtype()) Gd = Gd.cast(X.dtype());
-  std::vector<int64_t> st(static_cast<size_t>(nd), 1);
-  for (int64_t d = nd - 2; d >= 0; --d) st[d] = st[d + 1] * dims[d + 1];
+  const GridSampleMode gm{mode == "nearest" ? 0 : mode == "linear" ? 1 : 2,
+                          pmode == "zeros" ? 0 : pmode == "border" ? 1 : 2, ac};
   dispatch_float(ctx, X.dtype(), [&]<typename T>() {
     Tensor Y = Tensor::empty(X.dtype(), yshape);
-    const T* x = X.data<T>();
-    const T* grid = Gd.data<T>();
-    T* y = Y.data<T>();
-    std::vector<T> lo(nd), hi(nd);
-    for (int64_t d = 0; d < nd; ++d) {
-      lo[d] = ac ? T(0) : T(-0.5);
-      hi[d] = ac ? static_cast<T>(dims[d] - 1) : static_cast<T>(dims[d]) - T(0.5);
-    }
-    parallel_for(ctx.threads, N * outs, 16, [&](int64_t q0, int64_t q1) {
-      std::vector<T> c(nd);
-      std::vector<int64_t> base(nd);
-      std::vector<std::vector<T>> w(nd);
-      std::vector<std::vector<int64_t>> ix(nd);
-      std::vector<std::vector<char>> valid(nd);
-      for (int64_t q = q0; q < q1; ++q) {
-        int64_t n = q / outs, p = q % outs;
-        const T* gp = grid + q * nd;
-        for (int64_t d = 0; d < nd; ++d) {
-          T v = gp[nd - 1 - d];
-          T len = static_cast<T>(dims[d]);
-          c[d] = ac ? (v + 1) / T(2) * (len - 1) : ((v + 1) * len - 1) / T(2);
-        }
-        if (mode == "nearest") {
-          for (int64_t d = 0; d < nd; ++d)
-            c[d] = std::nearbyint(c[d]);
-        }
-        for (int64_t d = 0; d < nd; ++d) {
-          if (c[d] < lo[d] || c[d] > hi[d]) {
-            if (pmode == "border") c[d] = std::clamp(c[d], T(0), static_cast<T>(dims[d] - 1));
-            else if (pmode == "reflection") c[d] = gs_reflect(c[d], lo[d], hi[d]);
-          }
-        }
-        // Per-dim taps.
-        for (int64_t d = 0; d < nd; ++d) {
-          ix[d].clear(); w[d].clear(); valid[d].clear();
-          auto add = [&](int64_t i, T wt) {
-            bool ok = true;
-            if (pmode == "zeros") ok = i >= 0 && i < dims[d];
-            else if (pmode == "border") i = std::clamp<int64_t>(i, 0, dims[d] - 1);
-            else i = static_cast<int64_t>(gs_reflect(static_cast<T>(i), lo[d], hi[d]));
-            if (ok && (i < 0 || i >= dims[d])) i = std::clamp<int64_t>(i, 0, dims[d] - 1);
-            ix[d].push_back(i); w[d].push_back(wt); valid[d].push_back(ok);
-          };
-          if (mode == "nearest") {
-            add(static_cast<int64_t>(c[d]), T(1));
-          } else if (mode == "linear") {
-            T f = std::floor(c[d]);
-            int64_t i0 = static_cast<int64_t>(f);
-            T t = c[d] - f;
-            add(i0, 1 - t);
-            add(i0 + 1, t);
-          } else {
-            T f = std::floor(c[d]);
-            int64_t i0 = static_cast<int64_t>(f);
-            T t = std::fabs(c[d] - f);
-            const T a = T(-0.75);
-            T cf[4] = {((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
-                       ((a + 2) * t - (a + 3)) * t * t + 1,
-                       ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
-                       ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a};
-            for (int k = 0; k < 4; ++k) add(i0 - 1 + k, cf[k]);
-          }
-        }
-        for (int64_t ch = 0; ch < C; ++ch) {
-          const T* xp = x + (n * C + ch) * ins;
-          auto eval = [&](auto&& self, int64_t d, int64_t off, bool ok) -> T {
-            if (d == nd) return ok ? xp[off] : T(0);
-            T acc = 0;
-            for (size_t k = 0; k < ix[d].size(); ++k)
-              acc += w[d][k] * self(self, d + 1, off + ix[d][k] * st[d], ok && valid[d][k]);
-            return acc;
-          };
-          y[(n * C + ch) * outs + p] = eval(eval, 0, 0, true);
-        }
-      }
-    });
+    grid_sample_points<T>(X.data<T>(), Gd.data<T>(), Y.data<T>(), N, C, dims, outd, gm,
+                          [&](int64_t count, auto&& range) { parallel_for(ctx.threads, count, 16, range); });
     ctx.set_output(0, narrow_to(Y, dt));
   });
 }
