@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/winograd.h"
@@ -124,18 +125,6 @@ bool make_gemv_conv(PlanBuilder& b, const Node& n, const std::vector<int64_t>& x
   return true;
 }
 
-// The HardSwish node reading a conv's output `y` when it is y's only reader and neither is a
-// graph output (the conv's step can then write the HardSwish's output in y's place).
-const Node* hardswish_after(const PlanBuilder& b, const std::string& y) {
-  const auto& r = b.readers(y);
-  if (r.size() != 1 || b.graph().output(y)) return nullptr;
-  const Node& h = b.graph().nodes[r[0]];
-  if (h.op_type != "HardSwish" || !h.domain.empty() || h.inputs.size() != 1 || h.inputs[0] != y ||
-      h.outputs.size() != 1 || b.graph().output(h.outputs[0]))
-    return nullptr;
-  return &h;
-}
-
 class ConvStep : public Step {
  public:
   void run(RunState& rs) override {
@@ -148,6 +137,7 @@ class ConvStep : public Step {
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
     if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
+    for (const auto& [arg, mem] : operands_) args[arg] = mem;
     if (w_read_ >= 0) {  // weights fed at run time (a training step's params): reordered every run
       bind(w_user_, rs, reads[w_read_]);
       if (w_reorder_) w_reorder_.execute(rs.stream, w_user_, w_);
@@ -170,6 +160,7 @@ class ConvStep : public Step {
   }
 
   dnnl::convolution_forward prim_;
+  std::vector<std::pair<int, dnnl::memory>> operands_;  // binary post-ops' one-element tensors
   dnnl::memory src_, dst_, z_;
   dnnl::reorder z_copy_;
   PackedConstant weights_, bias_;
@@ -226,21 +217,23 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   dnnl::memory::desc w_md(win->weight_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({ys[1]}, dt::f32, tag::x);
 
-  // A HardSwish the conv's output goes to alone runs as the conv's post-op: its step writes the
-  // HardSwish's output (PaddleOCR's and MobileNetV3's hardswishes after every other conv).
-  const Node* hardswish = act.empty() ? hardswish_after(b, n.outputs[0]) : nullptr;
+  dnnl::post_ops act_po;
+  if (has_z) act_po.append_sum(1.0f);
+  // SiLU runs after the primitive (silu_in_place: about 4x faster than oneDNN's swish post-op).
+  if (act != "Silu" && !append_activation(act_po, act, act_params)) return false;
+  // The elementwise nodes after the conv (PaddleOCR's scale, shift, hardswish, ...) as eltwise
+  // post-ops: its step writes the chain's last output (post_op_chain.h). Not after the SiLU loop.
+  PostOpChain chain = act == "Silu" ? PostOpChain{} : post_op_chain(b, n.outputs[0], eltwise_ops_of(act_po));
   dnnl::primitive_attr attr;
+  std::vector<std::pair<int, float>> operands;  // the binary post-ops' one-element operands
   auto set_post_ops = [&] {
-    dnnl::post_ops po;
-    if (has_z) po.append_sum(1.0f);
-    if (hardswish) po.append_eltwise(1.0f, dnnl::algorithm::eltwise_hardswish, 0.0f, 0.0f);
-    // SiLU runs after the primitive (silu_in_place: about 4x faster than oneDNN's swish post-op).
-    else if (act != "Silu" && !append_activation(po, act, act_params)) return false;
+    dnnl::post_ops po = act_po;
+    operands.clear();
+    append_post_ops(po, chain.ops, static_cast<int>(ys.size()), operands);
     attr.set_post_ops(po);
-    return true;
   };
   const bool silu = act == "Silu";
-  if (!set_post_ops()) return false;
+  set_post_ops();
   auto make_pd = [&](const dnnl::memory::desc& src, dnnl::algorithm alg = dnnl::algorithm::convolution_direct)
       -> std::optional<dnnl::convolution_forward::primitive_desc> {
     auto desc = win->desc(alg, src, w_md, n.has_input(2) ? &b_md : nullptr, dst_md);
@@ -251,13 +244,12 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     }
   };
   std::optional<dnnl::convolution_forward::primitive_desc> pd;
-  const bool concat_part = read_by_concat(b, n.outputs[0]) ||
-                           (hardswish && read_by_concat(b, hardswish->outputs[0]));
+  const bool concat_part = read_by_concat(b, chain.nodes.empty() ? n.outputs[0] : chain.output);
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
                           win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
   const WinogradPolicy wino_policy = winograd_policy();
   // The kernel for the post-ops set now: a oneDNN primitive in `pd`, or true when hodu's own
-  // Winograd conv took the node (it does the conv's activation, not a following HardSwish).
+  // Winograd conv took the node (it does the conv's activation, not the chain after it).
   auto choose = [&]() -> bool {
     pd.reset();
     // The image into the first conv, reordered to nhwc (cheap: few channels), lets oneDNN's brgemm
@@ -297,16 +289,22 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     return false;
   };
   if (choose()) return true;
-  if (!pd && hardswish) {  // no kernel with the post-op: the HardSwish runs as its own step
-    hardswish = nullptr;
+  if (!pd && !chain.nodes.empty()) {  // no kernel with those post-ops: the chain runs as its own steps
+    chain = {};
     set_post_ops();
     if (choose()) return true;
   }
   if (!pd) return false;
-  const std::string& out = hardswish ? hardswish->outputs[0] : n.outputs[0];
-  if (hardswish) b.claim(*hardswish);
+  const std::string out = chain.nodes.empty() ? n.outputs[0] : chain.output;
+  for (const Node* c : chain.nodes) b.claim(*c);
   auto step = std::make_unique<ConvStep>();
   step->prim_ = dnnl::convolution_forward(*pd);
+  for (const auto& [arg, value] : operands) {
+    dnnl::memory m(dnnl::memory::desc(dnnl::memory::dims(ys.size(), 1), dt::f32, dnnl::memory::dims(ys.size(), 1)),
+                   b.engine());
+    *static_cast<float*>(m.get_data_handle()) = value;
+    step->operands_.emplace_back(arg, m);
+  }
   step->silu_ = silu;
   if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
@@ -353,7 +351,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
   step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) + (silu ? ", silu loop" : "") +
-                (hardswish ? ", hardswish post-op" : "");
+                (chain.nodes.empty() ? "" : ", " + std::to_string(chain.nodes.size()) + " nodes as post-ops");
   b.add(std::move(step));
   return true;
 }

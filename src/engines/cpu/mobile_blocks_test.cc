@@ -72,7 +72,7 @@ TEST(MobileBlocks, HardSwishAndSqueezeExciteStayBlockedMatchesInterpreter) {
         for (const auto& k : p.kernels()) steps += k + "\n";
         SCOPED_TRACE(steps);
         // Both hardswishes ride on their convs; nothing of them runs as a step of its own.
-        EXPECT_EQ(p.count("hardswish post-op"), 2);
+        EXPECT_EQ(p.count("1 nodes as post-ops"), 2);
         EXPECT_EQ(p.count("(HardSwish)"), 0);
         EXPECT_EQ(p.count("(Div)"), 0);
         EXPECT_EQ(p.count("FusedElementwise"), 0);
@@ -111,11 +111,65 @@ TEST(MobileBlocks, HardSwishTheConvCannotTakeMatchesInterpreter) {
   std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({1, 5, 9, 7}, 3, 2.0f))}};
   auto want = interp::Interpreter(m).run(feeds);
   PlannedModel p(m, feeds);
-  EXPECT_EQ(p.count("hardswish post-op"), 0);
+  EXPECT_EQ(p.count("nodes as post-ops"), 0);
   EXPECT_EQ(p.count("(HardSwish)"), 2);
   auto got = p.run(feeds);
   ASSERT_EQ(got.size(), 3u);
   for (size_t i = 0; i < 3; ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-5, m.graph.outputs[i].name);
+}
+
+// PP-LCNetV3 (PaddleOCR v4): conv → Mul(scale) → Add(shift) → HardSwish → Mul → Add → conv.
+// The -O3 elementwise fusion makes the scalar Mul/Add pairs hodu.FusedElementwise nodes; the
+// conv takes all five nodes as post-ops. A chain stops at what a post-op cannot say (6 / x).
+TEST(MobileBlocks, ScaleShiftHardSwishChainMatchesInterpreter) {
+  for (bool stop : {false, true}) {
+    SCOPED_TRACE(stop ? "6 / x ends the chain" : "whole chain");
+    GraphBuilder b;
+    b.input("x", DType::F32, std::vector<int64_t>{2, 8, 10, 12});
+    b.constant("w", random_floats({19, 8, 3, 3}, 1, 0.5f));
+    b.constant("bias", random_floats({19}, 2));
+    b.constant("wd", random_floats({19, 1, 5, 5}, 3, 0.4f));
+    b.constant("a0", scalar(0.75f));
+    b.constant("b0", scalar(-0.4f));
+    b.constant("a1", scalar(1.3f));
+    b.constant("b1", scalar(0.2f));
+    b.constant("six", scalar(6.0f));
+    auto pads = Attribute::make_ints("pads", {1, 1, 1, 1});
+    b.node("Conv", {"x", "w", "bias"}, {"c"}, {pads});
+    b.node("Mul", {"a0", "c"}, {"m0"});
+    b.node("Add", {"m0", "b0"}, {"s0"});
+    b.node("HardSwish", {"s0"}, {"h"});
+    b.node("Mul", {"h", "a1"}, {"m1"});
+    b.node("Sub", {"m1", "b1"}, {"s1"});
+    if (stop) {
+      b.node("Abs", {"s1"}, {"s1a"});
+      b.node("Add", {"s1a", "six"}, {"s1b"});
+      b.node("Div", {"six", "s1b"}, {"s2"});
+    } else {
+      b.node("Div", {"s1", "six"}, {"s2"});
+    }
+    b.node("Conv", {"s2", "wd"}, {"y"},
+           {Attribute::make_ints("pads", {2, 2, 2, 2}), Attribute::make_int("group", 19)});
+    b.output("y");
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 8, 10, 12}, 4, 2.0f))}};
+    auto want = interp::Interpreter(m).run(feeds);
+    PlannedModel p(m, feeds, 2);
+    std::string steps;
+    for (const auto& k : p.kernels()) steps += k + "\n";
+    SCOPED_TRACE(steps);
+    // Whole: the conv takes FusedElementwise(scale, shift), HardSwish and FusedElementwise(scale,
+    // shift, / 6) (the second affine as binary post-ops: oneDNN 2.6 keeps one eltwise_linear's
+    // parameters per primitive); nothing runs between the two convs. Stopped: the conv takes the
+    // first two nodes, the body with 6 / x runs as its own loop.
+    EXPECT_EQ(p.count(stop ? "2 nodes as post-ops" : "3 nodes as post-ops"), 1);
+    EXPECT_EQ(p.count("FusedElementwise"), stop ? 1 : 0);
+    EXPECT_EQ(p.count("(HardSwish)"), 0);
+    EXPECT_EQ(p.count("reorder"), stop ? 4 : 2);
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), 1u);
+    testing::expect_close(got[0], want[0], 1e-4, 1e-5, "y");
+  }
 }
 
 }  // namespace
