@@ -100,18 +100,7 @@ bool fuse_hardswish(Graph& g) {
       chain.insert(d);
       last = d;
     }
-    bool overlap = false;
-    for (size_t c : chain) overlap |= removed.count(c) > 0;
-    if (overlap) continue;
-    // The fused node replaces the last node of the chain (its position keeps the order valid).
-    Node hs;
-    hs.name = g.nodes[last].name;
-    hs.op_type = "HardSwish";
-    hs.inputs = {x};
-    hs.outputs = {g.nodes[last].outputs[0]};
-    chain.erase(last);
-    g.nodes[last] = hs;
-    removed.insert(chain.begin(), chain.end());
+    if (!replace_chain(g, chain, last, "HardSwish", "", x, removed)) continue;
     changed = true;
   }
   erase_nodes(g, removed);
