@@ -118,6 +118,36 @@ TEST(MobileBlocks, HardSwishTheConvCannotTakeMatchesInterpreter) {
   for (size_t i = 0; i < 3; ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-5, m.graph.outputs[i].name);
 }
 
+// The channel scale of a batch: one vector per image ([N, C, 1, 1]) or one for all ([1, C, 1, 1]),
+// on a conv's blocked output at channel counts that leave the last block part empty.
+TEST(MobileBlocks, BatchChannelScaleMatchesInterpreter) {
+  for (int64_t channels : {20, 13}) {
+    for (bool shared : {false, true}) {
+      SCOPED_TRACE("channels " + std::to_string(channels) + (shared ? " one vector" : " a vector per image"));
+      GraphBuilder b;
+      b.input("x", DType::F32, std::vector<int64_t>{3, 5, 6, 7});
+      b.input("s", DType::F32, std::vector<int64_t>{shared ? 1 : 3, channels, 1, 1});
+      b.constant("w", random_floats({channels, 5, 3, 3}, 1, 0.5f));
+      b.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+      b.node("Mul", {"c", "s"}, {"m"});
+      b.node("Relu", {"m"}, {"y"});  // m read by a step after the Mul (not in place)
+      b.node("Abs", {"c"}, {"z"});    // c read after the Mul too
+      b.output("y");
+      b.output("z");
+      Model m = b.finish();
+      std::map<std::string, RuntimeValue> feeds = {
+          {"x", RuntimeValue(random_floats({3, 5, 6, 7}, 2))},
+          {"s", RuntimeValue(random_floats({shared ? 1 : 3, channels, 1, 1}, 3))}};
+      auto want = interp::Interpreter(m).run(feeds);
+      PlannedModel p(m, feeds, 2);
+      EXPECT_EQ(p.count("cpu channel scale"), 1);
+      auto got = p.run(feeds);
+      ASSERT_EQ(got.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) testing::expect_close(got[i], want[i], 1e-5, 1e-6, m.graph.outputs[i].name);
+    }
+  }
+}
+
 // PP-LCNetV3 (PaddleOCR v4): conv → Mul(scale) → Add(shift) → HardSwish → Mul → Add → conv.
 // The -O3 elementwise fusion makes the scalar Mul/Add pairs hodu.FusedElementwise nodes; the
 // conv takes all five nodes as post-ops. A chain stops at what a post-op cannot say (6 / x).
