@@ -202,5 +202,40 @@ TEST(MobileBlocks, ScaleShiftHardSwishChainMatchesInterpreter) {
   }
 }
 
+// A conv with a residual (the sum post-op) and a ReLU, then a scale and a HardSwish: sum, activation,
+// then the chain, in that order.
+TEST(MobileBlocks, ResidualConvWithChainMatchesInterpreter) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{2, 16, 9, 11});
+  b.constant("w1", random_floats({16, 16, 1, 1}, 1, 0.4f));
+  b.constant("w2", random_floats({16, 16, 3, 3}, 2, 0.2f));
+  b.constant("wd", random_floats({16, 1, 3, 3}, 3, 0.5f));
+  b.constant("half", scalar(0.5f));
+  b.constant("shift", scalar(-1.0f));
+  auto pads = Attribute::make_ints("pads", {1, 1, 1, 1});
+  b.node("Conv", {"x", "w1"}, {"c1"});
+  b.node("Conv", {"x", "w2"}, {"c2"}, {pads});
+  b.node("Add", {"c2", "c1"}, {"r"});
+  b.node("Relu", {"r"}, {"a"});
+  b.node("Mul", {"a", "half"}, {"m"});
+  b.node("Add", {"m", "shift"}, {"s"});
+  b.node("HardSwish", {"s"}, {"h"});
+  b.node("Conv", {"h", "wd"}, {"y"}, {pads, Attribute::make_int("group", 16)});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 16, 9, 11}, 4, 2.0f))}};
+  auto want = interp::Interpreter(m).run(feeds);
+  for (int threads : {1, 2}) {
+    PlannedModel p(m, feeds, threads);
+    std::string steps;
+    for (const auto& k : p.kernels()) steps += k + "\n";
+    SCOPED_TRACE(steps);
+    EXPECT_EQ(p.count("2 nodes as post-ops"), 1);  // FusedElementwise(scale, shift), HardSwish
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), 1u);
+    testing::expect_close(got[0], want[0], 1e-4, 1e-5, "y");
+  }
+}
+
 }  // namespace
 }  // namespace hodu::cpu
