@@ -58,19 +58,7 @@ bool fuse_gelu(Graph& g) {
       chain.insert(h);
       last = m1;
     }
-    bool overlap = false;
-    for (size_t c : chain) overlap |= removed.count(c) > 0;
-    if (overlap) continue;
-    // The fused node replaces the last node of the chain (its position keeps the order valid).
-    Node gelu;
-    gelu.name = g.nodes[last].name;
-    gelu.op_type = "Gelu";
-    gelu.domain = "hodu";
-    gelu.inputs = {x};
-    gelu.outputs = {g.nodes[last].outputs[0]};
-    chain.erase(last);
-    g.nodes[last] = gelu;
-    removed.insert(chain.begin(), chain.end());
+    if (!replace_chain(g, chain, last, "Gelu", "hodu", x, removed)) continue;
     changed = true;
   }
   erase_nodes(g, removed);

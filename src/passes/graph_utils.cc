@@ -208,6 +208,22 @@ void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, 
   }
 }
 
+bool replace_chain(Graph& g, std::set<size_t> chain, size_t last, const std::string& op, const std::string& domain,
+                   const std::string& x, std::set<size_t>& removed) {
+  for (size_t c : chain)
+    if (removed.count(c)) return false;
+  Node fused;
+  fused.name = g.nodes[last].name;
+  fused.op_type = op;
+  fused.domain = domain;
+  fused.inputs = {x};
+  fused.outputs = {g.nodes[last].outputs[0]};
+  chain.erase(last);
+  g.nodes[last] = std::move(fused);
+  removed.insert(chain.begin(), chain.end());
+  return true;
+}
+
 std::optional<std::vector<int64_t>> reshape_strides(const std::vector<int64_t>& sizes,
                                                     const std::vector<int64_t>& strides,
                                                     const std::vector<int64_t>& shape) {

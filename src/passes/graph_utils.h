@@ -110,4 +110,10 @@ std::optional<Activation> as_activation(const Graph& g, const Node& n);
 // absorbed (its own output's type goes).
 void finish_fusion(Graph& g, Node& fused, const std::optional<Activation>& act, const std::string& y);
 
+// The nodes `chain` (indices, `last` among them) become one node `domain`.`op`(x) producing
+// last's output, at last's position (which keeps the order valid); the others join `removed`
+// (for erase_nodes). False, changing nothing, when one of them is in `removed` already.
+bool replace_chain(Graph& g, std::set<size_t> chain, size_t last, const std::string& op, const std::string& domain,
+                   const std::string& x, std::set<size_t>& removed);
+
 }  // namespace hodu::passes

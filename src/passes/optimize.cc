@@ -56,6 +56,7 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     split_concat_convs(g);
     infer_types(g);
     fuse_gelu(g);
+    fuse_hardswish(g);
     fuse_layer_norm(g);
     if (options.level >= 3) {
       infer_types(g);

@@ -83,6 +83,9 @@ bool fuse_residual_add(Graph& g);
 // Erf-based GELU (x * 0.5 * (1 + erf(x / sqrt(2)))) → hodu.Gelu.
 bool fuse_gelu(Graph& g);
 
+// x * Clip(x + 3, 0, 6) / 6 and x * HardSigmoid(x, 1/6, 0.5) (float x) → HardSwish(x).
+bool fuse_hardswish(Graph& g);
+
 // LayerNormalization / RMSNormalization and their decomposed forms
 // (ReduceMean, Sub, Pow, Add, Sqrt, Div, Mul, Add) → hodu.LayerNorm.
 bool fuse_layer_norm(Graph& g);

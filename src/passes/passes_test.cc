@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "engines/interp/interpreter.h"
@@ -759,6 +760,92 @@ TEST(Optimize, LeavesGraphsWithAGradientNodeAsLoaded) {
   EXPECT_EQ(m.graph.nodes.size(), 3u);  // Mul and Exp not fused into FusedElementwise
   EXPECT_EQ(count_op(m.graph, "FusedElementwise"), 0);
   EXPECT_EQ(optimized_level(m), 0);
+}
+
+
+// HardSwish as paddle2onnx and torch (opset < 14) write it: the forms that fuse and the
+// near misses that must not.
+Tensor spread_tensor(std::vector<int64_t> shape, uint32_t seed) {
+  Tensor t = random_tensor(shape, seed);  // N(0, 1) * 4: both kinks (-3, 3) and the flat parts
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] *= 4.0f;
+  return t;
+}
+
+void hardswish_graph(Builder& b, const std::string& form) {
+  b.input("x", {2, 5, 3, 4});
+  b.scalar("three", 3.0f);
+  b.scalar("zero", 0.0f);
+  b.scalar("six", 6.0f);
+  b.scalar("sixth", 1.0f / 6);
+  b.node("Relu", {"x"}, {"r"});  // x computed by the graph, read by the pattern twice
+  if (form == "hardsigmoid") {
+    b.node("HardSigmoid", {"r"}, {"h"}, {Attribute::make_float("alpha", 1.0f / 6), Attribute::make_float("beta", 0.5f)});
+    b.node("Mul", {"h", "r"}, {"y"});
+  } else {
+    b.node("Add", {form == "mul_sixth" ? "three" : "r", form == "mul_sixth" ? "r" : "three"}, {"a"});
+    b.node("Clip", {"a", "zero", "six"}, {"c"});
+    if (form == "div_first") {
+      b.node("Div", {"c", "six"}, {"c6"});
+      b.node("Mul", {"r", "c6"}, {"y"});
+    } else {
+      b.node("Mul", {"r", "c"}, {"m"});
+      if (form == "mul_sixth") b.node("Mul", {"sixth", "m"}, {"y"});
+      else b.node("Div", {"m", "six"}, {"y"});
+    }
+  }
+  b.output("y");
+}
+
+TEST(HardSwishFusion, ExporterFormsBecomeOneNode) {
+  for (const char* form : {"div", "mul_sixth", "div_first", "hardsigmoid"}) {
+    SCOPED_TRACE(form);
+    Builder b;
+    hardswish_graph(b, form);
+    b.g.nodes[0].op_type = "Neg";  // negative values too: x → -x
+    b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(spread_tensor({2, 5, 3, 4}, 3))}};
+    Model opt = optimize_and_compare(b.m, feeds, 2);
+    ASSERT_EQ(opt.graph.nodes.size(), 2u);
+    EXPECT_EQ(opt.graph.nodes[1].op_type, "HardSwish");
+    EXPECT_EQ(opt.graph.nodes[1].inputs, std::vector<std::string>{"r"});
+    EXPECT_EQ(opt.graph.nodes[1].outputs, std::vector<std::string>{"y"});
+  }
+}
+
+TEST(HardSwishFusion, NearMissesStay) {
+  auto fused = [](const std::function<void(Builder&)>& change) {
+    Builder b;
+    hardswish_graph(b, "div");
+    change(b);
+    b.finish();
+    Model opt = b.m;
+    fuse_hardswish(opt.graph);
+    return count_op(opt.graph, "HardSwish");
+  };
+  EXPECT_EQ(fused([](Builder&) {}), 1);
+  EXPECT_EQ(fused([](Builder& b) { b.scalar("six", 5.0f); }), 0);        // Clip(0, 5), Div by 5
+  EXPECT_EQ(fused([](Builder& b) { b.scalar("three", 2.0f); }), 0);      // x + 2
+  EXPECT_EQ(fused([](Builder& b) { b.output("c"); }), 0);                // the clip is read outside
+  EXPECT_EQ(fused([](Builder& b) { b.g.nodes[3].inputs = {"x", "c"}; }), 0);  // Mul by another tensor
+  // A 3 of higher rank than x broadcasts x: not x's shape any more.
+  EXPECT_EQ(fused([](Builder& b) {
+              b.g.set_initializer("three", Tensor::from_vector(DType::F32, {1, 1, 1, 1, 1}, std::vector<float>{3}));
+            }),
+            0);
+  // Integer x: Div is integer division there.
+  Builder b;
+  b.input("x", {4}, DType::I32);
+  b.g.set_initializer("three", Tensor::scalar<int32_t>(DType::I32, 3));
+  b.g.set_initializer("zero", Tensor::scalar<int32_t>(DType::I32, 0));
+  b.g.set_initializer("six", Tensor::scalar<int32_t>(DType::I32, 6));
+  b.node("Abs", {"x"}, {"r"});
+  b.node("Add", {"r", "three"}, {"a"});
+  b.node("Clip", {"a", "zero", "six"}, {"c"});
+  b.node("Mul", {"r", "c"}, {"m"});
+  b.node("Div", {"m", "six"}, {"y"});
+  b.output("y");
+  b.finish();
+  EXPECT_FALSE(fuse_hardswish(b.g));
 }
 
 }  // namespace

@@ -27,6 +27,7 @@ bool append_activation(dnnl::post_ops& po, const std::string& act, const std::ve
   } else if (act == "Silu") po.append_eltwise(1.0f, alg::eltwise_swish, 1.0f, 0.0f);
   else if (act == "Gelu") po.append_eltwise(1.0f, alg::eltwise_gelu_erf, 0.0f, 0.0f);
   else if (act == "GeluTanh") po.append_eltwise(1.0f, alg::eltwise_gelu_tanh, 0.0f, 0.0f);
+  else if (act == "HardSwish") po.append_eltwise(1.0f, alg::eltwise_hardswish, 0.0f, 0.0f);  // x * relu6(x + 3) / 6
   else return false;
   return true;
 }

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/winograd.h"
@@ -64,16 +65,18 @@ class GemvConvStep : public Step {
     const float* z = has_z_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
     float* y = static_cast<float*>(rs.slots[writes[0]].data());
     const int64_t rows = rows_, cols = cols_;
-    const int64_t chunk = 64;
-    const int threads = rows * cols >= (1 << 16) ? rs.threads : 1;
-    parallel_for((rows + chunk - 1) / chunk, threads, [&](int64_t c) {
-      int64_t begin = c * chunk, end = std::min(rows, begin + chunk);
-      gemv_rows(weights_.data(), x, bias_.empty() ? nullptr : bias_.data(), y, begin, end, cols);
-      for (int64_t o = begin; o < end; ++o) y[o] = act_(z ? y[o] + z[o] : y[o]);
+    const int64_t chunk = 64, chunks = (rows + chunk - 1) / chunk;
+    const int threads = batch_ * rows * cols >= (1 << 16) ? rs.threads : 1;
+    parallel_for(batch_ * chunks, threads, [&](int64_t c) {  // one product per image
+      const int64_t i = c / chunks, begin = c % chunks * chunk, end = std::min(rows, begin + chunk);
+      float* yi = y + i * rows;
+      const float* zi = z ? z + i * rows : nullptr;
+      gemv_rows(weights_.data(), x + i * cols, bias_.empty() ? nullptr : bias_.data(), yi, begin, end, cols);
+      for (int64_t o = begin; o < end; ++o) yi[o] = act_(zi ? yi[o] + zi[o] : yi[o]);
     });
   }
   std::vector<float> weights_, bias_;  // [rows, cols], [rows] or empty
-  int64_t rows_ = 0, cols_ = 0;
+  int64_t rows_ = 0, cols_ = 0, batch_ = 1;
   ScalarActivation act_;
   bool has_z_ = false;
 };
@@ -84,12 +87,16 @@ bool read_by_concat(const PlanBuilder& b, const std::string& value) {
   return false;
 }
 
-// The GEMV form of a conv when its window is its whole input: batch 1, one group, no padding,
-// every output spatial dim 1 and every kernel dim its input dim.
+// The GEMV form of a conv when its window is its whole input: a few images (kMaxGemvBatch), one
+// group, no padding, every output spatial dim 1 and every kernel dim its input dim.
+constexpr int64_t kMaxGemvBatch = 8;  // more images: oneDNN's product reuses the weights better
+
 bool make_gemv_conv(PlanBuilder& b, const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
                     const Tensor& w, const Tensor* bias, const std::string& act, const std::vector<float>& act_params,
                     bool has_z) {
-  if (xs[0] != 1 || n.get_int("group", 1) != 1 || n.get_string("auto_pad", "NOTSET") != "NOTSET") return false;
+  if (xs[0] < 1 || xs[0] > kMaxGemvBatch || n.get_int("group", 1) != 1 ||
+      n.get_string("auto_pad", "NOTSET") != "NOTSET")
+    return false;
   for (int64_t p : n.get_ints("pads", {}))
     if (p != 0) return false;
   for (int64_t d : n.get_ints("dilations", {}))
@@ -101,6 +108,7 @@ bool make_gemv_conv(PlanBuilder& b, const Node& n, const std::vector<int64_t>& x
   auto step = std::make_unique<GemvConvStep>();
   step->rows_ = ys[1];
   step->cols_ = shape_numel(xs) / xs[0];
+  step->batch_ = xs[0];
   if (w.numel() != step->rows_ * step->cols_ || (bias && bias->numel() != step->rows_)) return false;
   const float* wd = w.data<float>();
   step->weights_.assign(wd, wd + w.numel());
@@ -129,6 +137,7 @@ class ConvStep : public Step {
     std::unordered_map<int, dnnl::memory> args = {
         {DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
     if (has_bias_) args[DNNL_ARG_BIAS] = bias_.mem;
+    for (const auto& [arg, mem] : operands_) args[arg] = mem;
     if (w_read_ >= 0) {  // weights fed at run time (a training step's params): reordered every run
       bind(w_user_, rs, reads[w_read_]);
       if (w_reorder_) w_reorder_.execute(rs.stream, w_user_, w_);
@@ -151,6 +160,7 @@ class ConvStep : public Step {
   }
 
   dnnl::convolution_forward prim_;
+  std::vector<std::pair<int, dnnl::memory>> operands_;  // binary post-ops' one-element tensors
   dnnl::memory src_, dst_, z_;
   dnnl::reorder z_copy_;
   PackedConstant weights_, bias_;
@@ -207,13 +217,23 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   dnnl::memory::desc w_md(win->weight_dims, dt::f32, tag::any);
   dnnl::memory::desc b_md({ys[1]}, dt::f32, tag::x);
 
-  dnnl::post_ops po;
-  if (has_z) po.append_sum(1.0f);
+  dnnl::post_ops act_po;
+  if (has_z) act_po.append_sum(1.0f);
   // SiLU runs after the primitive (silu_in_place: about 4x faster than oneDNN's swish post-op).
-  const bool silu = act == "Silu";
-  if (!silu && !append_activation(po, act, act_params)) return false;
+  if (act != "Silu" && !append_activation(act_po, act, act_params)) return false;
+  // The elementwise nodes after the conv (PaddleOCR's scale, shift, hardswish, ...) as eltwise
+  // post-ops: its step writes the chain's last output (post_op_chain.h). Not after the SiLU loop.
+  PostOpChain chain = act == "Silu" ? PostOpChain{} : post_op_chain(b, n.outputs[0], eltwise_ops_of(act_po));
   dnnl::primitive_attr attr;
-  attr.set_post_ops(po);
+  std::vector<std::pair<int, float>> operands;  // the binary post-ops' one-element operands
+  auto set_post_ops = [&] {
+    dnnl::post_ops po = act_po;
+    operands.clear();
+    append_post_ops(po, chain.ops, static_cast<int>(ys.size()), operands);
+    attr.set_post_ops(po);
+  };
+  const bool silu = act == "Silu";
+  set_post_ops();
   auto make_pd = [&](const dnnl::memory::desc& src, dnnl::algorithm alg = dnnl::algorithm::convolution_direct)
       -> std::optional<dnnl::convolution_forward::primitive_desc> {
     auto desc = win->desc(alg, src, w_md, n.has_input(2) ? &b_md : nullptr, dst_md);
@@ -224,45 +244,67 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     }
   };
   std::optional<dnnl::convolution_forward::primitive_desc> pd;
-  // The image into the first conv, reordered to nhwc (cheap: few channels), lets oneDNN's brgemm
-  // kernel write nhwc, the layout the convs after it use: measured faster than the direct
-  // nchw kernel writing a 16-channel-blocked output that is then reordered.
-  if (blocked && plain_src && spatial == 2 && !xslot.blocked) {
-    pd = make_pd(dnnl::memory::desc(to_dims(xs), dt::f32, tag::nhwc));
-    if (pd && std::string(pd->impl_info_str()).find("brg") == std::string::npos) pd.reset();
-  }
+  const bool concat_part = read_by_concat(b, chain.nodes.empty() ? n.outputs[0] : chain.output);
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
                           win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
   const WinogradPolicy wino_policy = winograd_policy();
-  // Below AVX-512: hodu's own F(2x2,3x3)/F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
-  if (!pd && wino_shape && !runtime_bias && wino_policy != WinogradPolicy::OneDnn && wino_policy != WinogradPolicy::Off) {
-    WinogradConv wc;
-    wc.xs = xs;
-    wc.ys = ys;
-    wc.pad_top = win->pad_l[0];
-    wc.pad_left = win->pad_l[1];
-    wc.weights = w->data<float>();
-    wc.bias = bias ? bias->data<float>() : nullptr;
-    wc.has_z = has_z;
-    if (w->is_contiguous() && (!bias || bias->is_contiguous()) &&
-        packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()), &wc.ep.act,
-                                   &wc.ep.p0, &wc.ep.p1) &&
-        make_winograd_conv(b, n, wc))
-      return true;
+  // The kernel for the post-ops set now: a oneDNN primitive in `pd`, or true when hodu's own
+  // Winograd conv took the node (it does the conv's activation, not the chain after it).
+  auto choose = [&]() -> bool {
+    pd.reset();
+    // The image into the first conv, reordered to nhwc (cheap: few channels), lets oneDNN's brgemm
+    // kernel write nhwc, the layout the convs after it use: measured faster than the direct
+    // nchw kernel writing a 16-channel-blocked output that is then reordered.
+    if (blocked && plain_src && spatial == 2 && !xslot.blocked) {
+      pd = make_pd(dnnl::memory::desc(to_dims(xs), dt::f32, tag::nhwc));
+      if (pd && std::string(pd->impl_info_str()).find("brg") == std::string::npos) pd.reset();
+    }
+    // Below AVX-512: hodu's own F(2x2,3x3)/F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
+    if (!pd && wino_shape && !runtime_bias && wino_policy != WinogradPolicy::OneDnn &&
+        wino_policy != WinogradPolicy::Off) {
+      WinogradConv wc;
+      wc.xs = xs;
+      wc.ys = ys;
+      wc.pad_top = win->pad_l[0];
+      wc.pad_left = win->pad_l[1];
+      wc.weights = w->data<float>();
+      wc.bias = bias ? bias->data<float>() : nullptr;
+      wc.has_z = has_z;
+      if (w->is_contiguous() && (!bias || bias->is_contiguous()) &&
+          packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()),
+                                     &wc.ep.act, &wc.ep.p0, &wc.ep.p1) &&
+          make_winograd_conv(b, n, wc))
+        return true;
+    }
+    // 3x3 stride-1 convolutions on Winograd's F(2x3)/F(4x3) kernels: 1.5-2x fewer cycles than the
+    // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
+    // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
+    // Not for small outputs (onednn::kWinogradMinPixels).
+    if (!pd && wino_shape && wino_policy != WinogradPolicy::Off && xs[1] >= 16 &&
+        ys[2] * ys[3] >= onednn::kWinogradMinPixels && !concat_part) {
+      pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
+      if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
+    }
+    if (!pd) pd = make_pd(src_md);
+    return false;
+  };
+  if (choose()) return true;
+  if (!pd && !chain.nodes.empty()) {  // no kernel with those post-ops: the chain runs as its own steps
+    chain = {};
+    set_post_ops();
+    if (choose()) return true;
   }
-  // 3x3 stride-1 convolutions on Winograd's F(2x3)/F(4x3) kernels: 1.5-2x fewer cycles than the
-  // direct kernel at 1 thread (ResNet-50 41 → 37 ms), same accuracy on the zoo (rel-L2 7e-7 vs ORT).
-  // Not for a Concat's parts: they write one layout, and Winograd's differs from the other convs'.
-  // Not for small outputs (onednn::kWinogradMinPixels).
-  if (!pd && wino_shape && wino_policy != WinogradPolicy::Off && xs[1] >= 16 &&
-      ys[2] * ys[3] >= onednn::kWinogradMinPixels && !read_by_concat(b, n.outputs[0])) {
-    pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
-    if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
-  }
-  if (!pd) pd = make_pd(src_md);
   if (!pd) return false;
+  const std::string out = chain.nodes.empty() ? n.outputs[0] : chain.output;
+  for (const Node* c : chain.nodes) b.claim(*c);
   auto step = std::make_unique<ConvStep>();
   step->prim_ = dnnl::convolution_forward(*pd);
+  for (const auto& [arg, value] : operands) {
+    dnnl::memory m(dnnl::memory::desc(dnnl::memory::dims(ys.size(), 1), dt::f32, dnnl::memory::dims(ys.size(), 1)),
+                   b.engine());
+    *static_cast<float*>(m.get_data_handle()) = value;
+    step->operands_.emplace_back(arg, m);
+  }
   step->silu_ = silu;
   if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
@@ -297,18 +339,19 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     // The residual read nowhere after this conv, in the conv's own output layout, is the
     // output's buffer: the sum post-op accumulates onto it, nothing is copied.
     if (layout_md(b.at(z)) == pd->dst_desc() && b.bytes_die_here(n.inputs[3], {src})) {
-      dst = b.define_part(n.outputs[0], z, ys, pd->dst_desc(), 0);
+      dst = b.define_part(out, z, ys, pd->dst_desc(), 0);
     } else {
       step->z_ = dnnl::memory(layout_md(b.at(z)), b.engine(), nullptr);
       step->has_z_ = true;
     }
   }
   runtime_reads();
-  if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, pd->dst_desc());
+  if (dst < 0) dst = b.define(out, DType::F32, ys, pd->dst_desc());
   step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
   if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
-  step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) + (silu ? ", silu loop" : "");
+  step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) + (silu ? ", silu loop" : "") +
+                (chain.nodes.empty() ? "" : ", " + std::to_string(chain.nodes.size()) + " nodes as post-ops");
   b.add(std::move(step));
   return true;
 }

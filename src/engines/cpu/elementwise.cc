@@ -9,17 +9,22 @@
 namespace hodu::cpu {
 namespace {
 
-// x[1, C, spatial...] * s[1, C, 1, ...] (squeeze-excite) on x's own layout, in place when x
-// dies here: oneDNN's binary primitive broadcasting over a blocked or nhwc tensor runs
-// several times slower than this memory-bound loop.
+// x[N, C, spatial...] * s[N or 1, C, 1, ...] (squeeze-excite) on x's own layout, in place when
+// x dies here: oneDNN's binary primitive broadcasting over a blocked or nhwc tensor runs
+// several times slower than this memory-bound loop (at AVX2 it has only its reference kernel).
 class ScaleChannelsStep : public Step {
  public:
   void run(RunState& rs) override {
     const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
     const float* s = static_cast<const float*>(rs.slots[reads[1]].data());
     float* y = static_cast<float*>(rs.slots[writes[0]].data());
-    if (!padded_.empty()) {  // the blocked layout's channels rounded up: the pad scales by 0
-      std::copy(s, s + channels_, padded_.begin());
+    if (!padded_.empty()) {
+      // One vector of `stride_` per image: the blocked layout's channels rounded up (the pad
+      // scales by 0), s repeated where it is shared by the batch.
+      for (int64_t n = 0; n < batch_; ++n) {
+        const float* sn = s + (s_batched_ ? n * channels_ : 0);
+        std::copy(sn, sn + channels_, padded_.begin() + n * stride_);
+      }
       s = padded_.data();
     }
     const int64_t rows = rows_, len = len_, per = rows_per_v_;
@@ -30,30 +35,34 @@ class ScaleChannelsStep : public Step {
       scale_rows(x, s, y, len, per, scalar, c * grain, std::min(rows, (c + 1) * grain));
     });
   }
-  int64_t rows_ = 0, len_ = 0, rows_per_v_ = 1, channels_ = 0;
-  bool scalar_per_row_ = false;
+  int64_t rows_ = 0, len_ = 0, rows_per_v_ = 1, channels_ = 0, batch_ = 1, stride_ = 0;
+  bool scalar_per_row_ = false, s_batched_ = true;
   std::vector<float> padded_;
 };
 
 bool make_scale_channels(PlanBuilder& b, const Node& n, const std::string& x_name, const std::string& s_name,
                          const std::vector<int64_t>& ys, const std::vector<int64_t>& s1) {
-  if (n.op_type != "Mul" || ys.size() < 3 || ys.size() > 5 || ys[0] != 1 || s1[1] != ys[1]) return false;
-  for (size_t i = 0; i < ys.size(); ++i)
-    if (i != 1 && s1[i] != 1) return false;
+  if (n.op_type != "Mul" || ys.size() < 3 || ys.size() > 5 || s1[1] != ys[1] || (s1[0] != 1 && s1[0] != ys[0]))
+    return false;
+  for (size_t i = 2; i < ys.size(); ++i)
+    if (s1[i] != 1) return false;
   int x = b.slot(x_name);
   const Slot& xs = b.at(x);
   if (!xs.is_static || xs.dtype != DType::F32) return false;
   const dnnl::memory::desc x_md = layout_md(xs);
-  const int64_t channels = ys[1], pixels = shape_numel(ys) / channels;
+  const int64_t batch = ys[0], channels = ys[1], pixels = shape_numel(ys) / std::max<int64_t>(1, batch * channels);
   const bool r3 = ys.size() == 3, r4 = ys.size() == 4;
   auto step = std::make_unique<ScaleChannelsStep>();
   step->channels_ = channels;
+  step->batch_ = batch;
+  step->stride_ = channels;
+  step->s_batched_ = s1[0] == ys[0];
   if (x_md == plain_md(ys)) {
-    step->rows_ = channels;
+    step->rows_ = batch * channels;
     step->len_ = pixels;
     step->scalar_per_row_ = true;
   } else if (x_md == dnnl::memory::desc(to_dims(ys), dt::f32, r3 ? tag::nwc : r4 ? tag::nhwc : tag::ndhwc)) {
-    step->rows_ = pixels;
+    step->rows_ = batch * pixels;
     step->len_ = channels;
     step->rows_per_v_ = pixels;
   } else {
@@ -65,11 +74,13 @@ bool make_scale_channels(PlanBuilder& b, const Node& n, const std::string& x_nam
         block = blk;
     if (!block) return false;
     int64_t blocks = (channels + block - 1) / block;
-    step->rows_ = blocks * pixels;
+    step->rows_ = batch * blocks * pixels;
     step->len_ = block;
     step->rows_per_v_ = pixels;
-    step->padded_.assign(static_cast<size_t>(blocks * block), 0.0f);
+    step->stride_ = blocks * block;
   }
+  if (step->stride_ != channels || (batch > 1 && !step->s_batched_))
+    step->padded_.assign(static_cast<size_t>(batch * step->stride_), 0.0f);
   step->reads = {x, b.plain(s_name)};
   // In place when nothing after this node reads x: the result takes x's bytes.
   step->writes = {b.dies_here(x_name) ? b.define_part(n.outputs[0], x, ys, x_md, 0)
