@@ -337,9 +337,122 @@ def resize_fractional_free_dims():
     return m, feeds, True
 
 
+def if_runtime():
+    """The If of if_on_static_dim on a condition read from x's data (ReduceSum(x) > 0): both
+    branches compiled, the one taken chosen while running (x's sum changes sign with the seed)."""
+    return if_on_static_dim(runtime_cond=True)
+
+
+def if_branch_shapes():
+    """An If on data whose branches give different shapes: then [B, 6] (x * 2), else [B, 3]
+    (a Slice of x plus a branch constant); the output's second dim is known only after the If."""
+    r = rng_for("if_branch_shapes")
+    then_g = helper.make_graph([helper.make_node("Mul", ["x", "two"], ["t"])], "then", [], [vi("t", F, ["B", 6])],
+                               [init("two", np.array(2.0, np.float32))])
+    else_g = helper.make_graph([helper.make_node("Slice", ["x", "s0", "s3", "ax1"], ["sl"]),
+                                helper.make_node("Add", ["sl", "c3"], ["e"])], "else", [], [vi("e", F, ["B", 3])],
+                               [init("s0", np.array([0], np.int64)), init("s3", np.array([3], np.int64)),
+                                init("ax1", np.array([1], np.int64)),
+                                init("c3", np.array([1, 2, 3], np.float32))])
+    nodes = [helper.make_node("ReduceMax", ["flag"], ["fm"], keepdims=0),
+             helper.make_node("Greater", ["fm", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Sigmoid", ["y"], ["z"])]
+    m = model("if_branch_shapes", nodes, [vi("x", F, ["B", 6]), vi("flag", F, [1])], [vi("z", F, ["B", "K"])],
+              [init("zero", np.array(0.0, np.float32))], opset=13)
+    feeds = [{"x": r.standard_normal((b, 6)).astype(np.float32), "flag": np.array([f], np.float32)}
+             for b, f in [(1, 1.0), (4, -1.0), (2, -3.0)]]
+    return m, feeds, True
+
+
+def loop_body(nodes, inputs, outputs, inits=()):
+    return helper.make_graph(nodes, "body", inputs, outputs, list(inits))
+
+
+def loop_fixed():
+    """A Loop with a trip count from an input: carried h = tanh(h @ W + x) over a free batch,
+    a scan output of each step's h (stacked on a new first dim) and the iteration number."""
+    r = rng_for("loop_fixed")
+    body = loop_body(
+        [helper.make_node("MatMul", ["h_in", "w"], ["hw"]), helper.make_node("Add", ["hw", "x"], ["pre"]),
+         helper.make_node("Tanh", ["pre"], ["h_out"]), helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+         helper.make_node("Cast", ["i"], ["i_f"], to=F), helper.make_node("Mul", ["h_out", "i_f"], ["scan"])],
+        [vi("i", I64, []), vi("cond_in", BOOL, []), vi("h_in", F, ["B", 4])],
+        [vi("cond_out", BOOL, []), vi("h_out", F, ["B", 4]), vi("scan", F, ["B", 4])])
+    nodes = [helper.make_node("Loop", ["trips", "", "h0"], ["h", "steps"], body=body)]
+    m = model("loop_fixed", nodes, [vi("x", F, ["B", 4]), vi("h0", F, ["B", 4]), vi("trips", I64, [])],
+              [vi("h", F, ["B", 4]), vi("steps", F, ["T", "B", 4])],
+              [init("w", (r.standard_normal((4, 4)) * 0.5).astype(np.float32))], opset=13)
+    feeds = [{"x": r.standard_normal((b, 4)).astype(np.float32), "h0": r.standard_normal((b, 4)).astype(np.float32),
+              "trips": np.array(t, np.int64)} for b, t in [(1, 3), (3, 5), (2, 1)]]
+    return m, feeds, True
+
+
+def loop_cond():
+    """A Loop ended by its condition (no trip count): halve v until its max is below a limit
+    read from data; the iteration count and a scan output depend on the data."""
+    r = rng_for("loop_cond")
+    body = loop_body(
+        [helper.make_node("Mul", ["v_in", "half"], ["v_out"]), helper.make_node("ReduceMax", ["v_out"], ["mx"], keepdims=0),
+         helper.make_node("Greater", ["mx", "limit"], ["cond_out"]),
+         helper.make_node("Add", ["n_in", "one"], ["n_out"]),
+         helper.make_node("ReduceSum", ["v_out"], ["s"], keepdims=1)],
+        [vi("i", I64, []), vi("cond_in", BOOL, []), vi("v_in", F, ["N"]), vi("n_in", I64, [])],
+        [vi("cond_out", BOOL, []), vi("v_out", F, ["N"]), vi("n_out", I64, []), vi("s", F, [1])])
+    nodes = [helper.make_node("ReduceMax", ["v"], ["m0"], keepdims=0),
+             helper.make_node("Greater", ["m0", "limit"], ["c0"]),
+             helper.make_node("Loop", ["", "c0", "v", "n0"], ["vf", "count", "sums"], body=body)]
+    m = model("loop_cond", nodes, [vi("v", F, ["N"]), vi("limit", F, [])],
+              [vi("vf", F, ["N"]), vi("count", I64, []), vi("sums", F, ["K", 1])],
+              [init("half", np.array(0.5, np.float32)), init("one", np.array(1, np.int64)),
+               init("n0", np.array(0, np.int64))], opset=13)
+    feeds = [{"v": np.abs(r.standard_normal(n)).astype(np.float32) * sc, "limit": np.array(lim, np.float32)}
+             for n, sc, lim in [(5, 10.0, 0.5), (12, 100.0, 0.01), (3, 0.1, 1.0)]]
+    return m, feeds, True
+
+
+def loop_growing():
+    """A Loop whose carried value grows every iteration (Concat of itself and x on axis 0: its
+    shape changes per step), with an outer value read inside and a scan output of its sum."""
+    r = rng_for("loop_growing")
+    body = loop_body(
+        [helper.make_node("Mul", ["x", "scale"], ["xs"]), helper.make_node("Concat", ["acc_in", "xs"], ["acc_out"], axis=0),
+         helper.make_node("ReduceSum", ["acc_out"], ["tot"], keepdims=0),
+         helper.make_node("Identity", ["cond_in"], ["cond_out"])],
+        [vi("i", I64, []), vi("cond_in", BOOL, []), vi("acc_in", F, ["A", 3])],
+        [vi("cond_out", BOOL, []), vi("acc_out", F, ["A2", 3]), vi("tot", F, [])])
+    nodes = [helper.make_node("Loop", ["trips", "", "x"], ["acc", "tots"], body=body)]
+    m = model("loop_growing", nodes, [vi("x", F, ["B", 3]), vi("trips", I64, []), vi("scale", F, [])],
+              [vi("acc", F, ["R", 3]), vi("tots", F, ["T"])], opset=13)
+    feeds = [{"x": r.standard_normal((b, 3)).astype(np.float32), "trips": np.array(t, np.int64),
+              "scale": np.array(sc, np.float32)} for b, t, sc in [(1, 4, 0.5), (3, 2, -1.5)]]
+    return m, feeds, True
+
+
+def scan_directions():
+    """Scan (opset 11 form) over a free sequence: two scan inputs, one forward on axis 0 and one
+    reversed on axis 1; a running state; scan outputs stacked forward on axis 0 and reversed on
+    axis 1."""
+    r = rng_for("scan_directions")
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s_in", "a"], ["s1"]), helper.make_node("Mul", ["s1", "b"], ["s_out"]),
+         helper.make_node("Relu", ["s_out"], ["y1"]), helper.make_node("Sub", ["a", "b"], ["y2"])],
+        "scan_body", [vi("s_in", F, ["C"]), vi("a", F, ["C"]), vi("b", F, ["C"])],
+        [vi("s_out", F, ["C"]), vi("y1", F, ["C"]), vi("y2", F, ["C"])])
+    nodes = [helper.make_node("Scan", ["s0", "xa", "xb"], ["s", "ya", "yb"], body=body, num_scan_inputs=2,
+                              scan_input_axes=[0, 1], scan_input_directions=[0, 1], scan_output_axes=[0, 1],
+                              scan_output_directions=[0, 1])]
+    m = model("scan_directions", nodes, [vi("s0", F, ["C"]), vi("xa", F, ["T", "C"]), vi("xb", F, ["C", "T"])],
+              [vi("s", F, ["C"]), vi("ya", F, ["T", "C"]), vi("yb", F, ["C", "T"])], opset=13)
+    feeds = [{"s0": r.standard_normal(c).astype(np.float32), "xa": r.standard_normal((t, c)).astype(np.float32),
+              "xb": (r.uniform(0.5, 1.0, (c, t))).astype(np.float32)} for c, t in [(3, 4), (5, 9)]]
+    return m, feeds, True
+
+
 MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims, half_convs, conv_transpose,
           causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
-          recurrent_batch_first]
+          recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
+          scan_directions]
 
 
 def einsum_free_dims():
@@ -367,12 +480,25 @@ def add_of_f32_and_i64():
     return m, [], False
 
 
+def if_over_sequence():
+    """An If on data whose then branch goes through a sequence (SequenceConstruct, SequenceAt)."""
+    then_g = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["sq"]),
+                                helper.make_node("SequenceAt", ["sq", "zero_i"], ["t"])], "then", [],
+                               [vi("t", F, ["N"])], [init("zero_i", np.array(0, np.int64))])
+    else_g = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [vi("e", F, ["N"])])
+    nodes = [helper.make_node("ReduceSum", ["x"], ["sx"], keepdims=0),
+             helper.make_node("Greater", ["sx", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
+    m = model("if_over_sequence", nodes, [vi("x", F, ["N"])], [vi("y", F, ["N"])],
+              [init("zero", np.array(0.0, np.float32))], opset=13)
+    return m, [], False
+
+
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
-           (lambda: if_on_static_dim(runtime_cond=True),
-            "control flow is not supported by compiled code yet (If whose condition is known only at run time)")]
+           (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'")]
 
 
 # ---- running -------------------------------------------------------------------------

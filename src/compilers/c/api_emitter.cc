@@ -1061,6 +1061,9 @@ std::string emit_source(const ApiSpec& spec, const std::string& kernels, const s
          "static inline int64_t hm_max(int64_t a, int64_t b) { return a > b ? a : b; }\n";
   s += "\n/* ---- build-time tables ---- */\n" + spec.tables;
   std::string api = spec.dynamic ? dynamic_api(kSourceApi) : std::string(kSourceApi);
+  rewrite(api, "  char error[512];\n", "  char error[512];\n" + spec.extra_fields);
+  rewrite(api, "@KCREATE@  *out = m;", "@KCREATE@" + spec.extra_create + "  *out = m;");
+  rewrite(api, "@KDESTROY@  if (m->owned)", spec.extra_destroy + "@KDESTROY@  if (m->owned)");
   rewrite(api, "@CHECKS@", spec.dynamic ? kDynamicChecks : kStaticChecks);
   if (spec.dynamic) {
     std::string types = kDynamicApi;

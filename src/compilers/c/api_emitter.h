@@ -61,6 +61,9 @@ struct ApiSpec {
   std::string shape_function;          // statements computing S from the free dims (and checks)
   std::string plan_function;           // statements filling O; returns the arena bytes
   std::string buffer_first, buffer_last, buffer_reuse;  // per buffer: liveness and in-place joins (C lists)
+  // Control-flow bodies' instances: instance fields, created (after the kernel context;
+  // `m`, `num_threads`, `errbuf` in scope) and destroyed with the model's.
+  std::string extra_fields, extra_create, extra_destroy;
 };
 
 std::string emit_header(const ApiSpec& spec);

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,6 +31,9 @@ struct CodegenOptions {
   WeightStore* weight_store = nullptr;
   std::map<std::string, std::vector<int64_t>> input_shapes;  // --shape NAME=1x3x224x224
   std::map<std::string, int64_t> dims;                       // --dim batch=1
+  // A control-flow body compiled into its parent's source (control_flow.cc): no kernel
+  // library text, no ABI declarations, no info tag of its own.
+  bool nested = false;
 };
 
 struct GeneratedModel {
@@ -47,6 +51,7 @@ struct GeneratedModel {
   int fused_nodes = 0;  // nodes merged into another node's loop
   int folded_nodes = 0; // nodes evaluated at build time
   int library_ops = 0;  // calls into libhodu_kernels (0 in portable mode)
+  std::set<std::string> kernel_sections;  // optional kernel library sections the source uses
 };
 
 // Throws Unsupported naming the op and node (and listing supported ops) for an

@@ -51,6 +51,12 @@ struct Codegen {
   std::set<std::string> late_read;
   std::map<std::string, ValueInfo> values;
   std::vector<std::string> input_names;
+  const Model* model = nullptr;             // the model compiled (opsets, for bodies)
+  // Control flow (control_flow.cc): bodies compiled as libraries of their own inside this
+  // source, one instance each in the model's instance: fields, create and destroy text.
+  int cf_count = 0;
+  bool cf_helpers = false;
+  std::string cf_fields, cf_create, cf_destroy;
   std::map<std::string, int> last_use;      // value (alias root) → last step reading it
   std::map<std::string, std::string> alias_root;
   std::vector<PlanBuffer> buffers;
@@ -191,6 +197,9 @@ bool conv_as_fc(const Codegen& cg, const Node& n);
 // Op emitters. Each returns false when it does not handle the op.
 bool emit_nn_op(Codegen& cg, const Node& n);
 bool emit_tensor_op(Codegen& cg, const Node& n);
+// If, Loop and Scan (control_flow.cc).
+bool emit_control_flow_op(Codegen& cg, const Node& n);
+std::vector<std::string> control_flow_op_names();
 // Elementwise ops: whether a node can join a fused loop, and emitting a group.
 bool is_elementwise(const Codegen& cg, const Node& n);
 void emit_elementwise_group(Codegen& cg, const std::vector<const Node*>& group);

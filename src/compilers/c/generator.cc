@@ -112,7 +112,7 @@ std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n
 std::vector<std::string> supported_ops() {
   std::set<std::string> all;
   for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names(), generic_op_names(), index_op_names(),
-                        attention_op_names(), rnn_op_names()})
+                        attention_op_names(), rnn_op_names(), control_flow_op_names()})
     all.insert(v.begin(), v.end());
   all.insert({"Constant", "Shape", "Size"});  // folded at build time (or sizes known at run time)
   return {all.begin(), all.end()};
@@ -149,6 +149,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     infer_types(g);
   if (!prep.free_inputs.empty()) refresh_sym_shapes(g, prep.free_inputs, prep.sym);
   Codegen cg(g, options);
+  cg.model = &model;
   cg.kernel_library = options.kernel_library && !options.standalone;
   cg.sym_shapes = prep.sym.shapes;
   cg.sym_values = prep.sym.values;
@@ -691,7 +692,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       auto r = cg.alias_root.find(n.inputs[0]);
       cg.alias_root[n.outputs[0]] = r == cg.alias_root.end() ? n.inputs[0] : r->second;
     }
-    for (const auto& in : n.inputs) {
+    // A control-flow node also reads the outer values its bodies read.
+    for (const auto& in : passes::has_subgraph(n) ? passes::reads_of(n) : std::set<std::string>(n.inputs.begin(), n.inputs.end())) {
       if (in.empty()) continue;
       auto r = cg.alias_root.find(in);
       const std::string& root = r == cg.alias_root.end() ? in : r->second;
@@ -779,7 +781,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     }
     try {
       if (!emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
-          !emit_rnn_op(cg, n) &&
+          !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) &&
           !emit_generic_op(cg, n))
         fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler", n.describe());
     } catch (const Error& e) {
@@ -912,8 +914,10 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     t.name = g.outputs[k].name;
     t.dtype = v.dtype;
     t.shape = v.shape;
-    t.arena_offset = plan.offsets[v.index];
-    t.direct = direct_buffer.count(v.index) > 0;
+    // A late output's index counts late blocks, not arena buffers.
+    const bool arena = v.kind == ValueInfo::Kind::Arena;
+    t.arena_offset = arena ? plan.offsets[v.index] : 0;
+    t.direct = arena && direct_buffer.count(v.index) > 0;
     spec.outputs.push_back(t);
     spec.outputs.back().shape_doc = shape_doc(v.shape);
     if (!dynamic) continue;
@@ -965,13 +969,18 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
   spec.kernel_library = cg.kernel_library;
   spec.library_ops = cg.library_ops;
   spec.prepare = resolve(cg.prepare, false);
+  spec.extra_fields = cg.cf_fields;
+  spec.extra_create = cg.cf_create;
+  spec.extra_destroy = cg.cf_destroy;
 
   GeneratedModel out;
   out.name = options.name;
   out.header = emit_header(spec);
   std::string kernels = kernel_library_source();
   for (const auto& section : cg.kernel_sections) kernels += kernel_section_source(section);
-  out.source = emit_source(spec, kernels, kernel_library_abi());
+  // A nested body's source goes inside its parent's, which has the kernels and the ABI.
+  out.source = options.nested ? emit_source(spec, "", "") : emit_source(spec, kernels, kernel_library_abi());
+  out.kernel_sections = cg.kernel_sections;
   out.library_ops = cg.library_ops;
   out.main_source = emit_main(spec);
   seal_weights_blob(cg.weights, spec.fingerprint);

@@ -2,7 +2,6 @@
 
 #include <optional>
 
-#include "compilers/c/control_flow.h"
 #include "compilers/c/half_widening.h"
 #include "compilers/c/quant_lowering.h"
 
@@ -141,7 +140,6 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
     g.nodes = std::move(kept);
     if (!changed) break;
   }
-  require_no_control_flow(g);
   require_quantization_lowered(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at

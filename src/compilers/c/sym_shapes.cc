@@ -603,6 +603,34 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   }
   // Counts known only while running: one late dim the op's code sets.
   auto late_count = [] { return SymInt::dim(current_sym_table()->late_dim(0)); };
+  // Control flow: the outputs' shapes as type inference has them; a dim it does not know
+  // (branches that differ, a loop's count, a carried value that changes) is a late dim the
+  // node's code sets after running its body (control_flow.cc).
+  if (op == "If" || op == "Loop" || op == "Scan") {
+    std::vector<SymShape> outs;
+    SymTable& table = *current_sym_table();
+    for (const auto& o : n.outputs) {
+      std::optional<ValueType> t;
+      if (!o.empty()) t = c.g.type_of(o);
+      HODU_CHECK(o.empty() || (t && t->is_tensor() && t->shape.rank_known()), ErrorCode::Unsupported,
+                 "{}: output '{}' has no known rank (a tensor of fixed rank is needed: sequences and optionals "
+                 "do not compile)", n.describe(), o);
+      SymShape s;
+      for (int64_t d = 0; t && d < t->shape.rank(); ++d) {
+        const Dim& dim = t->shape[d];
+        if (dim.is_known()) {
+          s.push_back(dim.value);
+          continue;
+        }
+        int atom = -1;
+        for (int k = 0; dim.is_symbolic() && k < table.num_input_dims(); ++k)
+          if (table.atom(k).name == dim.symbol) atom = k;
+        s.push_back(atom >= 0 ? SymInt::dim(atom) : late_count());
+      }
+      outs.push_back(s);
+    }
+    return outs;
+  }
   if (op == "NonZero") {
     int64_t r = static_cast<int64_t>(in(0).size());
     return {{std::max<int64_t>(r, 1), late_count()}};
