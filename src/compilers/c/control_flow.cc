@@ -5,6 +5,7 @@
 
 #include <cctype>
 #include <climits>
+#include <optional>
 #include <set>
 
 #include "compilers/c/codegen_context.h"
@@ -310,27 +311,46 @@ void emit_if(Codegen& cg, const Node& n) {
   HODU_CHECK(then_a && then_a->g && else_a && else_a->g, ErrorCode::InvalidArgument, "{}: If without its branches",
              n.describe());
   need_helpers(cg);
-  Body bt = compile_body(cg, n, *then_a->g, {}, "then_branch");
-  Body be = compile_body(cg, n, *else_a->g, {}, "else_branch");
-  HODU_CHECK(bt.num_outputs == n.outputs.size() && be.num_outputs == n.outputs.size(), ErrorCode::InvalidArgument,
-             "{}: the branches have {} and {} outputs, the If {}", n.describe(), bt.num_outputs, be.num_outputs,
-             n.outputs.size());
+  // A branch that is invalid for the shapes it would get (the other sample rate's branch of
+  // a model built for one) compiles to a run-time error: ONNX Runtime, too, checks only the
+  // branch it takes. A branch with something compiled code cannot do is refused here.
+  std::optional<Body> bt, be;
+  std::string why_t, why_e;
+  auto compile_branch = [&](const Graph& g, const char* what, std::optional<Body>& out, std::string& why) {
+    try {
+      out = compile_body(cg, n, g, {}, what);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::InvalidModel && e.code() != ErrorCode::InvalidArgument) throw;
+      why = e.what();
+    }
+  };
+  compile_branch(*then_a->g, "then_branch", bt, why_t);
+  compile_branch(*else_a->g, "else_branch", be, why_e);
+  HODU_CHECK(bt || be, ErrorCode::InvalidModel, "{}", why_t);
+  for (const auto* b : {&bt, &be})
+    HODU_CHECK(!*b || (*b)->num_outputs == n.outputs.size(), ErrorCode::InvalidArgument,
+               "{}: a branch has {} outputs, the If {}", n.describe(), (*b)->num_outputs, n.outputs.size());
   const std::string cond = cg.ptr(n.inputs[0]);
   const size_t nout = n.outputs.size();
   cg.emit("{");
   cg.emit(fmt::format("DLTensor cf_out[{}];", nout + 1));
   cg.emit("int cf_st;");
   cg.emit("memset(cf_out, 0, sizeof cf_out);");
-  auto branch = [&](const Body& b, const char* what) {
-    cg.emit(fmt::format("DLTensor cf_in[{}];", b.captured.size() + 1));
-    for (size_t i = 0; i < b.captured.size(); ++i) bind_outer(cg, "cf_in", i, b.captured[i]);
-    cg.emit(fmt::format("cf_st = {}_run(m->cf{}, cf_in, {}, cf_out, {});", b.name, b.field, b.captured.size(), nout));
-    cg.emit(fmt::format("if (cf_st) {}", body_failed(cg, n, b, "cf_st", what)));
+  auto branch = [&](const std::optional<Body>& b, const std::string& why, const char* what) {
+    if (!b) {
+      cg.emit(fmt::format("(void)cf_st;\nreturn hm_fail(m, 4, \"%s\", {});",
+                          c_string_literal(why + " (the " + what + " does not compile for these input shapes)")));
+      return;
+    }
+    cg.emit(fmt::format("DLTensor cf_in[{}];", b->captured.size() + 1));
+    for (size_t i = 0; i < b->captured.size(); ++i) bind_outer(cg, "cf_in", i, b->captured[i]);
+    cg.emit(fmt::format("cf_st = {}_run(m->cf{}, cf_in, {}, cf_out, {});", b->name, b->field, b->captured.size(), nout));
+    cg.emit(fmt::format("if (cf_st) {}", body_failed(cg, n, *b, "cf_st", what)));
   };
   cg.emit(fmt::format("if (*(const unsigned char*){}) {{", cond));
-  branch(bt, "then_branch");
+  branch(bt, why_t, "then_branch");
   cg.emit("} else {");
-  branch(be, "else_branch");
+  branch(be, why_e, "else_branch");
   cg.emit("}");
   for (size_t k = 0; k < nout; ++k) {
     if (n.outputs[k].empty()) continue;

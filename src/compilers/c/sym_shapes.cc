@@ -613,8 +613,11 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
       std::optional<ValueType> t;
       if (!o.empty()) t = c.g.type_of(o);
       HODU_CHECK(o.empty() || (t && t->is_tensor() && t->shape.rank_known()), ErrorCode::Unsupported,
-                 "{}: output '{}' has no known rank (a tensor of fixed rank is needed: sequences and optionals "
-                 "do not compile)", n.describe(), o);
+                 "{}: output '{}' has no known rank: its branches or iterations give tensors of different ranks "
+                 "(torch's squeeze of a dim that may be 1), or a sequence or optional; compiled code needs a fixed "
+                 "rank. When the condition depends on sizes, bind the inputs' dims with --dim NAME=V or --shape "
+                 "NAME=AxBxC so that it is decided at build time",
+                 n.describe(), o);
       SymShape s;
       for (int64_t d = 0; t && d < t->shape.rank(); ++d) {
         const Dim& dim = t->shape[d];
