@@ -108,7 +108,8 @@ Dynamic shapes: input dims that are symbolic (batch, seq) or unknown stay free: 
 size >= 1 there (<name>.h lists them; the arena is planned and the kernel library's ops prepared when a
 run first sees a shape). --shape input=1x3x224x224 or --dim batch=1 bind them: fixed-size code, the fastest.
 --standalone: the artifact needs only libc and libm and never allocates while running
-(create it in your own memory with <name>_create_in), on hodu's portable C kernels.
+(create it in your own memory with <name>_create_in), on hodu's portable C kernels; models with
+control flow (If on data, Loop, Scan: each body compiled to C) or data-dependent sizes allocate.
 Kernels: by default Conv, MatMul/Gemm and pooling call hodu's kernel library libhodu_kernels.so
 (oneDNN, multithreaded: <name>_create_threads or HODU_NUM_THREADS, default physical cores); .so and
 executables link it with an rpath, .o/.a/.c need -lhodu_kernels (printed). --kernels portable:

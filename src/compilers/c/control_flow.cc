@@ -236,7 +236,6 @@ Body compile_body(Codegen& cg, const Node& n, const Graph& body, const std::vect
   cg.functions += "\n/* ---- " + std::string(what) + " of " + c_string_literal(n.describe()).substr(1) + " */\n" +
                   rename_statics(kept, b.name);
   cg.kernel_sections.insert(gm.kernel_sections.begin(), gm.kernel_sections.end());
-  cg.library_ops += gm.library_ops;
   // Its weights: a blob (header included) inside the model's, used in place.
   Tensor blob = Tensor::from_bytes(DType::U8, {static_cast<int64_t>(gm.weights.size())}, gm.weights.data(),
                                    gm.weights.size());
