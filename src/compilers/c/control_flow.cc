@@ -302,6 +302,18 @@ void keep_result(Codegen& cg, const Node& n, const std::string& name, const std:
   cg.emit(fmt::format("if ({0}) memcpy({1}, {2}, {0});", storage_bytes(dt, numel(ys)), cg.ptr(name), data));
 }
 
+// After a Loop's or Scan's iterations: a failure (cf_st) frees the loop's buffers and fails
+// the run: 5 `rank_message`, 6 a scan output that changed shape, 7 out of memory, else
+// the body's own status and error.
+void emit_loop_status(Codegen& cg, const Node& n, const Body& b, const std::string& cleanup, const char* rank_message) {
+  const std::string desc = c_string_literal(n.describe());
+  cg.emit(fmt::format("if (cf_st) {{\n  {}", cleanup));
+  cg.emit(fmt::format("  if (cf_st == 5) return hm_fail(m, 4, \"%s: {}\", {});", rank_message, desc));
+  cg.emit(fmt::format("  if (cf_st == 6) return hm_fail(m, 4, \"%s: a scan output changes shape between iterations\", {});", desc));
+  cg.emit(fmt::format("  if (cf_st == 7) return hm_fail(m, 2, \"%s: out of memory for the loop's values\", {});", desc));
+  cg.emit(fmt::format("  {}\n}}", body_failed(cg, n, b, "cf_st", "body")));
+}
+
 // ---- If ----------------------------------------------------------------------
 
 void emit_if(Codegen& cg, const Node& n) {
@@ -427,7 +439,6 @@ void emit_loop(Codegen& cg, const Node& n) {
   for (size_t k = 0; k < nc; ++k) formals[2 + k].free_all = !fixed[k];
   need_helpers(cg);
   Body b = compile_body(cg, n, body, formals, "body");
-  const std::string desc = c_string_literal(n.describe());
   const size_t nin = 2 + nc + b.captured.size(), nout = 1 + nc + ns;
   // Outer pointers read before the loop (ptr marks them read at this step).
   std::string M = n.inputs.size() > 0 && !n.inputs[0].empty() ? cg.ptr(n.inputs[0]) : "";
@@ -478,11 +489,7 @@ void emit_loop(Codegen& cg, const Node& n) {
   cg.emit("  }");
   cg.emit("  if (cf_st) break;");
   cg.emit("}");
-  cg.emit(fmt::format("if (cf_st) {{\n  {}", cleanup));
-  cg.emit(fmt::format("  if (cf_st == 6) return hm_fail(m, 4, \"%s: a scan output changes shape between iterations\", {});", desc));
-  cg.emit(fmt::format("  if (cf_st == 5) return hm_fail(m, 4, \"%s: a scan output has rank over 15\", {});", desc));
-  cg.emit(fmt::format("  if (cf_st == 7) return hm_fail(m, 2, \"%s: out of memory for the loop's values\", {});", desc));
-  cg.emit(fmt::format("  {}\n}}", body_failed(cg, n, b, "cf_st", "body")));
+  emit_loop_status(cg, n, b, cleanup, "a scan output has rank over 15");
   // Results: the carried values (the initial ones when no iteration ran), the scan outputs
   // stacked on a new first dim of the iteration count.
   for (size_t k = 0; k < nc && k < n.outputs.size(); ++k) {
@@ -559,7 +566,6 @@ void emit_scan(Codegen& cg, const Node& n) {
   for (size_t k = 0; k < nst; ++k) formals[k].free_all = !fixed[k];
   need_helpers(cg);
   Body b = compile_body(cg, n, body, formals, "body");
-  const std::string desc = c_string_literal(n.describe());
   const size_t nin = nst + ni + b.captured.size(), nout = nst + nso;
   cg.emit("{");
   cg.emit(fmt::format("const int64_t cf_len = {};", len));
@@ -624,11 +630,7 @@ void emit_scan(Codegen& cg, const Node& n) {
     cg.emit("  }");
   }
   cg.emit("}");
-  cg.emit(fmt::format("if (cf_st) {{\n  {}", cleanup));
-  cg.emit(fmt::format("  if (cf_st == 6) return hm_fail(m, 4, \"%s: a scan output changes shape between iterations\", {});", desc));
-  cg.emit(fmt::format("  if (cf_st == 5) return hm_fail(m, 4, \"%s: a scan output axis is out of range\", {});", desc));
-  cg.emit(fmt::format("  if (cf_st == 7) return hm_fail(m, 2, \"%s: out of memory for the loop's values\", {});", desc));
-  cg.emit(fmt::format("  {}\n}}", body_failed(cg, n, b, "cf_st", "body")));
+  emit_loop_status(cg, n, b, cleanup, "a scan output's axis is out of range or its rank over 15");
   for (size_t k = 0; k < nst; ++k) {
     if (n.outputs[k].empty()) continue;
     keep_result(cg, n, n.outputs[k], fmt::format("cf_in[{}].data", k), fmt::format("cf_in[{}].shape", k),
