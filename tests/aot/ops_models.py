@@ -429,6 +429,39 @@ def loop_growing():
     return m, feeds, True
 
 
+def loop_nested():
+    """Control flow inside control flow: a Loop whose body runs an inner Loop (two steps of
+    v = v * 0.5 + x) and an If on the iteration's data (ReduceSum(v) > 3i - 4 picks v + 1 or v - 1),
+    each body a nested library inside its parent's. The threshold grows with the iteration, so
+both branches run."""
+    inner = loop_body([helper.make_node("Mul", ["w_in", "half"], ["wh"]), helper.make_node("Add", ["wh", "x"], ["w_out"]),
+                       helper.make_node("Identity", ["c_in"], ["c_out"])],
+                      [vi("j", I64, []), vi("c_in", BOOL, []), vi("w_in", F, ["B", 3])],
+                      [vi("c_out", BOOL, []), vi("w_out", F, ["B", 3])])
+    pick = helper.make_node(
+        "If", ["pos"], ["v_out"],
+        then_branch=helper.make_graph([helper.make_node("Add", ["w", "one_f"], ["tp"])], "then", [], [vi("tp", F, ["B", 3])]),
+        else_branch=helper.make_graph([helper.make_node("Sub", ["w", "one_f"], ["tm"])], "else", [], [vi("tm", F, ["B", 3])]))
+    body = loop_body(
+        [helper.make_node("Loop", ["two", "", "v_in"], ["w"], body=inner),
+         helper.make_node("ReduceSum", ["w"], ["sw"], keepdims=0), helper.make_node("Cast", ["i"], ["fi"], to=F),
+         helper.make_node("Mul", ["fi", "three"], ["fi3"]), helper.make_node("Sub", ["fi3", "four"], ["thr"]),
+         helper.make_node("Greater", ["sw", "thr"], ["pos"]),
+         pick, helper.make_node("Identity", ["cond_in"], ["cond_out"]), helper.make_node("Cast", ["pos"], ["p"], to=F)],
+        [vi("i", I64, []), vi("cond_in", BOOL, []), vi("v_in", F, ["B", 3])],
+        [vi("cond_out", BOOL, []), vi("v_out", F, ["B", 3]), vi("p", F, [])])
+    nodes = [helper.make_node("Loop", ["trips", "", "v0"], ["v", "picks"], body=body)]
+    m = model("loop_nested", nodes, [vi("x", F, ["B", 3]), vi("v0", F, ["B", 3]), vi("trips", I64, [])],
+              [vi("v", F, ["B", 3]), vi("picks", F, ["T"])],
+              [init("two", np.array(2, np.int64)), init("half", np.array(0.5, np.float32)),
+               init("one_f", np.array(1.0, np.float32)), init("three", np.array(3.0, np.float32)),
+               init("four", np.array(4.0, np.float32))], opset=13)
+    r = rng_for("loop_nested")
+    feeds = [{"x": r.standard_normal((b, 3)).astype(np.float32), "v0": r.standard_normal((b, 3)).astype(np.float32),
+              "trips": np.array(t, np.int64)} for b, t in [(1, 4), (3, 6)]]
+    return m, feeds, True
+
+
 def scan_directions():
     """Scan (opset 11 form) over a free sequence: two scan inputs, one forward on axis 0 and one
     reversed on axis 1; a running state; scan outputs stacked forward on axis 0 and reversed on
@@ -452,7 +485,7 @@ def scan_directions():
 MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims, half_convs, conv_transpose,
           causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
-          scan_directions]
+          loop_nested, scan_directions]
 
 
 def einsum_free_dims():
