@@ -203,6 +203,49 @@ TEST(CCodegen, UnsupportedOpNamesOpNodeAndList) {
   }
 }
 
+// An If on data: both branches compiled as nested libraries in the model's source (one
+// info tag, the model's), the one the condition picks run; both ways match the interpreter.
+TEST(CCodegen, IfOnDataRunsTheBranchItPicks) {
+  Model m;
+  m.opset_imports[""] = 21;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{4}), ""});
+  g.set_initializer("zero", Tensor::scalar(DType::F32, 0.f));
+  auto then_g = std::make_shared<Graph>();
+  then_g->set_initializer("two", Tensor::scalar(DType::F32, 2.f));
+  then_g->nodes.push_back(node("Mul", {"x", "two"}, {"t"}));
+  then_g->outputs.push_back({"t", {}, ""});
+  auto else_g = std::make_shared<Graph>();
+  else_g->nodes.push_back(node("Neg", {"x"}, {"e"}));
+  else_g->outputs.push_back({"e", {}, ""});
+  Attribute ta, ea;
+  ta.name = "then_branch";
+  ta.kind = Attribute::Kind::Graph;
+  ta.g = then_g;
+  ea.name = "else_branch";
+  ea.kind = Attribute::Kind::Graph;
+  ea.g = else_g;
+  g.nodes.push_back(node("ReduceSum", {"x"}, {"sx"}, {Attribute::make_int("keepdims", 0)}));
+  g.nodes.push_back(node("Greater", {"sx", "zero"}, {"cond"}));
+  g.nodes.push_back(node("If", {"cond"}, {"y"}, {ta, ea}));
+  g.outputs.push_back({"y", {}, ""});
+  auto gen = generate_c(m, {});
+  EXPECT_NE(gen.source.find("model_cf0_run(m->cf0"), std::string::npos);
+  EXPECT_NE(gen.source.find("model_cf1_run(m->cf1"), std::string::npos);
+  size_t tags = 0;
+  for (size_t at = gen.source.find("HODU_AOT_MODEL_NAME="); at != std::string::npos;
+       at = gen.source.find("HODU_AOT_MODEL_NAME=", at + 1))
+    ++tags;
+  EXPECT_EQ(tags, 1u) << "a loader finds the model's tag only";
+  for (float shift : {1.f, -1.f}) {
+    Tensor x = ramp({4}, 0.3f, shift);
+    auto want = run(m, "interp", x);
+    auto got = run(m, "native", x);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-6) << shift;
+  }
+}
+
 TEST(CCodegen, GatherIndexOutOfRangeIsARunError) {
   Model m;
   m.opset_imports[""] = 21;
