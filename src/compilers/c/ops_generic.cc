@@ -36,6 +36,13 @@ namespace {
 std::string converted(Codegen& cg, const std::string& v, DType to, const char* type) {
   DType dt = cg.dtype_of(v);
   if (dt == to) return fmt::format("((const {}*){})", type, cg.ptr(v));
+  // A constant is widened once at build time (exact: float to double, integer to int64), not
+  // on every run (an LSTM's weights inside a Silero VAD branch were a third of its run).
+  if (cg.is_constant(v)) {
+    const std::string wide = v + "\x01as_" + std::string(dtype_name(to));
+    if (!cg.is_constant(wide)) cg.constants[wide] = cg.constant(v).cast(to);
+    return fmt::format("((const {}*){})", type, cg.ptr(wide));
+  }
   need_generic_kernels(cg);
   SymInt n = numel(cg.shape_of(v));
   std::string p = cg.ptr(v);
