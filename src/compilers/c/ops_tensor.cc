@@ -246,6 +246,10 @@ void emit_resize_dynamic(Codegen& cg, const Node& n, const std::string& mode, co
 }
 
 void emit_resize(Codegen& cg, const Node& n) {
+  if (resize_needs_general(cg, n)) {
+    emit_resize_general(cg, n);
+    return;
+  }
   auto xs_sym = cg.shape_of(n.inputs[0]), ys_sym = cg.shape_of(n.outputs[0]);
   auto xs_static = to_static(xs_sym), ys_static = to_static(ys_sym);
   std::string mode = n.get_string("mode", "nearest");
@@ -482,6 +486,18 @@ void emit_view_copy(Codegen& cg, const std::string& out, const StridedView& v) {
   strided_copy(cg, v.root, out, v.dims, v.strides, v.offset, cg.shape_of(out));
 }
 
+// BitCast: the same bytes as another dtype of the same width.
+void emit_bitcast(Codegen& cg, const Node& n) {
+  const std::string& x = n.inputs[0];
+  DType from = cg.dtype_of(x), to = cg.dtype_of(n.outputs[0]);
+  HODU_CHECK(dtype_bits(from) == dtype_bits(to) && from != DType::String, ErrorCode::InvalidModel,
+             "{}: BitCast from {} to {} (the same bit width is needed)", n.describe(), dtype_name(from), dtype_name(to));
+  auto s = cg.shape_of(x);
+  std::string p = cg.ptr(x);
+  cg.define(n.outputs[0], to, s);
+  cg.emit(fmt::format("memcpy({}, {}, {});", cg.ptr(n.outputs[0]), p, storage_bytes(from, numel(s))));
+}
+
 bool is_view_op(const Node& n) {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty();
@@ -491,7 +507,7 @@ std::vector<std::string> tensor_op_names() {
   return {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Expand", "Tile",
           "Split", "Concat", "Gather", "Pad", "Resize", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ArgMax", "ArgMin", "DepthToSpace", "SpaceToDepth",
-          "Range", "ConstantOfShape"};
+          "Range", "ConstantOfShape", "BitCast"};
 }
 
 bool emit_tensor_op(Codegen& cg, const Node& n) {
@@ -538,6 +554,7 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   else if (op == "Range") emit_range(cg, n);
   else if (op == "Cast" || op == "CastLike") emit_cast(cg, n);
   else if (op == "ConstantOfShape") emit_constant_of_shape(cg, n);
+  else if (op == "BitCast") emit_bitcast(cg, n);
   else return false;
   return true;
 }
