@@ -141,6 +141,12 @@ void emit_reduce_generic(Codegen& cg, const Node& n) {
     cg.emit_checked(fmt::format("hk_axes_flags({}, {}, {}, {}, {}, {})", r, axes, at == DType::I32 ? 1 : 0,
                                 numel(cg.shape_of(n.inputs[1])), noop ? 1 : 0, flags),
                     n, "an axis is out of range or repeated");
+    // The output dims follow from the flags (late dims of shape inference, or checked).
+    std::string od = fmt::format("OD{}", cg.table_count++);
+    cg.emit(fmt::format("int64_t {}[{}];", od, std::max<int64_t>(r, 1)));
+    cg.emit(fmt::format("hk_reduce_dims({}, {}, {}, {}, {});", r, cg.table(xs.empty() ? SymShape{1} : xs), flags,
+                        n.get_int("keepdims", 1) != 0 ? 1 : 0, od));
+    for (size_t d = 0; d < ys.size(); ++d) assign_late(cg, n, ys[d], fmt::format("{}[{}]", od, d));
   } else {
     std::vector<int64_t> axes;
     if (n.has_input(1)) {

@@ -61,6 +61,14 @@ HK int hk_axes_flags(int64_t rank, const void* axes, int is32, int64_t n, int no
   return 0;
 }
 
+/* The output dims of a reduction over the flagged dims (kept as 1, or dropped). */
+HK void hk_reduce_dims(int64_t rank, const int64_t* dims, const int64_t* flags, int keep, int64_t* out) {
+  int64_t d, k = 0;
+  for (d = 0; d < rank; ++d)
+    if (!flags[d]) out[k++] = dims[d];
+    else if (keep) out[k++] = 1;
+}
+
 /* ---- reductions ---------------------------------------------------------------------- */
 
 enum { HK_R_SUM, HK_R_MEAN, HK_R_MAX, HK_R_MIN, HK_R_PROD, HK_R_L1, HK_R_L2, HK_R_LOGSUM, HK_R_LOGSUMEXP, HK_R_SUMSQ };
