@@ -37,6 +37,9 @@ const char* kernel_section_source(const std::string& name) {
       {"resample",
 #include "kernel_hk_resample.inc"
       },
+      {"window",
+#include "kernel_hk_window.inc"
+      },
   };
   auto it = sections.find(name);
   HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);
