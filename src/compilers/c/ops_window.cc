@@ -1,6 +1,7 @@
-// Emitters for window ops outside the float32 1-D/2-D fast path of ops_nn.cc: MaxPool (any
-// rank, int8/uint8/float types, the Indices output, storage_order), AveragePool of any rank,
-// LpPool. One call of kernels/hk_window.c over doubles.
+// Emitters for window ops: pooling outside the float32 1-D/2-D fast path of ops_nn.cc
+// (MaxPool of any rank, int8/uint8/float types, the Indices output, storage_order;
+// AveragePool of any rank; LpPool), Col2Im, CenterCropPad, and the signal ops DFT and the
+// Hann/Hamming/Blackman windows. One call of kernels/hk_window.c each, over doubles.
 #include <fmt/format.h>
 
 #include "compilers/c/ops_generic.h"
@@ -80,11 +81,115 @@ void emit_pool_general(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
-std::vector<std::string> window_op_names() { return {"LpPool"}; }
+namespace {
+
+void need_window_kernels(Codegen& cg) {
+  need_generic_kernels(cg);
+  cg.kernel_sections.insert("window");
+}
+
+// A scalar int input read while running (or a constant) as a C expression.
+std::string scalar_int(Codegen& cg, const Node& n, size_t i) {
+  HODU_CHECK(numel(cg.shape_of(n.inputs[i])).is(1), ErrorCode::InvalidModel, "{}: input {} ('{}') must be a scalar",
+             n.describe(), i, n.inputs[i]);
+  if (cg.is_constant(n.inputs[i])) return fmt::format("{}", cg.constant(n.inputs[i]).get_int64(0));
+  return fmt::format("{}[0]", i64_in(cg, n.inputs[i]));
+}
+
+void emit_col2im(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 3 && ys.size() >= 3, ErrorCode::InvalidModel,
+             "{}: input must be [N, C*prod(block), L] and the output [N, C, image...]", n.describe());
+  const size_t nd = ys.size() - 2;
+  SymShape img = sym_ints(cg, n, 1), block = sym_ints(cg, n, 2);
+  HODU_CHECK(img.size() == nd && block.size() == nd, ErrorCode::InvalidModel,
+             "{}: image_shape and block_shape must have {} values", n.describe(), nd);
+  for (size_t d = 0; d < nd; ++d) assign_late(cg, n, ys[d + 2], fmt::format("({})", img[d].c()));
+  auto strides = n.get_ints("strides", std::vector<int64_t>(nd, 1));
+  auto dil = n.get_ints("dilations", std::vector<int64_t>(nd, 1));
+  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  HODU_CHECK(strides.size() == nd && dil.size() == nd && pads.size() == 2 * nd, ErrorCode::InvalidModel,
+             "{}: strides/dilations/pads do not match {} image dims", n.describe(), nd);
+  need_window_kernels(cg);
+  std::string x = f64_in(cg, n.inputs[0]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  SymShape image(ys.begin() + 2, ys.end());
+  cg.emit_checked(fmt::format("hk_col2im({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})", x, y.buffer, xs[0], xs[1], xs[2],
+                              nd, cg.table(image), cg.table(block), cg.table(strides), cg.table(dil), cg.table(pads)),
+                  n, "the input's dims do not match image_shape and block_shape");
+  y.finish(cg);
+}
+
+void emit_center_crop_pad(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  const int64_t r = static_cast<int64_t>(xs.size());
+  HODU_CHECK(r <= 16 && ys.size() == xs.size(), ErrorCode::Unsupported, "{}: rank {} (at most 16)", n.describe(), r);
+  std::vector<int64_t> axes = n.get_ints("axes");
+  if (axes.empty())
+    for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  SymShape shape = sym_ints(cg, n, 1);
+  HODU_CHECK(shape.size() == axes.size(), ErrorCode::InvalidModel, "{}: shape has {} values for {} axes", n.describe(),
+             shape.size(), axes.size());
+  std::vector<bool> on_axis(r, false);
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t a = normalized_axis(n, axes[i], r);
+    on_axis[a] = true;
+    assign_late(cg, n, ys[a], fmt::format("({})", shape[i].c()));
+  }
+  for (int64_t d = 0; d < r; ++d)
+    HODU_CHECK(on_axis[d] || xs[d] == ys[d], ErrorCode::InvalidModel, "{}: dim {} is not cropped but changes size",
+               n.describe(), d);
+  need_window_kernels(cg);
+  int64_t es = element_bytes(cg, n.inputs[0]);
+  std::string x = cg.ptr(n.inputs[0]);
+  cg.define(n.outputs[0], cg.dtype_of(n.inputs[0]), ys);
+  cg.emit(fmt::format("hk_center_crop_pad({}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, cg.table(xs),
+                      cg.table(ys), es));
+}
+
+void emit_dft(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  const int64_t r = static_cast<int64_t>(xs.size());
+  HODU_CHECK(r >= 2 && ys.size() == xs.size(), ErrorCode::InvalidModel, "{}: input must be [..., signal, 1 or 2]",
+             n.describe());
+  need_window_kernels(cg);
+  std::string axis = n.has_input(2) ? scalar_int(cg, n, 2) : fmt::format("{}", n.get_int("axis", -2));
+  std::string length = n.has_input(1) ? scalar_int(cg, n, 1) : "0";
+  std::string x = f64_in(cg, n.inputs[0]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_dft({}, {}, {}, {}, {}, {}, {}, {}, {})", x, y.buffer, r, cg.table(xs), cg.table(ys),
+                              axis, length, n.get_int("inverse", 0) ? 1 : 0, n.get_int("onesided", 0) ? 1 : 0),
+                  n, "the axis or dft_length is out of range or does not give the output's shape");
+  y.finish(cg);
+}
+
+void emit_signal_window(Codegen& cg, const Node& n) {
+  auto ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(ys.size() == 1, ErrorCode::InvalidModel, "{}: the output must be 1-D", n.describe());
+  need_window_kernels(cg);
+  assign_late(cg, n, ys[0], fmt::format("({})", scalar_int(cg, n, 0)));
+  const int kind = n.op_type == "HannWindow" ? 0 : n.op_type == "HammingWindow" ? 1 : 2;
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_window_fn({}, {}, {}, {}, {});", y.buffer, ys[0], kind, n.get_int("periodic", 1) ? 1 : 0,
+                      dtype_is_integer(cg.dtype_of(n.outputs[0])) ? 1 : 0));
+  y.finish(cg);
+}
+
+}  // namespace
+
+std::vector<std::string> window_op_names() {
+  return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow"};
+}
 
 bool emit_window_op(Codegen& cg, const Node& n) {
-  if (!n.domain.empty() || n.op_type != "LpPool") return false;
-  emit_pool_general(cg, n);
+  const std::string& op = n.op_type;
+  if (!n.domain.empty()) return false;
+  if (op == "LpPool") emit_pool_general(cg, n);
+  else if (op == "Col2Im") emit_col2im(cg, n);
+  else if (op == "CenterCropPad") emit_center_crop_pad(cg, n);
+  else if (op == "DFT") emit_dft(cg, n);
+  else if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") emit_signal_window(cg, n);
+  else return false;
   return true;
 }
 
