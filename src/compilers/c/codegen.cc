@@ -40,6 +40,9 @@ const char* kernel_section_source(const std::string& name) {
       {"window",
 #include "kernel_hk_window.inc"
       },
+      {"detect",
+#include "kernel_hk_detect.inc"
+      },
   };
   auto it = sections.find(name);
   HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);

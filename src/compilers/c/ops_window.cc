@@ -1,7 +1,8 @@
 // Emitters for window ops: pooling outside the float32 1-D/2-D fast path of ops_nn.cc
 // (MaxPool of any rank, int8/uint8/float types, the Indices output, storage_order;
 // AveragePool of any rank; LpPool), Col2Im, CenterCropPad, and the signal ops DFT and the
-// Hann/Hamming/Blackman windows. One call of kernels/hk_window.c each, over doubles.
+// Hann/Hamming/Blackman windows (kernels/hk_window.c), and NonMaxSuppression
+// (kernels/hk_detect.c). One kernel call each, over doubles.
 #include <fmt/format.h>
 
 #include "compilers/c/ops_generic.h"
@@ -175,10 +176,37 @@ void emit_signal_window(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// NonMaxSuppression: the selections go to scratch sized for every box of every class, then
+// their count (a late dim, or the model's declared one, checked) sizes the output.
+void emit_nms(Codegen& cg, const Node& n) {
+  auto bs = cg.shape_of(n.inputs[0]), ss = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(bs.size() == 3 && ss.size() == 3 && ys.size() == 2, ErrorCode::InvalidModel,
+             "{}: boxes must be [batch, spatial, 4] and scores [batch, classes, spatial]", n.describe());
+  cg.kernel_sections.insert("detect");
+  need_generic_kernels(cg);
+  auto present = [&](size_t i) { return n.has_input(i) && !numel(cg.shape_of(n.inputs[i])).is(0); };
+  auto scalar_f64 = [&](size_t i) { return fmt::format("{}[0]", f64_in(cg, n.inputs[i])); };
+  std::string max_out = present(2) ? scalar_int(cg, n, 2) : "0";
+  std::string iou = present(3) ? scalar_f64(3) : "0.0", th = present(4) ? scalar_f64(4) : "0.0";
+  std::string boxes = f64_in(cg, n.inputs[0]), scores = f64_in(cg, n.inputs[1]);
+  SymInt B = bs[0], S = bs[1], K = ss[1];
+  std::string sel = fmt::format("((int64_t*){})", cg.scratch(B * K * S * 24));
+  std::string cand = fmt::format("((int64_t*){})", cg.scratch(S * 8)), kept = fmt::format("((int64_t*){})", cg.scratch(S * 8));
+  std::string bb = fmt::format("((double*){})", cg.scratch(S * 32));
+  std::string count = fmt::format("nms{}", cg.table_count++);
+  cg.emit(fmt::format("const int64_t {} = hk_nms({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", count, boxes,
+                      scores, B, S, K, max_out, iou, present(4) ? 1 : 0, th,
+                      n.get_int("center_point_box", 0) ? 1 : 0, sel, cand, kept, bb));
+  assign_late(cg, n, ys[0], count);
+  cg.define(n.outputs[0], DType::I64, ys);
+  cg.emit(fmt::format("memcpy({}, {}, {} * 24);", cg.ptr(n.outputs[0]), sel, count));
+}
+
 }  // namespace
 
 std::vector<std::string> window_op_names() {
-  return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow"};
+  return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow",
+          "NonMaxSuppression"};
 }
 
 bool emit_window_op(Codegen& cg, const Node& n) {
@@ -189,6 +217,7 @@ bool emit_window_op(Codegen& cg, const Node& n) {
   else if (op == "CenterCropPad") emit_center_crop_pad(cg, n);
   else if (op == "DFT") emit_dft(cg, n);
   else if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") emit_signal_window(cg, n);
+  else if (op == "NonMaxSuppression") emit_nms(cg, n);
   else return false;
   return true;
 }
