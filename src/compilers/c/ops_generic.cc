@@ -488,12 +488,24 @@ void emit_conv_transpose(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+void emit_det(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() >= 2 && xs[xs.size() - 1] == xs[xs.size() - 2], ErrorCode::InvalidModel,
+             "{}: input must be [*, M, M]", n.describe());
+  const SymInt m = xs.back();
+  std::string x = f64_in(cg, n.inputs[0]);
+  std::string work = fmt::format("((double*){})", cg.scratch(m * m * 8));
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_det({}, {}, {}, {}, {});", x, y.buffer, numel(ys), m, work));
+  y.finish(cg);
+}
+
 }  // namespace
 
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -516,6 +528,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "NegativeLogLikelihoodLoss") emit_loss(cg, n, false);
   else if (op == "SoftmaxCrossEntropyLoss") emit_loss(cg, n, true);
   else if (op == "ConvTranspose") emit_conv_transpose(cg, n);
+  else if (op == "Det") emit_det(cg, n);
   else return false;
   return true;
 }

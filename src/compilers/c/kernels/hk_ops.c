@@ -1187,3 +1187,41 @@ HK void hk_resize_table(int64_t in, int64_t out, double scale, int ctm, int near
     }
   }
 }
+
+/* ---- Det ----------------------------------------------------------------------------- */
+
+/* y[b] = det of the n x n matrix x + b n^2 by Gaussian elimination with partial pivoting
+ * in `work` (n^2 doubles), as the interpreter computes it. */
+HK void hk_det(const double* x, double* y, int64_t batch, int64_t n, double* work) {
+  int64_t b, i, j, c;
+  for (b = 0; b < batch; ++b) {
+    double det = 1;
+    for (i = 0; i < n * n; ++i) work[i] = x[b * n * n + i];
+    for (c = 0; c < n; ++c) {
+      int64_t piv = c;
+      double d;
+      for (i = c + 1; i < n; ++i)
+        if (fabs(work[i * n + c]) > fabs(work[piv * n + c])) piv = i;
+      if (work[piv * n + c] == 0) {
+        det = 0;
+        break;
+      }
+      if (piv != c) {
+        for (j = 0; j < n; ++j) {
+          double t = work[c * n + j];
+          work[c * n + j] = work[piv * n + j];
+          work[piv * n + j] = t;
+        }
+        det = -det;
+      }
+      d = work[c * n + c];
+      det *= d;
+      for (i = c + 1; i < n; ++i) {
+        double f = work[i * n + c] / d;
+        if (f == 0) continue;
+        for (j = c; j < n; ++j) work[i * n + j] -= f * work[c * n + j];
+      }
+    }
+    y[b] = det;
+  }
+}
