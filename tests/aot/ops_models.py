@@ -549,7 +549,8 @@ def if_over_sequence():
 
 
 # Models `hodu build` refuses, with what its error must say.
-REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
+REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot derive this op's output shape from sizes "
+                               "known only at run time"),
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
            (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'")]

@@ -505,7 +505,7 @@ void emit_det(Codegen& cg, const Node& n) {
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -529,6 +529,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "SoftmaxCrossEntropyLoss") emit_loss(cg, n, true);
   else if (op == "ConvTranspose") emit_conv_transpose(cg, n);
   else if (op == "Det") emit_det(cg, n);
+  else if (op == "Einsum") emit_einsum(cg, n);
   else return false;
   return true;
 }

@@ -49,6 +49,7 @@ std::vector<std::string> resample_op_names();
 // Resize in the modes the table-driven kernels of ops_tensor.cc do not take (ops_resample.cc).
 bool resize_needs_general(Codegen& cg, const Node& n);
 void emit_resize_general(Codegen& cg, const Node& n);
+void emit_einsum(Codegen& cg, const Node& n);  // ops_einsum.cc
 bool emit_window_op(Codegen& cg, const Node& n);  // ops_window.cc
 std::vector<std::string> window_op_names();
 // Pooling the float32 1-D/2-D kernels of ops_nn.cc do not take (ops_window.cc).

@@ -1,7 +1,7 @@
 // Emitters for window ops: pooling outside the float32 1-D/2-D fast path of ops_nn.cc
 // (MaxPool of any rank, int8/uint8/float types, the Indices output, storage_order;
-// AveragePool of any rank; LpPool), Col2Im, CenterCropPad, and the signal ops DFT and the
-// Hann/Hamming/Blackman windows (kernels/hk_window.c), and NonMaxSuppression
+// AveragePool of any rank; LpPool), MaxUnpool, Col2Im, CenterCropPad, and the signal ops DFT,
+// STFT and the Hann/Hamming/Blackman windows (kernels/hk_window.c), and NonMaxSuppression
 // (kernels/hk_detect.c). One kernel call each, over doubles.
 #include <fmt/format.h>
 
@@ -176,6 +176,64 @@ void emit_signal_window(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+void emit_max_unpool(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  const size_t nd = xs.size() - 2;
+  HODU_CHECK(xs.size() >= 3 && xs.size() <= 16 && ys.size() == xs.size() && cg.shape_of(n.inputs[1]) == xs,
+             ErrorCode::InvalidModel, "{}: X and I must be [N, C, spatial...] of one shape", n.describe());
+  auto ks = n.get_ints("kernel_shape");
+  auto strides = n.get_ints("strides", std::vector<int64_t>(nd, 1));
+  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  HODU_CHECK(ks.size() == nd && strides.size() == nd && pads.size() == 2 * nd, ErrorCode::InvalidModel,
+             "{}: kernel_shape/strides/pads do not match {} spatial dims", n.describe(), nd);
+  // The dims the indices address (those of the pooled input), and the output's.
+  SymShape def{xs[0], xs[1]};
+  for (size_t d = 0; d < nd; ++d) def.push_back((xs[d + 2] - 1) * strides[d] + ks[d] - pads[d] - pads[d + nd]);
+  if (n.has_input(2)) {
+    SymShape os = sym_ints(cg, n, 2);
+    HODU_CHECK(os.size() == ys.size(), ErrorCode::InvalidModel, "{}: output_shape has {} values, expected {}",
+               n.describe(), os.size(), ys.size());
+    for (size_t d = 0; d < os.size(); ++d) assign_late(cg, n, ys[d], fmt::format("({})", os[d].c()));
+  } else {
+    for (size_t d = 0; d < ys.size(); ++d) assign_late(cg, n, ys[d], fmt::format("({})", def[d].c()));
+  }
+  need_window_kernels(cg);
+  std::string x = f64_in(cg, n.inputs[0]), idx = i64_in(cg, n.inputs[1]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_max_unpool({}, {}, {}, {}, {}, {}, {})", x, idx, y.buffer, numel(xs), ys.size(),
+                              cg.table(def), cg.table(ys)),
+                  n, "an index is out of range of the output");
+  y.finish(cg);
+}
+
+void emit_stft(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 3 && ys.size() == 4, ErrorCode::InvalidModel,
+             "{}: signal must be [batch, length, 1 or 2] and the output [batch, frames, bins, 2]", n.describe());
+  need_window_kernels(cg);
+  std::string step = scalar_int(cg, n, 1), window = "NULL", flen;
+  if (n.has_input(2)) {
+    auto ws = cg.shape_of(n.inputs[2]);
+    HODU_CHECK(ws.size() == 1, ErrorCode::InvalidModel, "{}: the window must be 1-D", n.describe());
+    window = f64_in(cg, n.inputs[2]);
+    flen = fmt::format("({})", ws[0].c());
+  }
+  if (n.has_input(3)) {
+    std::string given = scalar_int(cg, n, 3);
+    if (!flen.empty())
+      cg.emit(fmt::format("if ({} != {}) return hm_fail(m, 4, \"%s\", {});", given, flen,
+                          c_string_literal(n.describe() + ": the window's length differs from frame_length")));
+    flen = given;
+  }
+  HODU_CHECK(!flen.empty(), ErrorCode::InvalidModel, "{}: frame_length or a window is needed", n.describe());
+  std::string x = f64_in(cg, n.inputs[0]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_stft({}, {}, {}, {}, {}, {}, {}, {}, {}, {})", x, y.buffer, xs[0], xs[1], xs[2], step,
+                              window, flen, n.get_int("onesided", 1) ? 1 : 0, cg.table(ys)),
+                  n, "frame_step, frame_length or the window do not give the output's shape");
+  y.finish(cg);
+}
+
 // NonMaxSuppression: the selections go to scratch sized for every box of every class, then
 // their count (a late dim, or the model's declared one, checked) sizes the output.
 void emit_nms(Codegen& cg, const Node& n) {
@@ -206,7 +264,7 @@ void emit_nms(Codegen& cg, const Node& n) {
 
 std::vector<std::string> window_op_names() {
   return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-          "NonMaxSuppression"};
+          "NonMaxSuppression", "MaxUnpool", "STFT"};
 }
 
 bool emit_window_op(Codegen& cg, const Node& n) {
@@ -218,6 +276,8 @@ bool emit_window_op(Codegen& cg, const Node& n) {
   else if (op == "DFT") emit_dft(cg, n);
   else if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") emit_signal_window(cg, n);
   else if (op == "NonMaxSuppression") emit_nms(cg, n);
+  else if (op == "MaxUnpool") emit_max_unpool(cg, n);
+  else if (op == "STFT") emit_stft(cg, n);
   else return false;
   return true;
 }

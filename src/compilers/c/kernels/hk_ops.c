@@ -1225,3 +1225,31 @@ HK void hk_det(const double* x, double* y, int64_t batch, int64_t n, double* wor
     y[b] = det;
   }
 }
+
+/* ---- Einsum -------------------------------------------------------------------------- */
+
+/* y over the first nout of nl labels (dims) = the sum over the others of the product of
+ * the operands, operand k read at sum_l idx[l] * st[k * nl + l] (0: a label it lacks or
+ * broadcasts; a label it repeats has its strides added: a diagonal). */
+HK void hk_einsum(int64_t nops, const double* const* ops, int64_t nl, const int64_t* dims, const int64_t* st,
+                  int64_t nout, double* y) {
+  int64_t idx[64], total_out = 1, total_sum = 1, o, s, l, k;
+  for (l = 0; l < nl; ++l) *(l < nout ? &total_out : &total_sum) *= dims[l];
+  for (o = 0; o < total_out; ++o) {
+    double acc = 0;
+    int64_t rem = o;
+    for (l = nout; l-- > 0;) idx[l] = rem % dims[l], rem /= dims[l];
+    for (s = 0; s < total_sum; ++s) {
+      double prod = 1;
+      rem = s;
+      for (l = nl; l-- > nout;) idx[l] = rem % dims[l], rem /= dims[l];
+      for (k = 0; k < nops; ++k) {
+        int64_t off = 0;
+        for (l = 0; l < nl; ++l) off += idx[l] * st[k * nl + l];
+        prod *= ops[k][off];
+      }
+      acc += prod;
+    }
+    y[o] = acc;
+  }
+}

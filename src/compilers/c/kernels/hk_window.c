@@ -195,3 +195,61 @@ HK void hk_window_fn(double* y, int64_t size, int kind, int periodic, int intege
     y[i] = integer ? trunc(v) : v;
   }
 }
+
+/* y [N, C, out...] (zeroed here) with x's elements at the flat indices idx, which address
+ * the default output dims `def` (MaxUnpool; an explicit output_shape keeps each element at
+ * its spatial coordinates). Returns 1 on an index out of range. */
+HK int hk_max_unpool(const double* x, const int64_t* idx, double* y, int64_t count, int64_t rank, const int64_t* def,
+                     const int64_t* out) {
+  int64_t st[16], def_total = 1, def_ins = 1, out_ins = 1, total = 1, i, d;
+  if (rank < 3 || rank > 16) return 1;
+  for (d = 0; d < rank; ++d) def_total *= def[d], total *= out[d];
+  for (d = 2; d < rank; ++d) def_ins *= def[d], out_ins *= out[d];
+  hk_strides(rank, out, st);
+  for (i = 0; i < total; ++i) y[i] = 0;
+  for (i = 0; i < count; ++i) {
+    int64_t v = idx[i], plane, rem, off;
+    if (v < 0 || v >= def_total) return 1;
+    plane = v / def_ins, rem = v % def_ins, off = plane * out_ins;
+    for (d = rank; d-- > 2;) {
+      int64_t c = rem % def[d];
+      rem /= def[d];
+      if (c >= out[d]) return 1;
+      off += c * st[d];
+    }
+    y[off] = x[i];
+  }
+  return 0;
+}
+
+/* STFT of signal [B, L, 1 or 2] into y [B, frames, nout, 2] (dims yd checked): frames of
+ * flen samples every `step`, times the window (NULL: none), each transformed as hk_dft does
+ * (nout = flen / 2 + 1 when onesided). Returns 1 on bad sizes. */
+HK int hk_stft(const double* x, double* y, int64_t B, int64_t L, int64_t ci, int64_t step, const double* window,
+               int64_t flen, int onesided, const int64_t* yd) {
+  const double pi = 3.14159265358979323846;
+  int64_t frames, nout, q, k, j;
+  if (step <= 0 || flen <= 0 || L < flen || (ci == 2 && onesided)) return 1;
+  frames = (L - flen) / step + 1;
+  nout = onesided ? flen / 2 + 1 : flen;
+  if (yd[0] != B || yd[1] != frames || yd[2] != nout || yd[3] != 2) return 1;
+  for (q = 0; q < B * frames; ++q) {
+    int64_t b = q / frames, f = q % frames;
+    for (k = 0; k < nout; ++k) {
+      double re = 0, im = 0;
+      int64_t idx = 0;
+      for (j = 0; j < flen; ++j) {
+        int64_t base = (b * L + f * step + j) * ci;
+        double w = window ? window[j] : 1.0, a = -2.0 * pi * (double)idx / (double)flen;
+        double ar = x[base] * w, ai = (ci == 2 ? x[base + 1] : 0.0) * w, wr = cos(a), wi = sin(a);
+        re += ar * wr - ai * wi;
+        im += ar * wi + ai * wr;
+        idx += k;
+        if (idx >= flen) idx %= flen;
+      }
+      y[(q * nout + k) * 2] = re;
+      y[(q * nout + k) * 2 + 1] = im;
+    }
+  }
+  return 0;
+}
