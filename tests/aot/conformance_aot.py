@@ -3,7 +3,7 @@
 `hodu run CASE.so` (the native engine) and compares with the expected outputs (rtol 1e-3,
 atol 1e-5, NaN equal; exact for integers, bools and strings).
 
-usage: conformance_aot.py --hodu BIN [--root DIR] [--filter GLOB] [--every N] [--jobs N]
+usage: conformance_aot.py --hodu BIN [--root DIR] [--filter GLOB[,GLOB...]] [--every N] [--jobs N]
                           [--modes default,standalone] [--min-pass N] [--min-cases N]
                           [--expected FILE] [--list-failures] [-O N] [-v]
 
@@ -274,7 +274,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hodu", required=True)
     ap.add_argument("--root", default=os.path.join(HERE, "..", "..", "..", "shared", "onnx-tests", "node"))
-    ap.add_argument("--filter", default="*")
+    ap.add_argument("--filter", default="*", help="glob of case names; several separated by commas")
     ap.add_argument("--every", type=int, default=1,
                     help="run every Nth case of the sorted list (ctest: a fixed sample; 1 = all)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, help="cases built and run side by side")
@@ -292,7 +292,8 @@ def main():
         return 1
     xfail = read_list(args.expected)
     cases = sorted(d for d in glob.glob(os.path.join(args.root, "test_*")) if os.path.isdir(d))
-    cases = [c for c in cases if fnmatch.fnmatch(os.path.basename(c), args.filter)]
+    globs = [g for g in args.filter.split(",") if g]
+    cases = [c for c in cases if any(fnmatch.fnmatch(os.path.basename(c), g) for g in globs)]
     if len(cases) < args.min_cases:
         print(f"error: found {len(cases)} cases under {args.root}, expected at least {args.min_cases}")
         return 1

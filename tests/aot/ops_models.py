@@ -315,6 +315,26 @@ def product_over_sizes_read():
     return m, feeds, True
 
 
+def resample_free_dims():
+    """The general Resize (cubic x2, constant scales), a 3-D MaxPool with its Indices, LpPool,
+    and ReduceSum over axes read while running (late output dims), over a free batch and
+    spatial dims."""
+    r = rng_for("resample_free_dims")
+    nodes = [
+        helper.make_node("Resize", ["x", "", "s2"], ["cubic"], mode="cubic", cubic_coeff_a=-0.5),
+        helper.make_node("Unsqueeze", ["x", "ax2"], ["x3"]),                          # [N, 3, 1, H, W]
+        helper.make_node("MaxPool", ["x3"], ["mp", "mpi"], kernel_shape=[1, 2, 2], pads=[0, 1, 1, 0, 1, 1]),
+        helper.make_node("LpPool", ["x"], ["lp"], kernel_shape=[3, 3], p=3, auto_pad="SAME_UPPER"),
+        helper.make_node("ReduceSum", ["x", "axes"], ["red"], keepdims=1),
+    ]
+    m = model("resample_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"]), vi("axes", I64, [2])],
+              [vi("cubic", F, None), vi("mp", F, None), vi("mpi", I64, None), vi("lp", F, None), vi("red", F, None)],
+              [init("s2", np.array([1, 1, 2, 2], np.float32)), init("ax2", np.array([2], np.int64))], opset=18)
+    feeds = [{"x": r.standard_normal((n, 3, h, w)).astype(np.float32), "axes": np.array(a, np.int64)}
+             for n, h, w, a in [(1, 4, 5, [1, 3]), (2, 7, 3, [-2, 0])]]
+    return m, feeds, True
+
+
 def resize_fractional_free_dims():
     """Resize by fractional scales over a free height and width (deeplab's x1.5, a x0.5
     downsample, a x1.25 torch Upsample): the output size is floor(size * scale) at run time
@@ -486,6 +506,7 @@ MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims
           causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
           loop_nested, scan_directions]
+MODELS += [resample_free_dims]
 
 
 def einsum_free_dims():
@@ -528,7 +549,8 @@ def if_over_sequence():
 
 
 # Models `hodu build` refuses, with what its error must say.
-REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': op not supported by the C compiler (hodu build)"),
+REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot derive this op's output shape from sizes "
+                               "known only at run time"),
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
            (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'")]

@@ -34,6 +34,15 @@ const char* kernel_section_source(const std::string& name) {
       {"ops",
 #include "kernel_hk_ops.inc"
       },
+      {"resample",
+#include "kernel_hk_resample.inc"
+      },
+      {"window",
+#include "kernel_hk_window.inc"
+      },
+      {"detect",
+#include "kernel_hk_detect.inc"
+      },
   };
   auto it = sections.find(name);
   HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);

@@ -112,7 +112,8 @@ std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n
 std::vector<std::string> supported_ops() {
   std::set<std::string> all;
   for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names(), generic_op_names(), index_op_names(),
-                        attention_op_names(), rnn_op_names(), control_flow_op_names()})
+                        attention_op_names(), rnn_op_names(), control_flow_op_names(), resample_op_names(),
+                        window_op_names()})
     all.insert(v.begin(), v.end());
   all.insert({"Constant", "Shape", "Size"});  // folded at build time (or sizes known at run time)
   return {all.begin(), all.end()};
@@ -781,7 +782,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     }
     try {
       if (!emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
-          !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) &&
+          !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) && !emit_resample_op(cg, n) &&
+          !emit_window_op(cg, n) &&
           !emit_generic_op(cg, n))
         fail(ErrorCode::Unsupported, "{}: op not supported by the C compiler", n.describe());
     } catch (const Error& e) {

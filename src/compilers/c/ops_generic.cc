@@ -141,6 +141,12 @@ void emit_reduce_generic(Codegen& cg, const Node& n) {
     cg.emit_checked(fmt::format("hk_axes_flags({}, {}, {}, {}, {}, {})", r, axes, at == DType::I32 ? 1 : 0,
                                 numel(cg.shape_of(n.inputs[1])), noop ? 1 : 0, flags),
                     n, "an axis is out of range or repeated");
+    // The output dims follow from the flags (late dims of shape inference, or checked).
+    std::string od = fmt::format("OD{}", cg.table_count++);
+    cg.emit(fmt::format("int64_t {}[{}];", od, std::max<int64_t>(r, 1)));
+    cg.emit(fmt::format("hk_reduce_dims({}, {}, {}, {}, {});", r, cg.table(xs.empty() ? SymShape{1} : xs), flags,
+                        n.get_int("keepdims", 1) != 0 ? 1 : 0, od));
+    for (size_t d = 0; d < ys.size(); ++d) assign_late(cg, n, ys[d], fmt::format("{}[{}]", od, d));
   } else {
     std::vector<int64_t> axes;
     if (n.has_input(1)) {
@@ -482,12 +488,24 @@ void emit_conv_transpose(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+void emit_det(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() >= 2 && xs[xs.size() - 1] == xs[xs.size() - 2], ErrorCode::InvalidModel,
+             "{}: input must be [*, M, M]", n.describe());
+  const SymInt m = xs.back();
+  std::string x = f64_in(cg, n.inputs[0]);
+  std::string work = fmt::format("((double*){})", cg.scratch(m * m * 8));
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_det({}, {}, {}, {}, {});", x, y.buffer, numel(ys), m, work));
+  y.finish(cg);
+}
+
 }  // namespace
 
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -510,6 +528,8 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "NegativeLogLikelihoodLoss") emit_loss(cg, n, false);
   else if (op == "SoftmaxCrossEntropyLoss") emit_loss(cg, n, true);
   else if (op == "ConvTranspose") emit_conv_transpose(cg, n);
+  else if (op == "Det") emit_det(cg, n);
+  else if (op == "Einsum") emit_einsum(cg, n);
   else return false;
   return true;
 }

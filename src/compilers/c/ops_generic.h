@@ -29,6 +29,9 @@ WideOut wide_out(Codegen& cg, const std::string& name, const SymShape& shape, bo
 std::string expanded(Codegen& cg, const std::string& v, const SymShape& shape);
 // Element size in bytes of a dtype compiled code moves (Unsupported for 4- and 2-bit ones).
 int64_t element_bytes(Codegen& cg, const std::string& v);
+// The late dim `d` (a single run-time dim made by shape inference) set to `expr` here; a
+// dim known otherwise is checked against it (ops_index.cc).
+void assign_late(Codegen& cg, const Node& n, const SymInt& d, const std::string& expr);
 // Axis normalized to [0, rank).
 int64_t normalized_axis(const Node& n, int64_t axis, int64_t rank);
 
@@ -41,5 +44,16 @@ bool emit_attention_op(Codegen& cg, const Node& n);  // ops_attention.cc
 std::vector<std::string> attention_op_names();
 bool emit_rnn_op(Codegen& cg, const Node& n);  // ops_rnn.cc
 std::vector<std::string> rnn_op_names();
+bool emit_resample_op(Codegen& cg, const Node& n);  // ops_resample.cc
+std::vector<std::string> resample_op_names();
+// Resize in the modes the table-driven kernels of ops_tensor.cc do not take (ops_resample.cc).
+bool resize_needs_general(Codegen& cg, const Node& n);
+void emit_resize_general(Codegen& cg, const Node& n);
+void emit_einsum(Codegen& cg, const Node& n);  // ops_einsum.cc
+bool emit_window_op(Codegen& cg, const Node& n);  // ops_window.cc
+std::vector<std::string> window_op_names();
+// Pooling the float32 1-D/2-D kernels of ops_nn.cc do not take (ops_window.cc).
+bool pool_needs_general(Codegen& cg, const Node& n);
+void emit_pool_general(Codegen& cg, const Node& n);
 
 }  // namespace hodu::compilers::c

@@ -9,10 +9,7 @@
 #include "core/error.h"
 
 namespace hodu::compilers::c {
-namespace {
 
-// The late dim `d` (a single run-time dim made by shape inference) set to `expr` here; a
-// dim the model declares instead is checked against it.
 void assign_late(Codegen& cg, const Node& n, const SymInt& d, const std::string& expr) {
   const auto& t = d.terms();
   if (d.known() || !d.late()) {
@@ -25,6 +22,8 @@ void assign_late(Codegen& cg, const Node& n, const SymInt& d, const std::string&
              "{}: the count is no late dim ({})", n.describe(), d.c());
   cg.emit(fmt::format("S[{}] = {};", t[0].atoms[0], expr));
 }
+
+namespace {
 
 bool idx32(const Codegen& cg, const std::string& v) { return cg.dtype_of(v) == DType::I32; }
 

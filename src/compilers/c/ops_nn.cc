@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "compilers/c/codegen_context.h"
+#include "compilers/c/ops_generic.h"
 #include "core/error.h"
 
 namespace hodu::compilers::c {
@@ -268,6 +269,10 @@ void emit_conv(Codegen& cg, const Node& n) {
 }
 
 void emit_pool(Codegen& cg, const Node& n) {
+  if (pool_needs_general(cg, n)) {
+    emit_pool_general(cg, n);
+    return;
+  }
   require_f32(cg, n, 0);
   HODU_CHECK(!n.has_output(1), ErrorCode::Unsupported, "{}: the Indices output is not supported by compiled code",
              n.describe());

@@ -161,27 +161,59 @@ void emit_pad(Codegen& cg, const Node& n) {
   int64_t r = static_cast<int64_t>(xs.size());
   auto pads = sym_ints(cg, n, 1);
   std::vector<int64_t> axes;
-  if (n.has_input(3)) axes = const_ints(cg, n, 3);
-  else
+  const bool runtime_axes = n.has_input(3) && !cg.is_constant(n.inputs[3]) && !cg.sym_values.count(n.inputs[3]);
+  if (runtime_axes) {
+    SymInt count = numel(cg.shape_of(n.inputs[3]));
+    HODU_CHECK(count.known(), ErrorCode::Unsupported, "{}: axes of a size known only at run time", n.describe());
+    axes.assign(static_cast<size_t>(count.value()), 0);
+  } else if (n.has_input(3)) {
+    axes = const_ints(cg, n, 3);
+  } else {
     for (int64_t d = 0; d < r; ++d) axes.push_back(d);
+  }
   HODU_CHECK(pads.size() == 2 * axes.size(), ErrorCode::InvalidModel, "{}: pads has {} values for {} axes",
              n.describe(), pads.size(), axes.size());
   SymShape begin(r, 0);
-  for (size_t i = 0; i < axes.size(); ++i) begin[normalized_axis(n, axes[i], r)] = pads[i];
+  std::string runtime_begin;
+  if (runtime_axes) {
+    // Axes read while running: the padding per dim placed then, and the output's dims checked.
+    std::string ax = i64_in(cg, n.inputs[3]), pt = cg.table(pads), xt = cg.table(xs), yt = cg.table(ys);
+    runtime_begin = fmt::format("PB{}", cg.table_count++);
+    const std::string pe = runtime_begin + "e";
+    cg.emit(fmt::format("int64_t {}[{}] = {{0}}, {}[{}] = {{0}};", runtime_begin, std::max<int64_t>(r, 1), pe,
+                        std::max<int64_t>(r, 1)));
+    cg.emit(fmt::format("for (int64_t i = 0; i < {}; ++i) {{ int64_t a = {}[i] < 0 ? {}[i] + {} : {}[i]; if (a < 0 || "
+                        "a >= {} || {}[a] || {}[a]) return hm_fail(m, 4, \"%s\", {}); {}[a] = {}[i]; {}[a] = {}[{} + i]; }}",
+                        axes.size(), ax, ax, r, ax, r, runtime_begin, pe,
+                        c_string_literal(n.describe() + ": an axis is out of range or repeated"), runtime_begin, pt, pe,
+                        pt, axes.size()));
+    cg.emit(fmt::format("for (int64_t d = 0; d < {}; ++d) if ({}[d] + {}[d] + {}[d] != {}[d]) return hm_fail(m, 4, "
+                        "\"%s\", {});",
+                        r, xt, runtime_begin, pe, yt,
+                        c_string_literal(n.describe() + ": the padded dims differ from the output's declared shape")));
+  } else {
+    for (size_t i = 0; i < axes.size(); ++i) begin[normalized_axis(n, axes[i], r)] = pads[i];
+  }
   std::string mode = n.get_string("mode", "constant");
   int m = mode == "constant" ? 0 : mode == "reflect" ? 1 : mode == "edge" ? 2 : mode == "wrap" ? 3 : -1;
   HODU_CHECK(m >= 0, ErrorCode::Unsupported, "{}: mode '{}'", n.describe(), mode);
   DType dt = cg.dtype_of(n.inputs[0]);
-  Tensor value = n.has_input(2) && cg.is_constant(n.inputs[2]) ? cg.constant(n.inputs[2]).contiguous()
-                                                               : Tensor::empty(dt, {});
-  HODU_CHECK(!n.has_input(2) || cg.is_constant(n.inputs[2]), ErrorCode::Unsupported,
-             "{}: compiled code needs a constant pad value", n.describe());
-  int wv = cg.add_weight(value.reshape({}));
+  // The pad value: a constant, or the input's element read while running.
+  std::string value_ptr;
+  if (n.has_input(2) && !cg.is_constant(n.inputs[2])) {
+    HODU_CHECK(cg.dtype_of(n.inputs[2]) == dt && numel(cg.shape_of(n.inputs[2])).is(1), ErrorCode::InvalidModel,
+               "{}: the pad value must be one {} element", n.describe(), dtype_name(dt));
+    value_ptr = fmt::format("((const void*){})", cg.ptr(n.inputs[2]));
+  } else {
+    Tensor value = n.has_input(2) ? cg.constant(n.inputs[2]).contiguous() : Tensor::empty(dt, {});
+    int wv = cg.add_weight(value.reshape({}));
+    value_ptr = fmt::format("W + {}", cg.weight_offsets[wv]);
+  }
   std::string x = cg.ptr(n.inputs[0]);
   cg.define(n.outputs[0], dt, ys);
-  std::string xt = cg.table(xs), yt = cg.table(ys), bt = cg.table(begin);
-  cg.emit(fmt::format("hk_pad({}, {}, {}, {}, {}, {}, {}, W + {}, {});", x, cg.ptr(n.outputs[0]), r, xt, yt, bt, m,
-                      cg.weight_offsets[wv], esize(cg, n.inputs[0])));
+  std::string xt = cg.table(xs), yt = cg.table(ys), bt = runtime_begin.empty() ? cg.table(begin) : runtime_begin;
+  cg.emit(fmt::format("hk_pad({}, {}, {}, {}, {}, {}, {}, {}, {});", x, cg.ptr(n.outputs[0]), r, xt, yt, bt, m,
+                      value_ptr, esize(cg, n.inputs[0])));
 }
 
 // Resize over sizes known only while running: the index (and weight) tables the static path
@@ -246,6 +278,10 @@ void emit_resize_dynamic(Codegen& cg, const Node& n, const std::string& mode, co
 }
 
 void emit_resize(Codegen& cg, const Node& n) {
+  if (resize_needs_general(cg, n)) {
+    emit_resize_general(cg, n);
+    return;
+  }
   auto xs_sym = cg.shape_of(n.inputs[0]), ys_sym = cg.shape_of(n.outputs[0]);
   auto xs_static = to_static(xs_sym), ys_static = to_static(ys_sym);
   std::string mode = n.get_string("mode", "nearest");
@@ -482,6 +518,18 @@ void emit_view_copy(Codegen& cg, const std::string& out, const StridedView& v) {
   strided_copy(cg, v.root, out, v.dims, v.strides, v.offset, cg.shape_of(out));
 }
 
+// BitCast: the same bytes as another dtype of the same width.
+void emit_bitcast(Codegen& cg, const Node& n) {
+  const std::string& x = n.inputs[0];
+  DType from = cg.dtype_of(x), to = cg.dtype_of(n.outputs[0]);
+  HODU_CHECK(dtype_bits(from) == dtype_bits(to) && from != DType::String, ErrorCode::InvalidModel,
+             "{}: BitCast from {} to {} (the same bit width is needed)", n.describe(), dtype_name(from), dtype_name(to));
+  auto s = cg.shape_of(x);
+  std::string p = cg.ptr(x);
+  cg.define(n.outputs[0], to, s);
+  cg.emit(fmt::format("memcpy({}, {}, {});", cg.ptr(n.outputs[0]), p, storage_bytes(from, numel(s))));
+}
+
 bool is_view_op(const Node& n) {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
   return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty();
@@ -491,7 +539,7 @@ std::vector<std::string> tensor_op_names() {
   return {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout", "Transpose", "Slice", "Expand", "Tile",
           "Split", "Concat", "Gather", "Pad", "Resize", "ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin",
           "ReduceProd", "ReduceSumSquare", "ReduceL1", "ReduceL2", "ArgMax", "ArgMin", "DepthToSpace", "SpaceToDepth",
-          "Range", "ConstantOfShape"};
+          "Range", "ConstantOfShape", "BitCast"};
 }
 
 bool emit_tensor_op(Codegen& cg, const Node& n) {
@@ -538,6 +586,7 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   else if (op == "Range") emit_range(cg, n);
   else if (op == "Cast" || op == "CastLike") emit_cast(cg, n);
   else if (op == "ConstantOfShape") emit_constant_of_shape(cg, n);
+  else if (op == "BitCast") emit_bitcast(cg, n);
   else return false;
   return true;
 }

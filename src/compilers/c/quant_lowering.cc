@@ -58,13 +58,23 @@ std::optional<ValueType> tensor_type(const Graph& g, const Node& n, size_t i) {
 }
 
 bool is_int8(DType t) { return t == DType::I8 || t == DType::U8; }
-bool quant_int(DType t) { return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16; }
+bool quant_int(DType t) {
+  return t == DType::I8 || t == DType::U8 || t == DType::I16 || t == DType::U16 || t == DType::I4 || t == DType::U4 ||
+         t == DType::I2 || t == DType::U2;
+}
+bool is_f8(DType t) {
+  return t == DType::F8E4M3FN || t == DType::F8E4M3FNUZ || t == DType::F8E5M2 || t == DType::F8E5M2FNUZ;
+}
 bool is_float(DType t) { return t == DType::F32 || t == DType::F64 || t == DType::F16 || t == DType::BF16; }
 std::pair<double, double> range_of(DType t) {
   switch (t) {
     case DType::I8: return {-128, 127};
     case DType::U8: return {0, 255};
     case DType::I16: return {-32768, 32767};
+    case DType::I4: return {-8, 7};
+    case DType::U4: return {0, 15};
+    case DType::I2: return {-2, 1};
+    case DType::U2: return {0, 3};
     default: return {0, 65535};
   }
 }
@@ -93,21 +103,36 @@ int64_t axis_of(const Node& n, int64_t r) {
   return a < 0 ? a + r : a;
 }
 
+// A scale or zero point of x (shape xt) per tensor, per axis or blocked (block_size > 0: its
+// dim `axis` holds one value per block, gathered here to x's length along the axis).
+std::optional<std::string> param_of(Lowering& L, const Node& n, size_t i, const ValueType& xt, const ValueType& pt) {
+  const int64_t r = xt.shape.rank(), axis = axis_of(n, r), block = n.get_int("block_size", 0);
+  if (block <= 0) return along_axis(L, n.inputs[i], pt, r, axis);
+  if (axis < 0 || axis >= r || pt.shape.rank() != r) return std::nullopt;
+  const Dim &len = xt.shape.dims()[axis], &blocks = pt.shape.dims()[axis];
+  if (!len.is_known() || !blocks.is_known() || (len.value + block - 1) / block != blocks.value) return std::nullopt;
+  std::vector<int64_t> idx;
+  for (int64_t d = 0; d < len.value; ++d) idx.push_back(d / block);
+  return L.op("Gather", {n.inputs[i], L.constant(Tensor::from_vector(DType::I64, {len.value}, idx))},
+              {Attribute::make_int("axis", axis)});
+}
+
 bool lower_dequantize(Lowering& L, const Node& n) {
   auto xt = tensor_type(L.g, n, 0), st = tensor_type(L.g, n, 1);
-  if (!xt || !st || n.get_int("block_size", 0) != 0 || !is_float(st->dtype)) return false;
+  if (!xt || !st || n.get_int("block_size", 0) < 0 || !is_float(st->dtype)) return false;
   const DType x = xt->dtype;
-  if (!quant_int(x) && x != DType::I32) return false;
+  if (!quant_int(x) && x != DType::I32 && !is_f8(x) && x != DType::F4E2M1) return false;
   auto zt = tensor_type(L.g, n, 2);
   if (n.has_input(2) && (!zt || zt->dtype != x)) return false;
   DType out = n.has_attr("output_dtype") && n.get_int("output_dtype", 0) != 0
                   ? dtype_from_onnx(static_cast<int>(n.get_int("output_dtype", 0))).value_or(DType::Undefined)
                   : st->dtype;
   if (!is_float(out)) return false;
-  const int64_t r = xt->shape.rank(), axis = axis_of(n, r);
-  auto s = along_axis(L, n.inputs[1], *st, r, axis);
+  // A float8/float4 zero point is zero (ONNX): not subtracted, as the interpreter does.
+  if (is_f8(x) || x == DType::F4E2M1) zt.reset();
+  auto s = param_of(L, n, 1, *xt, *st);
   std::optional<std::string> z;
-  if (zt) z = along_axis(L, n.inputs[2], *zt, r, axis);
+  if (zt) z = param_of(L, n, 2, *xt, *zt);
   if (!s || (zt && !z)) return false;
   // numpy: x.astype(float32) - zero_point (float64 for int32 ones), times the scale.
   const DType work = (zt && x == DType::I32) || st->dtype == DType::F64 ? DType::F64 : DType::F32;
@@ -120,7 +145,7 @@ bool lower_dequantize(Lowering& L, const Node& n) {
 
 bool lower_quantize(Lowering& L, const Node& n) {
   auto xt = tensor_type(L.g, n, 0), st = tensor_type(L.g, n, 1);
-  if (!xt || !st || n.get_int("block_size", 0) != 0 || n.get_int("precision", 0) != 0 || !is_float(st->dtype))
+  if (!xt || !st || n.get_int("block_size", 0) < 0 || n.get_int("precision", 0) != 0 || !is_float(st->dtype))
     return false;
   const DType x = xt->dtype;
   if (!is_float(x) && x != DType::I32) return false;
@@ -130,18 +155,29 @@ bool lower_quantize(Lowering& L, const Node& n) {
                  : n.get_int("output_dtype", 0) != 0
                        ? dtype_from_onnx(static_cast<int>(n.get_int("output_dtype", 0))).value_or(DType::Undefined)
                        : DType::U8;
-  if (!quant_int(out)) return false;
-  const int64_t r = xt->shape.rank(), axis = axis_of(n, r);
-  auto s = along_axis(L, n.inputs[1], *st, r, axis);
+  if (!quant_int(out) && !is_f8(out) && out != DType::F4E2M1) return false;
+  if (is_f8(out)) zt.reset();  // a float8 zero point is zero (ONNX), not added
+  auto s = param_of(L, n, 1, *xt, *st);
   std::optional<std::string> z;
-  if (zt) z = along_axis(L, n.inputs[2], *zt, r, axis);
+  if (zt) z = param_of(L, n, 2, *xt, *zt);
   if (!s || (zt && !z)) return false;
   // x / scale in numpy's promoted float type, rounded half to even; the zero point added
   // and the saturation in a type that holds every 16-bit integer.
   DType div = dtype_bits(x) >= dtype_bits(st->dtype) ? x : st->dtype;
   if (!is_float(div)) div = DType::F64;
   const DType wide = div == DType::F64 ? DType::F64 : DType::F32;
-  std::string q = L.op("Round", {L.op("Div", {L.cast(n.inputs[0], x, div), L.cast(*s, st->dtype, div)})});
+  std::string ratio = L.op("Div", {L.cast(n.inputs[0], x, div), L.cast(*s, st->dtype, div)});
+  if (!quant_int(out)) {
+    // float8: the float32 quotient converted (saturating unless saturate=0); float4: plus
+    // the zero point, converted saturating.
+    if (z) ratio = L.op("Add", {ratio, L.cast(*z, out, div)});
+    L.op("Cast", {L.cast(ratio, div, DType::F32)},
+         {Attribute::make_int("to", dtype_to_onnx(out)),
+          Attribute::make_int("saturate", out == DType::F4E2M1 ? 1 : n.get_int("saturate", 1))},
+         n.outputs[0]);
+    return true;
+  }
+  std::string q = L.op("Round", {ratio});
   std::string v = L.cast(q, div, wide);
   if (z) v = L.op("Add", {v, L.cast(*z, out, wide)});
   auto [lo, hi] = range_of(out);
@@ -299,9 +335,9 @@ void require_quantization_lowered(const Graph& g) {
       types += fmt::format("{}{}", i ? ", " : "", t ? t->to_string() : std::string(n.has_input(i) ? "?" : "-"));
     }
     fail(ErrorCode::Unsupported,
-         "{}: not supported by compiled code (inputs: {}); it quantizes to and from 8- and 16-bit integers "
-         "per tensor or per axis (int8/uint8 products), not blocked quantization, 4- or 2-bit integers, "
-         "float8/float4 or the precision attribute",
+         "{}: not supported by compiled code (inputs: {}); it quantizes to and from 2-, 4-, 8- and 16-bit "
+         "integers and float8/float4, per tensor, per axis or blocked (products of int8/uint8), not with the "
+         "precision attribute",
          n.describe(), types);
   }
 }

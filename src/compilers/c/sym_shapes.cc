@@ -161,8 +161,20 @@ std::vector<SymShape> reduce_shape(const Node& n, const Ctx& c) {
   if (arg) axes = {n.get_int("axis", 0)};
   else if (n.has_attr("axes")) axes = n.get_ints("axes");
   else if (n.has_input(1)) {
-    auto v = c.ints(n.inputs[1]);
-    HODU_CHECK(v && is_static(*v), ErrorCode::Unsupported, "{}: axes computed while running", n.describe());
+    auto v = c.ints(n.inputs[1], false);
+    if (!v || !is_static(*v)) {
+      // Axes read while running (ops_generic.cc): each output dim a late dim the reduction sets.
+      auto count = to_static(c.shape(n.inputs[1]));
+      HODU_CHECK(!arg && count && count->size() <= 1, ErrorCode::Unsupported, "{}: axes computed while running",
+                 n.describe());
+      const int64_t k = shape_numel(*count);
+      const bool noop = n.get_int("noop_with_empty_axes", 0) != 0;
+      const int64_t rank = keep || (k == 0 && noop) ? r : k == 0 ? 0 : r - k;
+      HODU_CHECK(rank >= 0, ErrorCode::InvalidModel, "{}: {} axes for rank {}", n.describe(), k, r);
+      SymShape out;
+      for (int64_t d = 0; d < rank; ++d) out.push_back(SymInt::dim(current_sym_table()->late_dim(0)));
+      return {out};
+    }
     axes = *to_static(*v);
   }
   std::vector<bool> red(r, false);
@@ -634,6 +646,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     }
     return outs;
   }
+  if (op == "NonMaxSuppression") return {{late_count(), 3}};
   if (op == "NonZero") {
     int64_t r = static_cast<int64_t>(in(0).size());
     return {{std::max<int64_t>(r, 1), late_count()}};

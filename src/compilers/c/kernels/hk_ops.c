@@ -61,6 +61,14 @@ HK int hk_axes_flags(int64_t rank, const void* axes, int is32, int64_t n, int no
   return 0;
 }
 
+/* The output dims of a reduction over the flagged dims (kept as 1, or dropped). */
+HK void hk_reduce_dims(int64_t rank, const int64_t* dims, const int64_t* flags, int keep, int64_t* out) {
+  int64_t d, k = 0;
+  for (d = 0; d < rank; ++d)
+    if (!flags[d]) out[k++] = dims[d];
+    else if (keep) out[k++] = 1;
+}
+
 /* ---- reductions ---------------------------------------------------------------------- */
 
 enum { HK_R_SUM, HK_R_MEAN, HK_R_MAX, HK_R_MIN, HK_R_PROD, HK_R_L1, HK_R_L2, HK_R_LOGSUM, HK_R_LOGSUMEXP, HK_R_SUMSQ };
@@ -1177,5 +1185,71 @@ HK void hk_resize_table(int64_t in, int64_t out, double scale, int ctm, int near
       v = up ? base + 1 : base;
       i0[o] = v < 0 ? 0 : v > in - 1 ? in - 1 : v;
     }
+  }
+}
+
+/* ---- Det ----------------------------------------------------------------------------- */
+
+/* y[b] = det of the n x n matrix x + b n^2 by Gaussian elimination with partial pivoting
+ * in `work` (n^2 doubles), as the interpreter computes it. */
+HK void hk_det(const double* x, double* y, int64_t batch, int64_t n, double* work) {
+  int64_t b, i, j, c;
+  for (b = 0; b < batch; ++b) {
+    double det = 1;
+    for (i = 0; i < n * n; ++i) work[i] = x[b * n * n + i];
+    for (c = 0; c < n; ++c) {
+      int64_t piv = c;
+      double d;
+      for (i = c + 1; i < n; ++i)
+        if (fabs(work[i * n + c]) > fabs(work[piv * n + c])) piv = i;
+      if (work[piv * n + c] == 0) {
+        det = 0;
+        break;
+      }
+      if (piv != c) {
+        for (j = 0; j < n; ++j) {
+          double t = work[c * n + j];
+          work[c * n + j] = work[piv * n + j];
+          work[piv * n + j] = t;
+        }
+        det = -det;
+      }
+      d = work[c * n + c];
+      det *= d;
+      for (i = c + 1; i < n; ++i) {
+        double f = work[i * n + c] / d;
+        if (f == 0) continue;
+        for (j = c; j < n; ++j) work[i * n + j] -= f * work[c * n + j];
+      }
+    }
+    y[b] = det;
+  }
+}
+
+/* ---- Einsum -------------------------------------------------------------------------- */
+
+/* y over the first nout of nl labels (dims) = the sum over the others of the product of
+ * the operands, operand k read at sum_l idx[l] * st[k * nl + l] (0: a label it lacks or
+ * broadcasts; a label it repeats has its strides added: a diagonal). */
+HK void hk_einsum(int64_t nops, const double* const* ops, int64_t nl, const int64_t* dims, const int64_t* st,
+                  int64_t nout, double* y) {
+  int64_t idx[64], total_out = 1, total_sum = 1, o, s, l, k;
+  for (l = 0; l < nl; ++l) *(l < nout ? &total_out : &total_sum) *= dims[l];
+  for (o = 0; o < total_out; ++o) {
+    double acc = 0;
+    int64_t rem = o;
+    for (l = nout; l-- > 0;) idx[l] = rem % dims[l], rem /= dims[l];
+    for (s = 0; s < total_sum; ++s) {
+      double prod = 1;
+      rem = s;
+      for (l = nl; l-- > nout;) idx[l] = rem % dims[l], rem /= dims[l];
+      for (k = 0; k < nops; ++k) {
+        int64_t off = 0;
+        for (l = 0; l < nl; ++l) off += idx[l] * st[k * nl + l];
+        prod *= ops[k][off];
+      }
+      acc += prod;
+    }
+    y[o] = acc;
   }
 }
