@@ -16,8 +16,8 @@ namespace {
 void require_f32(Codegen& cg, const Node& n, size_t input) {
   DType t = cg.dtype_of(n.inputs[input]);
   HODU_CHECK(t == DType::F32, ErrorCode::Unsupported,
-             "{}: compiled code supports this op for float32 only (input '{}' is {})", n.describe(), n.inputs[input],
-             dtype_name(t));
+             "{}: input '{}' of dtype {} is not supported by compiled code (this op compiles for float32 only)",
+             n.describe(), n.inputs[input], dtype_name(t));
 }
 
 struct Window {

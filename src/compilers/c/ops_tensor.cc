@@ -389,7 +389,7 @@ int reduce_code(const std::string& op) {
 }
 
 void emit_reduce(Codegen& cg, const Node& n) {
-  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
+  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: this dtype is not supported by compiled code (float32 only)", n.describe());
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
   int64_t r = static_cast<int64_t>(xs.size());
   std::vector<int64_t> axes;
@@ -420,7 +420,7 @@ void emit_reduce(Codegen& cg, const Node& n) {
 }
 
 void emit_argreduce(Codegen& cg, const Node& n) {
-  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: float32 only", n.describe());
+  HODU_CHECK(cg.dtype_of(n.inputs[0]) == DType::F32, ErrorCode::Unsupported, "{}: this dtype is not supported by compiled code (float32 only)", n.describe());
   auto xs = cg.shape_of(n.inputs[0]);
   int64_t r = static_cast<int64_t>(xs.size()), axis = normalized_axis(n, n.get_int("axis", 0), r);
   SymInt outer = 1, inner = 1;
