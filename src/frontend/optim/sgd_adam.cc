@@ -98,6 +98,12 @@ T field(const Json& obj, const char* key, const std::string& what) {
   return it->get<T>();
 }
 
+// A group's learning rate and the one its schedule started from (older states lack the latter).
+void read_lrs(const Json& g, const std::string& where, double& lr, double& initial) {
+  lr = field<double>(g, "lr", where);
+  initial = g.contains("initial_lr") ? field<double>(g, "initial_lr", where) : lr;
+}
+
 // A state tensor of a parameter: a missing key is an error, null means "no state yet".
 Tensor state_tensor(const Json& obj, const char* key, const Tensor& like, const std::string& what) {
   const auto it = obj.find(key);
@@ -169,8 +175,7 @@ void SGD::load_state_json(const std::string& text) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
     const std::string where = "SGD state: group " + std::to_string(gi);
-    lrs[gi] = field<double>(g, "lr", where);
-    initial_lrs[gi] = g.contains("initial_lr") ? field<double>(g, "initial_lr", where) : lrs[gi];
+    read_lrs(g, where, lrs[gi], initial_lrs[gi]);
     SGDOptions& o = options[gi];
     o.momentum = field<double>(g, "momentum", where);
     o.dampening = field<double>(g, "dampening", where);
@@ -276,8 +281,7 @@ void Adam::load_state_json(const std::string& text) {
   for (size_t gi = 0; gi < groups_.size(); ++gi) {
     const Json& g = j["groups"][gi];
     const std::string where = type + " state: group " + std::to_string(gi);
-    lrs[gi] = field<double>(g, "lr", where);
-    initial_lrs[gi] = g.contains("initial_lr") ? field<double>(g, "initial_lr", where) : lrs[gi];
+    read_lrs(g, where, lrs[gi], initial_lrs[gi]);
     AdamOptions& o = options[gi];
     o.beta1 = field<double>(g, "beta1", where);
     o.beta2 = field<double>(g, "beta2", where);
