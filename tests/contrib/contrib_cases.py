@@ -528,10 +528,7 @@ def in_subgraphs(flag):
     nodes = [helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
     m = model(nodes, [("x", F, [2, 3, 8]), ("cond", TensorProto.BOOL, [])], [("y", F, [2, 3, 8])],
               [("bias", f32(r.normal(size=8)))])
-    # hodu build compiles an If only when its condition is known at build time: a clear refusal.
-    refusal = "control flow is not supported by compiled code yet"
-    return dict(id=f"If_branches_{'then' if flag else 'else'}", model=m, feeds={"x": x, "cond": np.array(flag)},
-                refused={"so": refusal, "standalone": refusal})
+    return dict(id=f"If_branches_{'then' if flag else 'else'}", model=m, feeds={"x": x, "cond": np.array(flag)})
 
 
 def grid_sample(mode, padding, align):
@@ -540,9 +537,7 @@ def grid_sample(mode, padding, align):
     grid = f32(r.uniform(-1.2, 1.2, [2, 4, 5, 2]))
     m = model([ms("GridSample", ["x", "grid"], ["y"], mode=mode, padding_mode=padding, align_corners=align)],
               [("x", F, [2, 3, 6, 7]), ("grid", F, [2, 4, 5, 2])], [("y", F, [2, 3, 4, 5])], opset=13)
-    refusal = "op not supported by the C compiler"  # hodu build has no GridSample
-    return dict(id=f"GridSample_{mode}_{padding}_ac{align}", model=m, feeds={"x": x, "grid": grid},
-                refused={"so": refusal, "standalone": refusal})
+    return dict(id=f"GridSample_{mode}_{padding}_ac{align}", model=m, feeds={"x": x, "grid": grid})
 
 
 def trilu(upper):
