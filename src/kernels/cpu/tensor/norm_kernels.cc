@@ -2,6 +2,7 @@
 // accumulated in double, as PyTorch's CPU kernels do (its acc_type of float),
 // and the affine transform is applied as x * alpha + beta per channel with
 // PyTorch's alpha = invstd * weight, beta = bias - mean * alpha.
+#include <algorithm>
 #include <cmath>
 #include <type_traits>
 
@@ -82,42 +83,112 @@ void ln_forward(const T* x, const T* w, const T* b, T* y, T* mean, T* rstd, int6
   });
 }
 
+// dx of rows r0..r1: the two row sums per lane (as ln_rows_body), then one pass.
+template <typename T>
+HODU_ISA_BODY void ln_grad_rows_body(const T* g, const T* x, const T* mean, const T* rstd, const T* w, T* dx,
+                                     int64_t r0, int64_t r1, int64_t D) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const T* gr = g + r * D;
+    const T* xr = x + r * D;
+    T* dr = dx + r * D;
+    const double m = mean[r], rs = rstd[r];
+    double sa[kLanes] = {}, sb[kLanes] = {};  // sums of g·w and of g·w·xhat, per lane
+    int64_t j = 0;
+    for (; j + kLanes <= D; j += kLanes)
+      for (int l = 0; l < kLanes; ++l) {
+        const double gw = w ? static_cast<double>(gr[j + l]) * w[j + l] : static_cast<double>(gr[j + l]);
+        sa[l] += gw;
+        sb[l] += gw * ((xr[j + l] - m) * rs);
+      }
+    double a = 0, bsum = 0;
+    for (int l = 0; l < kLanes; ++l) {
+      a += sa[l];
+      bsum += sb[l];
+    }
+    for (; j < D; ++j) {
+      const double gw = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
+      a += gw;
+      bsum += gw * ((xr[j] - m) * rs);
+    }
+    a /= static_cast<double>(D);
+    bsum /= static_cast<double>(D);
+    for (j = 0; j < D; ++j) {
+      const double gw = w ? static_cast<double>(gr[j]) * w[j] : static_cast<double>(gr[j]);
+      const double xh = (xr[j] - m) * rs;
+      dr[j] = static_cast<T>(rs * (gw - a - xh * bsum));
+    }
+  }
+}
+
+// dw and db of columns j0..j1: rows walked in order with one sum per column, so the loop
+// reads whole rows (contiguous) and the columns' sums vectorize without changing their order.
+template <typename T>
+HODU_ISA_BODY void ln_grad_cols_body(const T* g, const T* x, const T* mean, const T* rstd, T* dw, T* db, int64_t j0,
+                                     int64_t j1, int64_t rows, int64_t D) {
+  constexpr int64_t kBlock = 64;
+  for (int64_t c0 = j0; c0 < j1; c0 += kBlock) {
+    const int64_t n = std::min(kBlock, j1 - c0);
+    double sw[kBlock] = {}, sb[kBlock] = {};
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* gr = g + r * D + c0;
+      const T* xr = x + r * D + c0;
+      const double m = mean[r], rs = rstd[r];
+      for (int64_t k = 0; k < n; ++k) {
+        sw[k] += gr[k] * ((xr[k] - m) * rs);
+        sb[k] += gr[k];
+      }
+    }
+    for (int64_t k = 0; k < n; ++k) {
+      if (dw) dw[c0 + k] = static_cast<T>(sw[k]);
+      if (db) db[c0 + k] = static_cast<T>(sb[k]);
+    }
+  }
+}
+
+HODU_ISA_BODY void ln_grad_rows_f32_body(const float* g, const float* x, const float* mean, const float* rstd,
+                                         const float* w, float* dx, int64_t r0, int64_t r1, int64_t D) {
+  ln_grad_rows_body(g, x, mean, rstd, w, dx, r0, r1, D);
+}
+HODU_ISA_BODY void ln_grad_rows_f64_body(const double* g, const double* x, const double* mean, const double* rstd,
+                                         const double* w, double* dx, int64_t r0, int64_t r1, int64_t D) {
+  ln_grad_rows_body(g, x, mean, rstd, w, dx, r0, r1, D);
+}
+HODU_ISA_BODY void ln_grad_cols_f32_body(const float* g, const float* x, const float* mean, const float* rstd,
+                                         float* dw, float* db, int64_t j0, int64_t j1, int64_t rows, int64_t D) {
+  ln_grad_cols_body(g, x, mean, rstd, dw, db, j0, j1, rows, D);
+}
+HODU_ISA_BODY void ln_grad_cols_f64_body(const double* g, const double* x, const double* mean, const double* rstd,
+                                         double* dw, double* db, int64_t j0, int64_t j1, int64_t rows, int64_t D) {
+  ln_grad_cols_body(g, x, mean, rstd, dw, db, j0, j1, rows, D);
+}
+HODU_ISA_VARIANTS(void, ln_grad_rows_f32,
+                  (const float* g, const float* x, const float* mean, const float* rstd, const float* w, float* dx,
+                   int64_t r0, int64_t r1, int64_t D),
+                  (g, x, mean, rstd, w, dx, r0, r1, D))
+HODU_ISA_VARIANTS(void, ln_grad_rows_f64,
+                  (const double* g, const double* x, const double* mean, const double* rstd, const double* w,
+                   double* dx, int64_t r0, int64_t r1, int64_t D),
+                  (g, x, mean, rstd, w, dx, r0, r1, D))
+HODU_ISA_VARIANTS(void, ln_grad_cols_f32,
+                  (const float* g, const float* x, const float* mean, const float* rstd, float* dw, float* db,
+                   int64_t j0, int64_t j1, int64_t rows, int64_t D),
+                  (g, x, mean, rstd, dw, db, j0, j1, rows, D))
+HODU_ISA_VARIANTS(void, ln_grad_cols_f64,
+                  (const double* g, const double* x, const double* mean, const double* rstd, double* dw, double* db,
+                   int64_t j0, int64_t j1, int64_t rows, int64_t D),
+                  (g, x, mean, rstd, dw, db, j0, j1, rows, D))
+
 template <typename T>
 void ln_backward(const T* g, const T* x, const T* mean, const T* rstd, const T* w, T* dx, T* dw, T* db, int64_t rows,
                  int64_t D) {
   loops::parallel_range(rows, rows * D * 4, [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const T* gr = g + r * D;
-      const T* xr = x + r * D;
-      T* dr = dx + r * D;
-      const T m = mean[r], rs = rstd[r];
-      double a = 0, bsum = 0;  // mean of g·w and of g·w·xhat
-      for (int64_t j = 0; j < D; ++j) {
-        const double gw = w ? gr[j] * w[j] : gr[j];
-        a += gw;
-        bsum += gw * ((xr[j] - m) * rs);
-      }
-      a /= static_cast<double>(D);
-      bsum /= static_cast<double>(D);
-      for (int64_t j = 0; j < D; ++j) {
-        const double gw = w ? gr[j] * w[j] : gr[j];
-        const double xh = (xr[j] - m) * rs;
-        dr[j] = static_cast<T>(rs * (gw - a - xh * bsum));
-      }
-    }
+    if constexpr (std::is_same_v<T, float>) ln_grad_rows_f32(g, x, mean, rstd, w, dx, r0, r1, D);
+    else ln_grad_rows_f64(g, x, mean, rstd, w, dx, r0, r1, D);
   });
   if (dw || db) {
     loops::parallel_range(D, rows * D * 2, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) {
-        double sw = 0, sb = 0;
-        for (int64_t r = 0; r < rows; ++r) {
-          const T gv = g[r * D + j];
-          sw += gv * ((x[r * D + j] - mean[r]) * rstd[r]);
-          sb += gv;
-        }
-        if (dw) dw[j] = static_cast<T>(sw);
-        if (db) db[j] = static_cast<T>(sb);
-      }
+      if constexpr (std::is_same_v<T, float>) ln_grad_cols_f32(g, x, mean, rstd, dw, db, j0, j1, rows, D);
+      else ln_grad_cols_f64(g, x, mean, rstd, dw, db, j0, j1, rows, D);
     });
   }
 }
