@@ -627,6 +627,8 @@ def cases():
         on_intermediates(),
         grid_sample("bilinear", "zeros", 0),
         grid_sample("bicubic", "zeros", 1),
+        grid_sample("bicubic", "border", 0),  # border clamps each cubic tap, not the point (as ORT)
+        grid_sample("bicubic", "border", 1),
         grid_sample("bilinear", "border", 1),
         grid_sample("nearest", "reflection", 0),
         trilu(1),

@@ -216,7 +216,8 @@ HK int hk_grid_sample(const double* x, const double* grid, double* y, int64_t N,
       c[d] = align ? (v + 1) / 2 * (len - 1) : ((v + 1) * len - 1) / 2;
       if (mode == 0) c[d] = nearbyint(c[d]);
       if (c[d] < lo[d] || c[d] > hi[d]) {
-        if (pad == 1) c[d] = c[d] < 0 ? 0 : c[d] > (double)(dims[d] - 1) ? (double)(dims[d] - 1) : c[d];
+        /* cubic with border padding clamps each tap, not the point (as torch and ONNX Runtime) */
+        if (pad == 1 && mode != 2) c[d] = c[d] < 0 ? 0 : c[d] > (double)(dims[d] - 1) ? (double)(dims[d] - 1) : c[d];
         else if (pad == 2) c[d] = hk_gs_reflect(c[d], lo[d], hi[d]);
       }
     }

@@ -68,7 +68,9 @@ void grid_sample_points(const T* x, const T* grid, T* y, int64_t N, int64_t C, c
       }
       for (int64_t d = 0; d < nd; ++d) {
         if (c[d] < lo[d] || c[d] > hi[d]) {
-          if (m.padding == 1) c[d] = std::clamp(c[d], T(0), static_cast<T>(dims[d] - 1));
+          // Cubic with border padding clamps each tap, not the point (as torch and ONNX Runtime do):
+          // the point's fraction keeps its weights.
+          if (m.padding == 1 && m.mode != 2) c[d] = std::clamp(c[d], T(0), static_cast<T>(dims[d] - 1));
           else if (m.padding == 2) c[d] = gs_reflect(c[d], lo[d], hi[d]);
         }
       }
