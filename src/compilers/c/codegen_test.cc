@@ -11,6 +11,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/toolchain.h"
 #include "core/error.h"
+#include "kernels/cpu/winograd_avx2.h"
 #include "runtime/session.h"
 
 namespace hodu::compilers::c {
@@ -488,6 +489,62 @@ TEST(CCodegen, SqueezeExciteAndConcatKeepTheConvLayouts) {
         EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale)
             << "C " << C << " -O" << level << (library ? " default" : " portable") << ", outputs reach " << scale;
       }
+  }
+}
+
+// Default mode below AVX-512: 3x3 stride-1 convs on hodu's AVX2 Winograd in libhodu_kernels, as
+// in the cpu engine (forced here by HODU_CPU_WINOGRAD, so an AVX-512 host runs it too): from a
+// plain input, with bias, Relu and a residual, read by a conv after it, and as a fire module's
+// concatenated part. Against the interpreter, and not bit for bit oneDNN's direct convs (the
+// transforms round differently): the kernel did run.
+TEST(CCodegen, WinogradConvsInTheKernelLibrary) {
+  if (!winograd::available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2)";
+  Model res;
+  res.opset_imports[""] = 21;
+  Graph& g = res.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 16, 20, 20}), ""});
+  g.set_initializer("w1", ramp({16, 16, 3, 3}, 0.031f, -0.05f));
+  g.set_initializer("b1", ramp({16}, 0.05f, -0.2f));
+  g.set_initializer("w2", ramp({24, 16, 3, 3}, 0.027f, -0.04f));
+  g.set_initializer("w3", ramp({24, 24, 3, 3}, 0.023f, -0.05f));
+  auto pad1 = Attribute::make_ints("pads", {1, 1, 1, 1});
+  g.nodes.push_back(node("Conv", {"x", "w1", "b1"}, {"c1"}, {pad1}));
+  g.nodes.push_back(node("Add", {"c1", "x"}, {"a1"}));
+  g.nodes.push_back(node("Relu", {"a1"}, {"r1"}));
+  g.nodes.push_back(node("Conv", {"r1", "w2"}, {"c2"}, {pad1}));
+  g.nodes.push_back(node("Relu", {"c2"}, {"r2"}));
+  g.nodes.push_back(node("Conv", {"r2", "w3"}, {"y"}));
+  g.outputs.push_back({"y", {}, ""});
+  struct Case {
+    Model m;
+    std::vector<int64_t> shape;
+  };
+  std::vector<Case> cases;
+  cases.push_back({res, {1, 16, 20, 20}});
+  cases.push_back({se_fire_model(32), {1, 3, 18, 18}});
+  struct Policy {
+    explicit Policy(const char* p) { ::setenv("HODU_CPU_WINOGRAD", p, 1); }
+    ~Policy() { ::unsetenv("HODU_CPU_WINOGRAD"); }
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const Model& m = cases[i].m;
+    Tensor x = ramp(cases[i].shape, 0.013f, -0.3f);
+    auto want = run(m, "interp", x);
+    double scale = 0;
+    for (double v : want[0].value.tensor.to_doubles()) scale = std::max(scale, std::abs(v));
+    std::vector<NamedValue> direct;
+    {
+      Policy off("off");
+      direct = run_built(m, {}, x, fmt::format("w{}off", i));
+    }
+    for (const char* tile : {"hodu-f2", "hodu-f4"}) {
+      Policy p(tile);
+      auto got = run_built(m, {}, x, fmt::format("w{}{}", i, tile));
+      EXPECT_LT(max_diff(got[0].value.tensor, want[0].value.tensor), 1e-5 * scale)
+          << "model " << i << " " << tile << ", outputs reach " << scale;
+      EXPECT_GT(max_diff(got[0].value.tensor, direct[0].value.tensor), 0) << "model " << i << " " << tile
+                                                                          << ": the Winograd kernel did not run";
+    }
   }
 }
 

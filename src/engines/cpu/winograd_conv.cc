@@ -14,11 +14,6 @@
 namespace hodu::cpu {
 namespace {
 
-// Outputs of this many pixels a channel and more take F(4x4,3x3) tiles, smaller ones F(2x2,3x3).
-constexpr int64_t kF4MinPixels = 400;
-// Fewer input channels keep the direct kernel (auto): oneDNN's own Winograd rule too.
-constexpr int64_t kMinInputChannels = 16;
-
 class WinogradConvStep : public Step {
  public:
   explicit WinogradConvStep(std::unique_ptr<winograd::Conv> conv) : conv_(std::move(conv)) {}
@@ -36,33 +31,16 @@ class WinogradConvStep : public Step {
 }  // namespace
 
 WinogradPolicy winograd_policy() {
-  const char* v = std::getenv("HODU_CPU_WINOGRAD");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "auto") return WinogradPolicy::Auto;
-  if (s == "hodu") return WinogradPolicy::Hodu;
-  if (s == "hodu-f2") return WinogradPolicy::HoduF2;
-  if (s == "hodu-f4") return WinogradPolicy::HoduF4;
-  if (s == "onednn") return WinogradPolicy::OneDnn;
-  if (s == "off") return WinogradPolicy::Off;
+  const WinogradPolicy p = winograd::policy_from_env();
+  if (p != WinogradPolicy::Invalid) return p;
   throw Error(ErrorCode::InvalidArgument,
-              "HODU_CPU_WINOGRAD=" + s + ": expected auto, hodu (hodu's AVX2 kernel wherever it fits), hodu-f2 or "
+              "HODU_CPU_WINOGRAD=" + std::string(std::getenv("HODU_CPU_WINOGRAD")) +
+              ": expected auto, hodu (hodu's AVX2 kernel wherever it fits), hodu-f2 or "
               "hodu-f4 (the same with F(2x2,3x3) or F(4x4,3x3) tiles), onednn (oneDNN's Winograd only) or off "
               "(direct convolutions only)");
 }
 
 bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
-  const WinogradPolicy policy = winograd_policy();
-  if (policy == WinogradPolicy::OneDnn || policy == WinogradPolicy::Off || !winograd::available()) return false;
-  // Auto: only below AVX-512, where oneDNN has no Winograd and its direct kernel is what we beat;
-  // on AVX-512 oneDNN's own F(4,3) kernels stay. Small outputs keep the direct kernel: their
-  // few tiles leave the products short of rows while every weight is still read
-  // (onednn::kWinogradMinPixels, measured for this kernel too: docs/performance.md). Nor few
-  // input channels (an image's 3): products of depth 3-8 cost more than the direct kernel
-  // (3 → 32 at 224x224: 6.6x its time, 8 → 32 at 112x112 1.3x, 16 → 16 at 56x56 0.97x).
-  if (policy == WinogradPolicy::Auto &&
-      (vector_math::cpu_isa() != vector_math::Isa::Avx2 || c.ys[2] * c.ys[3] < onednn::kWinogradMinPixels ||
-       c.xs[1] < kMinInputChannels))
-    return false;
   const auto& xs = c.xs;
   const auto& ys = c.ys;
   winograd::ConvShape s;
@@ -75,13 +53,9 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   s.ow = ys[3];
   s.pad_top = c.pad_top;
   s.pad_left = c.pad_left;
-  s.tile = policy == WinogradPolicy::HoduF2 ? 2
-           : policy == WinogradPolicy::HoduF4 ? 4
-           : ys[2] * ys[3] >= kF4MinPixels ? 4
-                                           : 2;
-  // The transformed tiles and products: a huge batch keeps the direct kernel.
+  s.tile = winograd::tile_for(winograd_policy(), s);
+  if (!s.tile) return false;
   const int64_t scratch = winograd::scratch_floats(s);
-  if (scratch > (int64_t{256} << 20) / 4) return false;
   auto conv = std::make_unique<winograd::Conv>(s, c.weights, c.bias, c.ep);
   const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
   const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);

@@ -5,15 +5,13 @@
 
 #include "engines/cpu/plan.h"
 #include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/winograd_avx2.h"
 
 namespace hodu::cpu {
 
-// HODU_CPU_WINOGRAD: auto (unset; hodu's kernel below AVX-512, oneDNN's Winograd on AVX-512,
-// each where its size rule says), hodu (hodu's wherever AVX2 is and the conv fits, any size;
-// the tile by the size rule), hodu-f2 / hodu-f4 (the same with F(2x2,3x3) / F(4x4,3x3) tiles),
-// onednn (oneDNN's only: the engine before hodu had its own), off (direct kernels only).
-// Any other value is an InvalidArgument error.
-enum class WinogradPolicy { Auto, Hodu, HoduF2, HoduF4, OneDnn, Off };
+// HODU_CPU_WINOGRAD (winograd::policy_from_env); any value it does not know is an
+// InvalidArgument error.
+using WinogradPolicy = winograd::Policy;
 WinogradPolicy winograd_policy();
 
 // A 3x3 stride-1 undilated ungrouped 2-D conv with constant weights [cout, cin, 3, 3].

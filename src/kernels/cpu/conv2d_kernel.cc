@@ -11,6 +11,7 @@
 #include "kernels/cpu/kernels_context.h"
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/winograd.h"
+#include "kernels/cpu/winograd_avx2.h"
 
 namespace hodu::kernels {
 namespace {
@@ -31,9 +32,48 @@ struct Conv2dKernel : hodu_kernel {
   Execution conv;
   Execution src_reorder, dst_reorder, residual_reorder, residual_stage;  // empty primitive: not needed
   PackedConstant weights, bias;
+  // hodu's AVX2 Winograd in place of the primitive (below AVX-512, as in the cpu engine): src
+  // and dst in nChw8c, bias, residual and activation in its output transform.
+  std::unique_ptr<winograd::Conv> winograd;
 };
 
 bool plain(const dnnl::memory::desc& a, const dnnl::memory::desc& b) { return a == b; }
+
+// hodu's Winograd kernel for this conv under HODU_CPU_WINOGRAD (the cpu engine's rule,
+// winograd::tile_for), or null: a 3x3 stride-1 conv with an activation its epilogue has.
+std::unique_ptr<winograd::Conv> winograd_conv(const hodu_conv2d_desc& d, const float* w, const float* b) {
+  if (d.groups != 1 || d.kernel_height != 3 || d.kernel_width != 3 || d.stride_height != 1 || d.stride_width != 1 ||
+      d.dilation_height != 1 || d.dilation_width != 1)
+    return nullptr;
+  packed_gemm::Epilogue ep;
+  switch (d.activation) {
+    case HODU_ACTIVATION_NONE: break;
+    case HODU_ACTIVATION_CLIP:
+      ep.act = d.activation_alpha == 0.0f && d.activation_beta == INFINITY ? packed_gemm::Act::Relu
+                                                                            : packed_gemm::Act::Clip;
+      ep.p0 = d.activation_alpha;
+      ep.p1 = d.activation_beta;
+      break;
+    case HODU_ACTIVATION_SIGMOID: ep.act = packed_gemm::Act::Sigmoid; break;
+    case HODU_ACTIVATION_TANH: ep.act = packed_gemm::Act::Tanh; break;
+    case HODU_ACTIVATION_SILU: ep.act = packed_gemm::Act::Silu; break;
+    case HODU_ACTIVATION_GELU: ep.act = packed_gemm::Act::Gelu; break;
+    default: return nullptr;  // HardSwish: oneDNN's primitive has it as a post-op
+  }
+  winograd::ConvShape s;
+  s.batch = d.batch;
+  s.cin = d.in_channels;
+  s.cout = d.out_channels;
+  s.h = d.in_height;
+  s.w = d.in_width;
+  s.oh = d.out_height;
+  s.ow = d.out_width;
+  s.pad_top = d.pad_top;
+  s.pad_left = d.pad_left;
+  s.tile = winograd::tile_for(winograd::policy_from_env(), s);
+  if (!s.tile) return nullptr;
+  return std::make_unique<winograd::Conv>(s, w, b, ep);
+}
 
 
 void check(const hodu_conv2d_desc& d) {
@@ -104,12 +144,21 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     return dnnl::convolution_forward::primitive_desc(desc, attr, k.engine);
   };
   dnnl::convolution_forward::primitive_desc pd;
+  // The descs the kernel reads src and writes dst in: the primitive's, or nChw8c for hodu's Winograd.
+  dnnl::memory::desc kernel_src, kernel_dst;
+  if (!dst_like) op->winograd = winograd_conv(d, w, b);
+  if (op->winograd) {
+    op->silu = false;  // in its epilogue
+    kernel_src = layout_desc(src_dims, HODU_LAYOUT_NCHW8C);
+    kernel_dst = layout_desc(dst_dims, HODU_LAYOUT_NCHW8C);
+    k.scratchpad.reserve(static_cast<size_t>(winograd::scratch_floats(op->winograd->shape())) * sizeof(float));
+  }
   // The image into the first conv, reordered to nhwc (cheap: few channels), lets
   // oneDNN's brgemm kernel run it and write nhwc, the layout the brgemm convs after
   // it keep (as the cpu engine does): faster than the direct nchw kernel writing
   // 16-channel blocks. Only when a brgemm kernel takes it, and when the caller
   // asks (nhwc does not suit convs writing the parts of an in-place concat).
-  if (d.nhwc_stem && d.in_channels <= 4 && !producer && !dst_like &&
+  if (!op->winograd && d.nhwc_stem && d.in_channels <= 4 && !producer && !dst_like &&
       (d.dst_native == HODU_DST_NATIVE || d.dst_native == HODU_DST_SIMPLE)) {
     try {
       auto nhwc = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::nhwc), dst_md);
@@ -119,7 +168,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   // 3x3 stride-1 convolutions on Winograd's kernels (as the cpu engine does): 1.5-2x fewer
   // cycles than the direct kernel; a producer's layout is reordered into the one they take.
-  if (!pd && !dst_like && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
+  if (!op->winograd && !pd && !dst_like && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
       d.stride_width == 1 && d.dilation_height == 1 && d.dilation_width == 1 && d.in_channels >= 16 &&
       d.out_height * d.out_width >= onednn::kWinogradMinPixels) {
     try {
@@ -131,7 +180,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     } catch (const dnnl::error&) {
     }
   }
-  if (!pd) {
+  if (!op->winograd && !pd) {
     try {
       pd = make_pd(src_md, dst_md);
     } catch (const dnnl::error&) {
@@ -140,7 +189,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   // No fast kernel for the producer's layout or dst_like's (only oneDNN's
   // reference one): let the primitive pick and reorder instead.
-  if (producer && (!pd || is_reference(pd))) {
+  if (!op->winograd && producer && (!pd || is_reference(pd))) {
     try {
       pd = make_pd(dnnl::memory::desc(src_dims, dt::f32, tag::any), dst_md);
     } catch (const dnnl::error&) {
@@ -149,45 +198,51 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   if (dst_like && (!pd || is_reference(pd)))
     pd = make_pd(producer ? dnnl::memory::desc(src_dims, dt::f32, tag::any) : src_md, dst_any);
+  if (!op->winograd) {
+    kernel_src = pd.src_desc();
+    kernel_dst = pd.dst_desc();
+  }
   // A conv that only oneDNN's AVX2 kernel takes on an AVX-512 CPU, or that writes nChw8c there
   // (grouped 3x3 convs of 4 or 8 channels a group: ResNeXt, RegNet), leaves a layout the 1x1
   // convs after it would read with their AVX2 kernels too (ResNeXt-50: 38 of 45 ms): they
   // pick their own layout instead.
-  if (dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core &&
+  if (!op->winograd && dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core &&
       (std::string(pd.impl_info_str()).find("avx2") != std::string::npos ||
        layout_of(pd.dst_desc()) == HODU_LAYOUT_NCHW8C))
     op->layout_for_itself = true;
 
-  op->weights = k.pack(w, w_user, pd.weights_desc());
+  if (!op->winograd) op->weights = k.pack(w, w_user, pd.weights_desc());
   // Native dst: the primitive writes the caller's buffer in its own layout when
   // it fits (and, for SIMPLE/CONCAT, is one the caller's code knows); with
   // dst_like always that op's layout, through a reorder if need be.
   size_t native_bytes = native_dst_bytes(d.batch, d.out_channels, d.out_height, d.out_width);
-  bool native_dst = native_dst_allowed(d.dst_native, pd.dst_desc(), native_bytes);
-  op->written = dst_like ? dst_md : native_dst ? pd.dst_desc() : dst_plain;
+  bool native_dst = native_dst_allowed(d.dst_native, kernel_dst, native_bytes);
+  op->written = dst_like ? dst_md : native_dst ? kernel_dst : dst_plain;
   op->layout = layout_of(op->written);
   if (op->written.get_size() > native_bytes) fail(HODU_KERNELS_ERR_UNSUPPORTED, "conv2d: dst_like's layout does not fit");
   op->src_user = dnnl::memory(src_given, k.engine, nullptr);
   op->dst_user = dnnl::memory(op->written, k.engine, nullptr);
-  op->src_mem = plain(pd.src_desc(), src_given) ? op->src_user : dnnl::memory(pd.src_desc(), k.engine, nullptr);
-  op->dst_mem = plain(pd.dst_desc(), op->written) ? op->dst_user : dnnl::memory(pd.dst_desc(), k.engine, nullptr);
-  op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
-  k.scratchpad.reserve(pd.scratchpad_desc().get_size());
-  op->conv.primitive = dnnl::convolution_forward(pd);
-  op->conv.add(DNNL_ARG_SRC, op->src_mem);
-  op->conv.add(DNNL_ARG_WEIGHTS, op->weights.mem);
-  if (b) {
-    op->bias = k.pack(b, b_md, pd.bias_desc());
-    op->conv.add(DNNL_ARG_BIAS, op->bias.mem);
+  op->src_mem = plain(kernel_src, src_given) ? op->src_user : dnnl::memory(kernel_src, k.engine, nullptr);
+  op->dst_mem = plain(kernel_dst, op->written) ? op->dst_user : dnnl::memory(kernel_dst, k.engine, nullptr);
+  if (!op->winograd) {
+    op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
+    k.scratchpad.reserve(pd.scratchpad_desc().get_size());
+    op->conv.primitive = dnnl::convolution_forward(pd);
+    op->conv.add(DNNL_ARG_SRC, op->src_mem);
+    op->conv.add(DNNL_ARG_WEIGHTS, op->weights.mem);
+    if (b) {
+      op->bias = k.pack(b, b_md, pd.bias_desc());
+      op->conv.add(DNNL_ARG_BIAS, op->bias.mem);
+    }
+    op->conv.add(DNNL_ARG_DST, op->dst_mem);
+    op->conv.add(DNNL_ARG_SCRATCHPAD, op->scratch_mem);
   }
-  op->conv.add(DNNL_ARG_DST, op->dst_mem);
-  op->conv.add(DNNL_ARG_SCRATCHPAD, op->scratch_mem);
   if (op->src_mem != op->src_user) {
-    k.src_buffer.reserve(pd.src_desc().get_size());
+    k.src_buffer.reserve(kernel_src.get_size());
     op->src_reorder = reorder(op->src_user, op->src_mem);
   }
   if (op->dst_mem != op->dst_user) {
-    k.dst_buffer.reserve(pd.dst_desc().get_size());
+    k.dst_buffer.reserve(kernel_dst.get_size());
     op->dst_reorder = reorder(op->dst_mem, op->dst_user);
   }
   // The residual enters the destination, in the primitive's layout, before the
@@ -198,8 +253,8 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
     if (op->dst_mem != op->dst_user || residual_given != op->written) {
       op->residual_reorder = reorder(op->residual_user, op->dst_mem);
       if (op->dst_mem == op->dst_user) {
-        k.dst_buffer.reserve(pd.dst_desc().get_size());
-        op->residual_staged = dnnl::memory(pd.dst_desc(), k.engine, nullptr);
+        k.dst_buffer.reserve(kernel_dst.get_size());
+        op->residual_staged = dnnl::memory(kernel_dst, k.engine, nullptr);
         op->residual_stage = reorder(op->residual_user, op->residual_staged);
       }
     }
@@ -216,7 +271,7 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
     fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, "conv2d_run: NULL tensor");
   op.src_user.set_data_handle(const_cast<float*>(src));
   op.dst_user.set_data_handle(dst);
-  op.scratch_mem.set_data_handle(k.scratchpad.data());
+  if (!op.winograd) op.scratch_mem.set_data_handle(k.scratchpad.data());
   if (op.src_reorder.primitive) {
     op.src_mem.set_data_handle(k.src_buffer.data());
     op.src_reorder.run(k.stream);
@@ -235,7 +290,13 @@ void run_conv2d(hodu_kernels& k, hodu_kernel& base, const float* src, const floa
       std::memcpy(dst, k.dst_buffer.data(), op.dst_bytes);
     }
   }
-  op.conv.run(k.stream);
+  if (op.winograd) {
+    float* y = static_cast<float*>(op.dst_mem.get_data_handle());
+    op.winograd->run(static_cast<const float*>(op.src_mem.get_data_handle()), op.accumulate ? y : nullptr, y,
+                     static_cast<float*>(k.scratchpad.data()), k.threads);
+  } else {
+    op.conv.run(k.stream);
+  }
   if (op.silu) {
     // Over the primitive's whole dst, padding included (silu(0) = 0 keeps a blocked layout's zeros).
     float* y = static_cast<float*>(op.dst_mem.get_data_handle());

@@ -1,5 +1,6 @@
 // Context lifetime, threads and the helpers the ops share.
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/isa_cap_onednn.h"
 
 #include <omp.h>
 #include <sched.h>
@@ -204,6 +205,16 @@ int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_
     return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   }
   *out = nullptr;
+  // HODU_MAX_ISA caps oneDNN's kernels as it caps hodu's own loops (and the cpu engine's).
+  const char* cap = std::getenv("HODU_MAX_ISA");
+  const int level = hodu::isa_cap::level_of(cap);
+  if (level < 0) {
+    const std::string msg = std::string("HODU_MAX_ISA=") + cap +
+                            ": expected baseline, avx2, avx512, avx512_vnni, avx512_bf16 or amx";
+    report(msg.c_str());
+    return HODU_KERNELS_ERR_INVALID_ARGUMENT;
+  }
+  hodu::isa_cap::pass_to_onednn(level);
   if (num_threads <= 0) {
     const char* env = std::getenv("HODU_NUM_THREADS");
     num_threads = env && *env ? std::atoi(env) : 0;

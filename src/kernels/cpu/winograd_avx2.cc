@@ -4,11 +4,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 #include <cstdint>
 #include <immintrin.h>
 
 #include "kernels/cpu/vector_math.h"
+#include "kernels/cpu/winograd.h"
 
 namespace hodu::winograd {
 namespace {
@@ -168,6 +171,42 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
 }  // namespace
 
 bool available() { return packed_gemm::available(); }
+
+Policy policy_from_env() {
+  const char* v = std::getenv("HODU_CPU_WINOGRAD");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto") return Policy::Auto;
+  if (s == "hodu") return Policy::Hodu;
+  if (s == "hodu-f2") return Policy::HoduF2;
+  if (s == "hodu-f4") return Policy::HoduF4;
+  if (s == "onednn") return Policy::OneDnn;
+  if (s == "off") return Policy::Off;
+  return Policy::Invalid;
+}
+
+// Outputs of this many pixels a channel and more take F(4x4,3x3) tiles, smaller ones F(2x2,3x3).
+constexpr int64_t kF4MinPixels = 400;
+// Fewer input channels keep the direct kernel (auto): oneDNN's own Winograd rule too.
+constexpr int64_t kMinInputChannels = 16;
+
+int tile_for(Policy policy, const ConvShape& s) {
+  if (policy == Policy::OneDnn || policy == Policy::Off || policy == Policy::Invalid || !available()) return 0;
+  // Auto: only below AVX-512, where oneDNN has no Winograd and its direct kernel is what we beat;
+  // on AVX-512 oneDNN's own F(4,3) kernels stay. Small outputs keep the direct kernel: their
+  // few tiles leave the products short of rows while every weight is still read
+  // (onednn::kWinogradMinPixels, measured for this kernel too: docs/performance.md). Nor few
+  // input channels (an image's 3): products of depth 3-8 cost more than the direct kernel
+  // (3 → 32 at 224x224: 6.6x its time, 8 → 32 at 112x112 1.3x, 16 → 16 at 56x56 0.97x).
+  const int64_t pixels = s.oh * s.ow;
+  if (policy == Policy::Auto && (vector_math::cpu_isa() != vector_math::Isa::Avx2 ||
+                                 pixels < onednn::kWinogradMinPixels || s.cin < kMinInputChannels))
+    return 0;
+  ConvShape t = s;
+  t.tile = policy == Policy::HoduF2 ? 2 : policy == Policy::HoduF4 ? 4 : pixels >= kF4MinPixels ? 4 : 2;
+  // The transformed tiles and products: a huge batch keeps the direct kernel.
+  if (scratch_floats(t) > (int64_t{256} << 20) / 4) return 0;
+  return t.tile;
+}
 
 // Images transformed and multiplied together: as many as keep the tiles and products within
 // about 4 MB (L2/L3), at least one. A batch of 8 56x56x64 images as one group (29 MB) took 1.33x

@@ -49,6 +49,20 @@ class Conv {
 // Whether these kernels may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
 bool available();
 
+// HODU_CPU_WINOGRAD: auto (unset; hodu's kernel below AVX-512, oneDNN's Winograd on AVX-512,
+// each where its size rule says), hodu (hodu's wherever AVX2 is and the conv fits, any size;
+// the tile by the size rule), hodu-f2 / hodu-f4 (the same with F(2x2,3x3) / F(4x4,3x3) tiles),
+// onednn (oneDNN's only: the engine before hodu had its own), off (direct kernels only);
+// Invalid for any other value (the cpu engine refuses it; libhodu_kernels reads it as auto).
+enum class Policy { Auto, Hodu, HoduF2, HoduF4, OneDnn, Off, Invalid };
+Policy policy_from_env();
+
+// The tile (2 or 4) hodu's kernel takes for a 3x3 stride-1 undilated ungrouped conv of shape `s`
+// (its tile field ignored) under `policy` on this CPU; 0: not hodu's kernel. The cpu engine's
+// rule and libhodu_kernels': below AVX-512 only (auto), outputs of kWinogradMinPixels and more,
+// 16 input channels and more, scratch within 256 MB.
+int tile_for(Policy policy, const ConvShape& s);
+
 // Floats of scratch a Conv over `s` runs on: the transformed tiles [pos][tiles][cin rounded up
 // to 8] and their products [pos][tiles][cout rounded up to 8], pos = (tile + 2)², for the
 // images it transforms together (as many as fit about 4 MB, at least one).
