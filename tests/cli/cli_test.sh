@@ -108,6 +108,13 @@ expect_ok "bench -v lists fallbacks" "interpreter fallbacks: none" "$hodu" bench
 expect_ok "bench --json has fallback_nodes" '"fallback_nodes":\[\]' "$hodu" bench "$model" --iters 2 --warmup 0 --json
 expect_ok "run --max-isa avx2" "probabilities" "$hodu" run "$model" -i image="$image" --max-isa avx2
 expect_error "run --max-isa unknown" "HODU_MAX_ISA=avx3: expected baseline, avx2" "$hodu" run "$model" -i image="$image" --max-isa avx3
+# A default-mode library honours the cap too (libhodu_kernels passes it on to oneDNN), and refuses an unknown one.
+if "$hodu" build "$model" -o "$tmp/isa_model.so" -q >/dev/null 2>&1; then
+  expect_ok "library --max-isa avx2" "probabilities" "$hodu" run "$tmp/isa_model.so" -i image="$image" --max-isa avx2
+  expect_error "library with HODU_MAX_ISA unknown" "HODU_MAX_ISA=avx3: expected baseline, avx2" env HODU_MAX_ISA=avx3 "$hodu" run "$tmp/isa_model.so" -i image="$image"
+else
+  expect_ok "hodu build for the ISA checks" "." false
+fi
 echo '{"kernels": {"Conv": "nope"}}' > "$tmp/bad_kernel.json"
 expect_error "policy with unregistered kernel" "no kernel 'nope' is registered for op 'Conv' on device cpu" "$hodu" run "$model" -i image="$image" --policy "$tmp/bad_kernel.json"
 echo '{"execution": {"precision": "fp64"}}' > "$tmp/bad_precision.json"
