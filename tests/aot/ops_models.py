@@ -502,11 +502,53 @@ def scan_directions():
     return m, feeds, True
 
 
+def rank_divergent_if(graph_output=False):
+    """Silero VAD's decoder in small: an If on Shape(x)[2] == 1 (T, a free dim) whose then
+    branch squeezes it ([N, C]) and whose else branch passes x on ([N, C, T]), so its output's
+    rank is known only while running; then torch's "is it 2-D?" rank test (Size(Shape(y)) == 2,
+    an If unsqueezing the 2-D case) brings the ranks together again before a product, a sum
+    over T and a Relu. hodu build moves the nodes after the If into its branches until the ranks
+    agree (if_continuation.h). With graph_output the divergent value is a model output: refused."""
+    r = rng_for("rank_divergent_if")
+    sq = helper.make_graph([helper.make_node("Squeeze", ["x", "ax2"], ["sq"])], "squeeze", [],
+                           [helper.make_tensor_value_info("sq", F, None)])
+    keep = helper.make_graph([helper.make_node("Identity", ["x"], ["kp"])], "keep", [],
+                             [helper.make_tensor_value_info("kp", F, None)])
+    unsq = helper.make_graph([helper.make_node("Unsqueeze", ["y", "ax2"], ["us"])], "unsqueeze", [],
+                             [helper.make_tensor_value_info("us", F, None)])
+    same = helper.make_graph([helper.make_node("Identity", ["y"], ["id"])], "same", [],
+                             [helper.make_tensor_value_info("id", F, None)])
+    nodes = [helper.make_node("Shape", ["x"], ["xs"]),
+             helper.make_node("Gather", ["xs", "two"], ["t"], axis=0),
+             helper.make_node("Equal", ["t", "one"], ["t_is_1"]),
+             helper.make_node("If", ["t_is_1"], ["y"], then_branch=sq, else_branch=keep)]
+    inits = [init("ax2", np.array([2], np.int64)), init("two", np.array(2, np.int64)),
+             init("one", np.array(1, np.int64)), init("w", r.standard_normal((4, 1)).astype(np.float32))]
+    if graph_output:
+        m = model("rank_divergent_output", nodes, [vi("x", F, ["N", 4, "T"])],
+                  [helper.make_tensor_value_info("y", F, None)], inits, opset=13)
+        return m, [], True
+    nodes += [helper.make_node("Shape", ["y"], ["ys"]),
+              helper.make_node("Size", ["ys"], ["rank"]),
+              helper.make_node("Equal", ["rank", "two"], ["is_2d"]),
+              helper.make_node("If", ["is_2d"], ["z"], then_branch=unsq, else_branch=same),
+              helper.make_node("Mul", ["z", "w"], ["zw"]),
+              helper.make_node("ReduceSum", ["zw", "ax2"], ["s"], keepdims=0),
+              helper.make_node("Relu", ["s"], ["out"])]
+    m = model("rank_divergent_if", nodes, [vi("x", F, ["N", 4, "T"])], [vi("out", F, ["N", 4])], inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 4, t)).astype(np.float32)} for n, t in [(1, 1), (3, 5), (2, 1), (1, 7)]]
+    return m, feeds, True
+
+
+def rank_divergent_output():
+    return rank_divergent_if(graph_output=True)
+
+
 MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims, half_convs, conv_transpose,
           causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
           loop_nested, scan_directions]
-MODELS += [resample_free_dims]
+MODELS += [resample_free_dims, rank_divergent_if]
 
 
 def einsum_free_dims():
@@ -553,7 +595,9 @@ REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot deri
                                "known only at run time"),
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
-           (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'")]
+           (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'"),
+           (rank_divergent_output, "output 'y' has no known rank: its branches or iterations give tensors of "
+                                   "different ranks")]
 
 
 # ---- running -------------------------------------------------------------------------

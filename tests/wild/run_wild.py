@@ -5,6 +5,9 @@ Every model of the selection, at each of its bound sizes, runs on
   interp     hodu run --engine interp (the reference interpreter)
   O0..O3     hodu run --engine cpu -O0 .. -O3
   so         hodu build MODEL -o X.so --shape NAME=DIMS..., then hodu run X.so
+  free       hodu build MODEL -o X.so without shape flags, once per model: one library run
+             at every size (issue 20; not in the default list)
+  free_sa    the same built with --standalone (not in the default list)
   py         hodu.InferenceSession (PYTHONPATH=<build>/python), default engine
 and each output is compared with ONNX Runtime 1.30's (made by fetch.py) and
 with the interpreter's, by relative L2 error against the model's tolerance.
@@ -18,7 +21,7 @@ expected_failures.txt); XPASS (listed there but now right: remove the line).
 Exit code: 1 on any WRONG, rejected, crash or XPASS or a corpus error, 77 when
 ONNX Runtime or the npm registry is unreachable and nothing failed, else 0.
 
-usage: run_wild.py --hodu BIN [--all | ID ...] [--engines interp,O0,O1,O2,O3,so,py]
+usage: run_wild.py --hodu BIN [--all | ID ...] [--engines interp,O0,O1,O2,O3,so,py,free,free_sa]
 """
 import argparse
 import os
@@ -37,6 +40,8 @@ import fetch as F  # noqa: E402
 import wildlib as W  # noqa: E402
 
 ENGINES = ["interp", "O0", "O1", "O2", "O3", "so", "py"]
+# Libraries built without shape flags (one per model, run at every size): asked for by name.
+FREE_ENGINES = {"free": [], "free_sa": ["--standalone"]}
 FAILING = ("WRONG", "crash", "rejected")
 UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented", re.I)
 
@@ -120,6 +125,8 @@ class Runner:
     def __init__(self, args, cache):
         self.args, self.cache = args, cache
         self.hodu = os.path.abspath(args.hodu)
+        self.free_dir = tempfile.TemporaryDirectory(prefix="hodu-wild-free-")
+        self.free_builds = {}  # (model id, engine) -> build()'s result
         self.pyenv = dict(os.environ)
         pydir = args.python_dir or os.path.join(os.path.dirname(os.path.dirname(self.hodu)), "python")
         self.pydir = pydir if os.path.isdir(os.path.join(pydir, "hodu")) else None
@@ -135,7 +142,7 @@ class Runner:
         base = [self.hodu, "run", so_file or model_file, "-I", inputs, "-f", "npy", "-o", out_dir] + threads
         if engine == "interp":
             return base + ["--engine", "interp"]
-        if engine == "so":
+        if engine == "so" or engine in FREE_ENGINES:
             return base
         return base + ["--engine", "cpu", "-O", engine[1]]
 
@@ -148,6 +155,16 @@ class Runner:
                 cmd += ["--shape", f"{n}={'x'.join(str(d) for d in shape)}"]
         status, msg, _ = run_cmd(cmd, self.args.timeout)
         return status, msg, so, cmd
+
+    def build_free(self, model, model_file, engine):
+        """One library per model and engine, its input dims left free."""
+        key = (model["id"], engine)
+        if key not in self.free_builds:
+            so = os.path.join(self.free_dir.name, f"{W.sanitize(model['id'])}_{engine}.so")
+            cmd = [self.hodu, "build", model_file, "-o", so, "-q"] + FREE_ENGINES[engine]
+            status, msg, _ = run_cmd(cmd, self.args.timeout)
+            self.free_builds[key] = (status, msg, so, cmd)
+        return self.free_builds[key]
 
     def run_size(self, model, model_file, folder):
         import json
@@ -164,8 +181,11 @@ class Runner:
             for engine in self.args.engines:
                 out_dir = os.path.join(work, engine)
                 so_file = None
-                if engine == "so":
-                    status, msg, so_file, bcmd = self.build(model, model_file, feeds, work)
+                if engine == "so" or engine in FREE_ENGINES:
+                    if engine == "so":
+                        status, msg, so_file, bcmd = self.build(model, model_file, feeds, work)
+                    else:
+                        status, msg, so_file, bcmd = self.build_free(model, model_file, engine)
                     if status != "ok":
                         results.append(Result(model["id"], size, engine, status, f"hodu build: {msg}",
                                               " ".join(shlex.quote(c) for c in bcmd)))
@@ -177,7 +197,7 @@ class Runner:
                 cmd = self.command(engine, model_file, feeds, out_dir, so_file)
                 status, msg, secs = run_cmd(cmd, self.args.timeout, env=self.pyenv if engine == "py" else None)
                 repro = " ".join(shlex.quote(c) for c in cmd)
-                if engine == "so":
+                if engine == "so" or engine in FREE_ENGINES:
                     repro = " ".join(shlex.quote(c) for c in bcmd) + " && " + repro
                 if status != "ok":
                     results.append(Result(model["id"], size, engine, status, msg, repro))
@@ -251,7 +271,9 @@ def main():
     ap.add_argument("ids", nargs="*", help="model ids (default: the CI subset; --all: every model)")
     ap.add_argument("--hodu", required=True, help="the hodu binary (build/bin/hodu)")
     ap.add_argument("--all", action="store_true", help="the whole corpus (also: HODU_WILD_ALL=1)")
-    ap.add_argument("--engines", default=",".join(ENGINES), help=f"comma list of {','.join(ENGINES)}")
+    ap.add_argument("--engines", default=",".join(ENGINES),
+                    help=f"comma list of {','.join(ENGINES + list(FREE_ENGINES))} (default: all but "
+                         f"{', '.join(FREE_ENGINES)})")
     ap.add_argument("--python-dir", help="folder holding the hodu Python package (default: <build>/python)")
     ap.add_argument("--dir", help="corpus cache (default: $HODU_WILD_DIR or ~/.cache/hodu/wild)")
     ap.add_argument("--expected", default=os.path.join(W.HERE, "expected_failures.txt"),
@@ -261,9 +283,10 @@ def main():
     ap.add_argument("--no-fetch", action="store_true", help="use the cache as it is; never call npm or export")
     args = ap.parse_args()
     args.engines = [e.strip() for e in args.engines.split(",") if e.strip()]
-    bad = [e for e in args.engines if e not in ENGINES]
+    bad = [e for e in args.engines if e not in ENGINES and e not in FREE_ENGINES]
     if bad:
-        print(f"error: unknown engine(s) {', '.join(bad)}; choose from {', '.join(ENGINES)}", file=sys.stderr)
+        print(f"error: unknown engine(s) {', '.join(bad)}; choose from {', '.join(ENGINES + list(FREE_ENGINES))}",
+              file=sys.stderr)
         return 2
     if not os.access(args.hodu, os.X_OK):
         print(f"error: {args.hodu} is not an executable hodu binary", file=sys.stderr)

@@ -3,6 +3,7 @@
 #include <optional>
 
 #include "compilers/c/half_widening.h"
+#include "compilers/c/if_continuation.h"
 #include "compilers/c/quant_lowering.h"
 
 #include "core/error.h"
@@ -98,48 +99,56 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
   p.free_inputs = p.sym.shapes;
   // Shapes over the free dims, afresh for the graph as it is now (nodes are folded away).
   auto infer_sizes = [&](bool partial) { refresh_sym_shapes(g, p.free_inputs, p.sym, partial); };
-  for (int round = 0; round < 64; ++round) {
-    // Infers types and folds Shape/Size of tensors whose shape is now static.
-    size_t before = g.nodes.size();
-    bool changed = passes::fold_shapes(g);
-    p.folded_nodes += static_cast<int>(before - g.nodes.size());
-    if (dynamic) {
-      // The Shape → Gather → Concat glue over free dims: size values, or constants.
-      infer_sizes(true);
-      before = g.nodes.size();
-      if (fold_sym_values(g, p.sym)) {
+  // Folds what is constant now, to a fixed point.
+  auto fold_rounds = [&] {
+    for (int round = 0; round < 64; ++round) {
+      // Infers types and folds Shape/Size of tensors whose shape is now static.
+      size_t before = g.nodes.size();
+      bool changed = passes::fold_shapes(g);
+      p.folded_nodes += static_cast<int>(before - g.nodes.size());
+      if (dynamic) {
+        // The Shape → Gather → Concat glue over free dims: size values, or constants.
+        infer_sizes(true);
+        before = g.nodes.size();
+        if (fold_sym_values(g, p.sym)) {
+          changed = true;
+          p.folded_nodes += static_cast<int>(before - g.nodes.size());
+        }
+      }
+      // Quantization ops as the float ops they are defined by (types are known now).
+      if (lower_quantization(g)) changed = true;
+      // Half-float convolutions, pools and products on the float32 kernels.
+      if (widen_half_ops(g)) changed = true;
+      // An If on a condition known now is the branch it takes.
+      if (passes::inline_constant_ifs(g)) changed = true;
+      std::vector<Node> kept;
+      for (const auto& n : g.nodes) {
+        bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);
+        for (const auto& in : n.inputs) all_const = all_const && (in.empty() || g.initializer(in));
+        if (!all_const) {
+          kept.push_back(n);
+          continue;
+        }
+        auto values = evaluate(n, g, model);
+        if (!values) {
+          kept.push_back(n);
+          continue;
+        }
+        size_t k = 0;
+        for (const auto& out : n.outputs)
+          if (!out.empty() && k < values->size()) g.set_initializer(out, (*values)[k++]);
         changed = true;
-        p.folded_nodes += static_cast<int>(before - g.nodes.size());
+        ++p.folded_nodes;
       }
+      g.nodes = std::move(kept);
+      if (!changed) break;
     }
-    // Quantization ops as the float ops they are defined by (types are known now).
-    if (lower_quantization(g)) changed = true;
-    // Half-float convolutions, pools and products on the float32 kernels.
-    if (widen_half_ops(g)) changed = true;
-    // An If on a condition known now is the branch it takes.
-    if (passes::inline_constant_ifs(g)) changed = true;
-    std::vector<Node> kept;
-    for (const auto& n : g.nodes) {
-      bool all_const = !passes::is_random_op(n) && !passes::has_subgraph(n);
-      for (const auto& in : n.inputs) all_const = all_const && (in.empty() || g.initializer(in));
-      if (!all_const) {
-        kept.push_back(n);
-        continue;
-      }
-      auto values = evaluate(n, g, model);
-      if (!values) {
-        kept.push_back(n);
-        continue;
-      }
-      size_t k = 0;
-      for (const auto& out : n.outputs)
-        if (!out.empty() && k < values->size()) g.set_initializer(out, (*values)[k++]);
-      changed = true;
-      ++p.folded_nodes;
-    }
-    g.nodes = std::move(kept);
-    if (!changed) break;
-  }
+  };
+  fold_rounds();
+  // An If whose branches give different ranks at sizes known only while running: the nodes
+  // after it move into its branches until the ranks agree (if_continuation.h); what that
+  // makes constant folds on.
+  for (int k = 0; k < 64 && reconcile_divergent_ifs(g, model); ++k) fold_rounds();
   require_quantization_lowered(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at

@@ -582,7 +582,21 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     if (op == "DepthToSpace") return {{x[0], floordiv(x[1], b * b), x[2] * b, x[3] * b}};
     return {{x[0], x[1] * (b * b), floordiv(x[2], b), floordiv(x[3], b)}};
   }
-  if (op == "Shape") return {{static_cast<int64_t>(0)}};  // replaced by its value (fold_sym_values)
+  if (op == "Shape") {
+    // Its value is a size value (fold_sym_values); its own shape is the input's rank, which
+    // must be known (a Shape of an If's output of unknown rank is not [0]: its Size is not 0).
+    std::optional<int64_t> r;
+    if (c.has_shape(n.inputs[0])) r = static_cast<int64_t>(in(0).size());
+    else if (auto t = c.g.type_of(n.inputs[0]); t && t->is_tensor() && t->shape.rank_known()) r = t->shape.rank();
+    HODU_CHECK(r, ErrorCode::Unsupported, "{}: the shape of '{}', whose rank is known only while running",
+               n.describe(), n.inputs[0]);
+    int64_t b = n.get_int("start", 0), e = n.get_int("end", *r);
+    if (b < 0) b += *r;
+    if (e < 0) e += *r;
+    b = std::clamp<int64_t>(b, 0, *r);
+    e = std::clamp<int64_t>(e, b, *r);
+    return {{e - b}};
+  }
   if (op == "Size") return {SymShape{}};
   if (op == "ConstantOfShape") {
     auto t = c.ints(n.inputs[0]);
