@@ -97,14 +97,14 @@ def test_end_to_end(hodu):
         with open(os.path.join(folder, "meta.json"), "w") as f:
             json.dump({"size": size, "outputs": ["out"]}, f)
         args = argparse.Namespace(hodu=hodu, python_dir=None, threads=1, timeout=120,
-                                  engines=["interp", "O0", "O2", "so"])
+                                  engines=["interp", "O0", "O2", "so", "free"])
         runner = R.Runner(args, cache)
         np.save(os.path.join(folder, "ort", "out.npy"), truth)
         rs = runner.run_size(model, path, folder)
-        check([r.status for r in rs] == ["ok"] * 4, f"end to end: the true reference passes ({[r.status for r in rs]})")
+        check([r.status for r in rs] == ["ok"] * 5, f"end to end: the true reference passes ({[r.status for r in rs]})")
         np.save(os.path.join(folder, "ort", "out.npy"), truth * 1.01)
         rs = runner.run_size(model, path, folder)
-        check([r.status for r in rs] == ["WRONG"] * 4 and "'out'" in rs[0].detail,
+        check([r.status for r in rs] == ["WRONG"] * 5 and "'out'" in rs[0].detail,
               f"end to end: a reference 1% off is WRONG on every engine ({[r.status for r in rs]})")
         np.save(os.path.join(folder, "ort", "out.npy"), truth[:2])
         rs = runner.run_size(model, path, folder)
