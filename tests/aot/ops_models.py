@@ -540,6 +540,27 @@ def rank_divergent_if(graph_output=False):
     return m, feeds, True
 
 
+def rank_divergent_on_data():
+    """An If on data (flag > 0) whose then branch unsqueezes x ([N, 1, C]) and whose else
+    branch passes it on ([N, C]); a Reshape to [0, -1] after it makes both [N, C]."""
+    r = rng_for("rank_divergent_on_data")
+    up = helper.make_graph([helper.make_node("Unsqueeze", ["x", "ax1"], ["u"])], "up", [],
+                           [helper.make_tensor_value_info("u", F, None)])
+    keep = helper.make_graph([helper.make_node("Identity", ["x"], ["k"])], "keep", [],
+                             [helper.make_tensor_value_info("k", F, None)])
+    nodes = [helper.make_node("ReduceMax", ["flag"], ["fm"], keepdims=0),
+             helper.make_node("Greater", ["fm", "zero"], ["cond"]),
+             helper.make_node("If", ["cond"], ["y"], then_branch=up, else_branch=keep),
+             helper.make_node("Reshape", ["y", "flat"], ["y2"]),
+             helper.make_node("Add", ["y2", "b"], ["out"])]
+    inits = [init("ax1", np.array([1], np.int64)), init("zero", np.array(0.0, np.float32)),
+             init("flat", np.array([0, -1], np.int64)), init("b", r.standard_normal(5).astype(np.float32))]
+    m = model("rank_divergent_on_data", nodes, [vi("x", F, ["N", 5]), vi("flag", F, [1])], [vi("out", F, ["N", 5])],
+              inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 5)).astype(np.float32), "flag": np.array([f], np.float32)}
+             for n, f in [(1, 1.0), (3, -1.0), (2, 2.0)]]
+    return m, feeds, True
+
 def rank_divergent_output():
     return rank_divergent_if(graph_output=True)
 
@@ -548,7 +569,7 @@ MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims
           causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
           recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
           loop_nested, scan_directions]
-MODELS += [resample_free_dims, rank_divergent_if]
+MODELS += [resample_free_dims, rank_divergent_if, rank_divergent_on_data]
 
 
 def einsum_free_dims():
