@@ -1,6 +1,7 @@
 #include "compilers/c/graph_prep.h"
 
 #include <optional>
+#include <set>
 
 #include "compilers/c/half_widening.h"
 #include "compilers/c/if_continuation.h"
@@ -148,7 +149,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
   // An If whose branches give different ranks at sizes known only while running: the nodes
   // after it move into its branches until the ranks agree (if_continuation.h); what that
   // makes constant folds on.
-  for (int k = 0; k < 64 && reconcile_divergent_ifs(g, model); ++k) fold_rounds();
+  std::set<std::string> tried;
+  while (reconcile_divergent_ifs(g, model, tried)) fold_rounds();
   require_quantization_lowered(g);
   // Ops that pass their input through once shapes are known: Identity, Dropout at inference
   // (or with ratio 0), same-type Casts, Pads of 0 on every side (Swin-T's window padding at

@@ -247,6 +247,12 @@ int find_node(const Graph& g, const std::string& name, const std::string& first_
 // Reconciles the If at `at` (which follows the If as the graph is re-sorted).
 void reconcile_if(Graph& g, size_t at, const Model& model, bool& changed) {
   const Graph before = g;
+  const bool changed_before = changed;
+  // Left as it was: graph_prep's shapes refuse it, naming it.
+  auto give_up = [&] {
+    g = before;
+    changed = changed_before;
+  };
   size_t moved = 0;
   while (true) {
     Node& n = g.nodes[at];
@@ -333,7 +339,7 @@ void reconcile_if(Graph& g, size_t at, const Model& model, bool& changed) {
       }
     }
     if (stuck || moved + readers.size() > kMaxMoved) {
-      g = before;
+      give_up();
       return;
     }
     if (readers.empty()) {
@@ -350,12 +356,12 @@ void reconcile_if(Graph& g, size_t at, const Model& model, bool& changed) {
     move_into_branches(g, at, readers);
     // What the moved nodes read may be made after the If: sorted, the If comes after it.
     if (!sort_topologically(g)) {
-      g = before;
+      give_up();
       return;
     }
     int i = find_node(g, name, first);
     if (i < 0) {
-      g = before;
+      give_up();
       return;
     }
     at = static_cast<size_t>(i);
@@ -374,7 +380,7 @@ void reconcile_if(Graph& g, size_t at, const Model& model, bool& changed) {
 
 }  // namespace
 
-bool reconcile_divergent_ifs(Graph& g, const Model& model) {
+bool reconcile_divergent_ifs(Graph& g, const Model& model, std::set<std::string>& tried) {
   bool changed = false;
   infer_types(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -382,8 +388,9 @@ bool reconcile_divergent_ifs(Graph& g, const Model& model) {
     if (!n.domain.empty() || n.op_type != "If") continue;
     bool divergent = false;
     for (const auto& o : n.outputs) divergent = divergent || (!o.empty() && rank_unknown(g.type_of(o)));
+    if (!divergent || !tried.insert(n.name + "\n" + (n.outputs.empty() ? "" : n.outputs[0])).second) continue;
     // One at a time: what it makes constant folds before the next is looked at.
-    if (divergent) reconcile_if(g, i, model, changed);
+    reconcile_if(g, i, model, changed);
     if (changed) return true;
   }
   return false;

@@ -6,6 +6,9 @@
 // at its rank becomes compiled code's run-time error). ONNX semantics are unchanged: the same
 // nodes run on the same values, only inside the If.
 #pragma once
+#include <set>
+#include <string>
+
 #include "ir/graph.h"
 
 namespace hodu::compilers::c {
@@ -15,8 +18,9 @@ namespace hodu::compilers::c {
 // branches folded as their compiled bodies will be, a branch that cannot run left out), as
 // `g.value_types`, else the nodes reading them move into the branches and it is tried again.
 // An If whose divergent output is a graph output, or that needs more than a bounded number of
-// moved nodes, is left as it was (graph_prep's shapes then refuse it, naming it). Returns
-// whether `g` changed.
-bool reconcile_divergent_ifs(Graph& g, const Model& model);
+// moved nodes, is left as it was (graph_prep's shapes then refuse it, naming it). One If per
+// call (the caller folds what it made constant, then calls again); `tried` (kept by the
+// caller between calls) holds the Ifs already looked at. Returns whether `g` changed.
+bool reconcile_divergent_ifs(Graph& g, const Model& model, std::set<std::string>& tried);
 
 }  // namespace hodu::compilers::c
