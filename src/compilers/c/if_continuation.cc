@@ -32,7 +32,8 @@ struct Outputs {
   std::vector<std::optional<Tensor>> constants;
 };
 
-// A graph whose nested graphs are its own (attributes hold shared pointers).
+// A graph whose nested graphs are its own (attributes hold shared pointers; a moved node's are
+// renamed in place).
 std::shared_ptr<Graph> deep_copy(const Graph& g) {
   auto c = std::make_shared<Graph>(g);
   for (auto& n : c->nodes)
@@ -198,7 +199,7 @@ void move_into_branches(Graph& g, size_t at, const std::set<size_t>& readers) {
       if (!o.empty()) moved_outputs.push_back(o);
   for (const char* which : {"then_branch", "else_branch"}) {
     Attribute* a = n.attr(which);
-    auto b = deep_copy(*a->g);
+    auto b = std::make_shared<Graph>(*a->g);  // its own node list; nested graphs untouched
     // What the moved nodes read of the If's outputs (and of each other's) is the branch's own.
     std::map<std::string, std::string> local;
     for (size_t k = 0; k < n.outputs.size() && k < b->outputs.size(); ++k)
@@ -231,7 +232,7 @@ void drop_output(Graph& g, size_t at, size_t k) {
   n.outputs.erase(n.outputs.begin() + static_cast<std::ptrdiff_t>(k));
   for (const char* which : {"then_branch", "else_branch"}) {
     Attribute* a = n.attr(which);
-    auto b = deep_copy(*a->g);
+    auto b = std::make_shared<Graph>(*a->g);
     b->outputs.erase(b->outputs.begin() + static_cast<std::ptrdiff_t>(k));
     a->g = b;
   }
