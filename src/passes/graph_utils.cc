@@ -106,6 +106,30 @@ std::optional<double> scalar_constant(const Graph& g, const std::string& value) 
 
 bool is_graph_output(const Graph& g, const std::string& value) { return g.output(value) != nullptr; }
 
+namespace {
+void add_value_names(const Graph& g, bool nested, std::set<std::string>& names) {
+  for (const auto& v : g.inputs) names.insert(v.name);
+  for (const auto& v : g.outputs) names.insert(v.name);
+  for (const auto& [name, t] : g.initializers) names.insert(name);
+  for (const auto& n : g.nodes) {
+    names.insert(n.inputs.begin(), n.inputs.end());
+    names.insert(n.outputs.begin(), n.outputs.end());
+    for (const auto& a : n.attributes) {
+      if (nested && a.g) add_value_names(*a.g, nested, names);
+      for (const auto& s : a.graphs)
+        if (nested) add_value_names(*s, nested, names);
+    }
+  }
+}
+}  // namespace
+
+std::set<std::string> value_names(const Graph& g, bool nested) {
+  std::set<std::string> names;
+  add_value_names(g, nested, names);
+  names.erase("");
+  return names;
+}
+
 void replace_uses(Graph& g, std::string from, std::string to) {
   for (auto& n : g.nodes) {
     for (auto& in : n.inputs)

@@ -34,6 +34,9 @@ const Tensor* constant_of(const Graph& g, const std::string& value);
 std::optional<double> scalar_constant(const Graph& g, const std::string& value);
 
 bool is_graph_output(const Graph& g, const std::string& value);
+// Every value name the graph uses (inputs, outputs, initializers, node inputs and outputs), with
+// `nested` its nested graphs' too.
+std::set<std::string> value_names(const Graph& g, bool nested = false);
 // Replaces every read of `from` by `to` (node inputs, subgraph reads, not graph outputs).
 void replace_uses(Graph& g, std::string from, std::string to);  // by value: callers pass names held by nodes it edits
 // Erases the nodes with the given indices.

@@ -9,21 +9,6 @@
 namespace hodu::passes {
 namespace {
 
-// Every value name the graph uses at its own level (inputs, outputs, initializers, node
-// inputs and outputs).
-std::set<std::string> names_of(const Graph& g) {
-  std::set<std::string> names;
-  for (const auto& v : g.inputs) names.insert(v.name);
-  for (const auto& v : g.outputs) names.insert(v.name);
-  for (const auto& [name, t] : g.initializers) names.insert(name);
-  for (const auto& n : g.nodes) {
-    names.insert(n.inputs.begin(), n.inputs.end());
-    names.insert(n.outputs.begin(), n.outputs.end());
-  }
-  names.erase("");
-  return names;
-}
-
 // Renames `from` to `to` everywhere in `g` and in its subgraphs (ONNX forbids a subgraph to
 // shadow an outer name, so every occurrence is the same value).
 void rename_everywhere(Graph& g, const std::string& from, const std::string& to) {
@@ -79,7 +64,7 @@ bool inline_constant_ifs(Graph& g) {
     };
     own(branch);
     // Values the branch defines whose names the outer graph uses too get fresh ones.
-    std::set<std::string> outer = names_of(g);
+    std::set<std::string> outer = value_names(g);
     std::set<std::string> defined;
     for (const auto& [name, t] : branch.initializers) defined.insert(name);
     for (const auto& bn : branch.nodes)

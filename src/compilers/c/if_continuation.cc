@@ -75,21 +75,6 @@ std::set<std::string> outer_reads(const Graph& body) {
   return out;
 }
 
-// Every name a graph and its nested graphs use.
-void collect_names(const Graph& g, std::set<std::string>& names) {
-  for (const auto& v : g.inputs) names.insert(v.name);
-  for (const auto& v : g.outputs) names.insert(v.name);
-  for (const auto& [name, t] : g.initializers) names.insert(name);
-  for (const auto& n : g.nodes) {
-    names.insert(n.inputs.begin(), n.inputs.end());
-    names.insert(n.outputs.begin(), n.outputs.end());
-    for (const auto& a : n.attributes) {
-      if (a.g) collect_names(*a.g, names);
-      for (const auto& s : a.graphs) collect_names(*s, names);
-    }
-  }
-}
-
 bool same_constant(const Tensor& a, const Tensor& b) {
   if (a.dtype() != b.dtype() || a.shape() != b.shape() || a.dtype() == DType::String) return false;
   return a.nbytes() == b.nbytes() && std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
@@ -190,8 +175,7 @@ BranchTypes branch_types(const Graph& body, const Graph& context, const Model& m
 // Moves the nodes `readers` (indices after the If at `at`) into both of its branches: each
 // branch computes them from its own outputs, under fresh names, and the If gives their outputs.
 void move_into_branches(Graph& g, size_t at, const std::set<size_t>& readers) {
-  std::set<std::string> names;
-  collect_names(g, names);
+  std::set<std::string> names = passes::value_names(g, true);
   Node& n = g.nodes[at];
   std::vector<std::string> moved_outputs;
   for (size_t j : readers)
