@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <thread>
@@ -503,7 +504,14 @@ TEST(CpuEngine, ResidualIntoProductsMatchesInterpreter) {
 // bias and a residual the sgemm accumulates in its scratchpad, which in oneDNN's library
 // mode one primitive shares between threads: ViT's MLP gave wrong sums at batch 3 on two
 // threads. Each tile call has its own scratchpad now.
+// HODU_CPU_MATMUL set for one scope.
+struct MatMulEnv {
+  explicit MatMulEnv(const char* value) { setenv("HODU_CPU_MATMUL", value, 1); }
+  ~MatMulEnv() { unsetenv("HODU_CPU_MATMUL"); }
+};
+
 TEST(CpuEngine, TiledProductWithBiasAndResidualOnTwoThreads) {
+  MatMulEnv gemm("gemm");  // constant weights would otherwise run as a 1x1 conv
   Builder b;
   b.input("x", Shape({Dim::sym("rows"), Dim(512)}));
   b.input("r", Shape({Dim::sym("rows"), Dim(768)}));
@@ -531,6 +539,85 @@ TEST(CpuEngine, TiledProductWithBiasAndResidualOnTwoThreads) {
     EXPECT_TRUE(tiled) << "under an AVX2 cap the product runs as tiles";
   }
   if (!tiled) std::printf("note: this CPU's oneDNN matmul is not the tiled sgemm; run under ONEDNN_MAX_CPU_ISA=AVX2\n");
+}
+
+// Where oneDNN's matmul is its sgemm (below AVX-512; ctest cpu_engine_test_avx2 caps oneDNN
+// there on any CPU), products with constant weights run as oneDNN's 1x1 convolution over
+// channels-last rows (weights packed once): plain MatMul, MatMul with bias + GELU, Gemm with
+// transB, alpha and beta, a residual, a rank-3 A folded into rows. Same sums as the
+// interpreter, and the same bits on one thread as on two (the thread governor switches).
+TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
+  Builder b;
+  b.input("x", Shape({Dim(2), Dim::sym("rows"), Dim(96)}));
+  b.constant("w1", {96, 80}, 71, -0.1f, 0.1f);
+  b.constant("b1", {80}, 72);
+  b.constant("w2", {40, 80}, 73, -0.1f, 0.1f);  // Gemm with transB: stored [N, K]
+  b.constant("b2", {40}, 74);
+  b.constant("w3", {40, 80}, 75, -0.1f, 0.1f);
+  b.constant("w4", {80, 24}, 76, -0.1f, 0.1f);
+  b.scalar("half", 0.5f);
+  b.scalar("one", 1.0f);
+  b.scalar("sqrt2", std::sqrt(2.0f));
+  b.ints("flat", {-1, 96});
+  b.node("MatMul", {"x", "w1"}, {"m1"});  // [2, rows, 96]: folded into [2 rows, 96]
+  b.node("Add", {"m1", "b1"}, {"h1"});
+  b.node("Div", {"h1", "sqrt2"}, {"gd"});  // GELU as exported: a post-op of the product
+  b.node("Erf", {"gd"}, {"ge"});
+  b.node("Add", {"ge", "one"}, {"ge1"});
+  b.node("Mul", {"h1", "ge1"}, {"gm"});
+  b.node("Mul", {"gm", "half"}, {"g"});
+  b.node("Reshape", {"x", "flat"}, {"xf"});
+  b.node("MatMul", {"xf", "w1"}, {"p"});  // [2 rows, 80]
+  b.node("Reshape", {"g", "flat80"}, {"gf"});
+  b.node("Gemm", {"gf", "w2", "b2"}, {"q"},
+         {Attribute::make_int("transB", 1), Attribute::make_float("alpha", 0.5f), Attribute::make_float("beta", 2.0f)});
+  b.node("MatMul", {"q", "w3"}, {"s"});
+  b.node("Relu", {"p"}, {"pr"});
+  b.node("Add", {"s", "pr"}, {"y"});  // a residual
+  b.node("MatMul", {"y", "w4"}, {"z"});
+  b.ints("flat80", {-1, 80});
+  b.output("z");
+  b.output("q");
+  Model m = b.finish();
+  const int64_t rows = 37;
+  std::map<std::string, RuntimeValue> feeds{{"x", RuntimeValue(random_tensor({2, rows, 96}, 77))}};
+  expect_matches_interp(m, feeds, 1);
+  expect_matches_interp(m, feeds, 2);
+  auto one = prepare_cpu(m, 1)->run(feeds), two = prepare_cpu(m, 2)->run(feeds);
+  ASSERT_EQ(one.size(), two.size());
+  for (size_t i = 0; i < one.size(); ++i)
+    EXPECT_EQ(std::memcmp(one[i].tensor.raw_data(), two[i].tensor.raw_data(), one[i].tensor.nbytes()), 0)
+        << "output " << i << " differs between one and two threads";
+
+  std::map<std::string, std::vector<int64_t>> shapes{{"x", {2, rows, 96}}};
+  passes::optimize(m, {3, shapes});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  auto as_conv = [&] {
+    PlanOptions po;
+    po.threads = 2;
+    Plan plan(m, shapes, po, eng);
+    EXPECT_EQ(plan.fallback_count(), 0);
+    int n = 0;
+    for (const auto& k : plan.kernel_choices()) n += k.find(", as 1x1 conv") != std::string::npos;
+    return n;
+  };
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (isa && std::string(isa) == "AVX2") {
+    EXPECT_EQ(as_conv(), 5) << "under an AVX2 cap every product here has constant weights";
+  }
+  {
+    MatMulEnv gemm("gemm");
+    EXPECT_EQ(as_conv(), 0) << "HODU_CPU_MATMUL=gemm keeps oneDNN's matmul";
+  }
+  {
+    MatMulEnv bad("fastest");
+    try {
+      as_conv();
+      ADD_FAILURE() << "HODU_CPU_MATMUL=fastest was accepted";
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("HODU_CPU_MATMUL=fastest"), std::string::npos) << e.what();
+    }
+  }
 }
 
 // A conv and a product whose residual could be their buffer, but whose output is a graph

@@ -3,7 +3,10 @@
 // the primitive's bias (beta folded in), a variable C a binary post-op, and
 // the activation eltwise post-ops; a residual Z (FusedMatMul/FusedGemm input 3)
 // is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512)
-// a 2-D product runs as fixed tiles, one sgemm call each (onednn::TiledMatMul).
+// a 2-D product with constant B runs as oneDNN's 1x1 convolution over channels-last rows
+// (weights packed once: matmul_as_conv), any other 2-D product as fixed tiles, one sgemm
+// call each (onednn::TiledMatMul).
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
@@ -36,6 +39,10 @@ class MatMulStep : public Step {
       const void* z = rs.slots[z_slot_].data();
       if (z != dst_.get_data_handle()) std::memcpy(dst_.get_data_handle(), z, z_bytes_);
     }
+    if (conv_) {
+      conv_.execute(rs.stream, args);
+      return;
+    }
     if (tiled_) {
       auto handle = [](const dnnl::memory& m) { return static_cast<float*>(m.get_data_handle()); };
       tiled_->run(rs.threads, handle(a_), handle(args[DNNL_ARG_WEIGHTS]), has_bias_ ? handle(bias_.mem) : nullptr,
@@ -46,6 +53,7 @@ class MatMulStep : public Step {
   }
 
   dnnl::matmul prim_;
+  dnnl::convolution_forward conv_;  // the product as a 1x1 conv (matmul_as_conv): a_, dst_ are its src, dst
   dnnl::memory a_, b_, c_, dst_;
   PackedConstant packed_b_, bias_;
   bool b_const_ = false, has_bias_ = false;
@@ -71,6 +79,47 @@ dnnl::memory::desc view_md(const std::vector<int64_t>& stored, bool transposed) 
 std::vector<int64_t> pad_rank(std::vector<int64_t> s, size_t r) {
   s.insert(s.begin(), r - s.size(), 1);
   return s;
+}
+
+// Whether a 2-D product [M, K] x [K, N] with constant B may run as oneDNN's 1x1 convolution:
+// HODU_CPU_MATMUL=auto (unset) or conv let it, gemm keeps oneDNN's matmul.
+bool matmul_as_conv_allowed() {
+  const char* v = std::getenv("HODU_CPU_MATMUL");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto" || s == "conv") return true;
+  if (s == "gemm") return false;
+  throw Error(ErrorCode::InvalidArgument,
+              "HODU_CPU_MATMUL=" + s + ": expected auto (a product with constant weights runs as oneDNN's 1x1 "
+              "convolution where oneDNN's matmul is its sgemm, i.e. below AVX-512), conv (the same) or gemm "
+              "(oneDNN's matmul always)");
+}
+
+// Without AVX-512 oneDNN 2.6's matmul is its sgemm, which packs B again on every call (for 16
+// rows that is most of the call) and reaches 60-100 GFLOP/s on a Zen 4 core capped at AVX2;
+// its 1x1 convolution (jit_1x1:avx2) reads weights reordered once, at plan time, at 105-115
+// (docs/performance.md). A [M, K] x [K, N] product over row-major A and C is that conv on a
+// 1 x M image in channels-last layout (nhwc [1, K, 1, M] has A's bytes), B as [N, K, 1, 1]
+// weights (`b_stored`: B as stored, [N, K] when `tb`). Each output is one chain of FMAs over
+// K in order, whatever the thread count. Bias, residual (sum) and activation are post-ops as
+// for the matmul; nullopt where oneDNN answers with anything but its jit 1x1 kernel.
+std::optional<dnnl::convolution_forward::primitive_desc> conv_1x1_pd(
+    const dnnl::engine& eng, int64_t m, int64_t k, int64_t n, bool bias, const dnnl::primitive_attr& attr) {
+  dnnl::memory::desc src({1, k, 1, m}, dt::f32, tag::nhwc), dst({1, n, 1, m}, dt::f32, tag::nhwc);
+  dnnl::memory::desc w({n, k, 1, 1}, dt::f32, tag::any), b({n}, dt::f32, tag::a);
+  try {
+    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, src, w, b, dst, {1, 1},
+                                                       {0, 0}, {0, 0})
+                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
+                                                       dnnl::algorithm::convolution_direct, src, w, dst, {1, 1},
+                                                       {0, 0}, {0, 0});
+    dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
+    if (std::string(pd.impl_info_str()).rfind("jit_1x1", 0) != 0 || pd.src_desc() != src || pd.dst_desc() != dst)
+      return std::nullopt;
+    return pd;
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -203,28 +252,45 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   }
   auto step = std::make_unique<MatMulStep>();
   std::string impl = pd.impl_info_str();
-  if (r == 2 && impl.rfind("gemm", 0) == 0)
+  std::optional<dnnl::convolution_forward::primitive_desc> conv;
+  if (bconst && matmul_as_conv_allowed() && r == 2 && !ta && (addend.empty() || bias_vector) &&
+      impl.rfind("gemm", 0) == 0)
+    conv = conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr);
+  if (conv) {
+    step->conv_ = dnnl::convolution_forward(*conv);
+    impl = std::string(conv->impl_info_str()) + ", as 1x1 conv";
+  } else if (r == 2 && impl.rfind("gemm", 0) == 0)
     step->tiled_ = onednn::TiledMatMul::make(b.engine(), b.threads(), pd, attr_for, c_md);
   if (step->tiled_)
     impl += ", tiled";
-  else
+  else if (!conv)
     step->prim_ = dnnl::matmul(pd);  // the whole product's primitive only runs untiled
   step->reads = {b.plain(n.inputs[0])};
-  step->a_ = dnnl::memory(a_md, b.engine(), nullptr);
+  step->a_ = dnnl::memory(conv ? conv->src_desc() : a_md, b.engine(), nullptr);
+  // alpha folded into the weights.
+  auto scaled_b = [&] {
+    Tensor w = stored_b;
+    if (alpha != 1.0f) {
+      w = w.clone();
+      float* p = w.data<float>();
+      for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
+    }
+    return w;
+  };
   if (bconst) {
     step->b_const_ = true;
-    if (in_place) {
+    if (conv) {
+      // B seen as the conv's [N, K, 1, 1] weights: element (o, i) is B(i, o).
+      const int64_t kk = as[1];
+      dnnl::memory::desc w_user({ncols, kk, 1, 1}, dt::f32,
+                                tb ? dnnl::memory::dims{kk, 1, 1, 1} : dnnl::memory::dims{1, ncols, 1, 1});
+      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", scaled_b(), w_user, conv->weights_desc());
+    } else if (in_place) {
       void* data = const_cast<void*>(stored_b.raw_data());
       step->packed_b_.buffer = std::shared_ptr<void>(stored_b.storage(), data);
       step->packed_b_.mem = dnnl::memory(b_user, b.engine(), data);
     } else {
-      Tensor w = stored_b;
-      if (alpha != 1.0f) {
-        w = w.clone();
-        float* p = w.data<float>();
-        for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
-      }
-      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", w, b_user, pd.weights_desc());
+      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", scaled_b(), b_user, pd.weights_desc());
     }
   } else {
     step->reads.push_back(b.plain(n.inputs[1]));
@@ -237,7 +303,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
       for (int64_t i = 0; i < c.numel(); ++i) p[i] *= beta;
     }
     step->has_bias_ = true;
-    step->bias_ = b.pack("", c, bias_md, pd.bias_desc());
+    step->bias_ = conv ? b.pack("", c, conv->bias_desc(), conv->bias_desc()) : b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
     step->c_slot_ = b.plain(addend);
     step->c_post_op_ = onednn::binary_post_op_index(pd);
@@ -255,7 +321,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   }
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys);
   step->writes = {dst};
-  step->dst_ = dnnl::memory(y_md, b.engine(), nullptr);
+  step->dst_ = dnnl::memory(conv ? conv->dst_desc() : y_md, b.engine(), nullptr);
   step->label = n.describe() + ": onednn " + impl +
                 (residual.empty() ? "" : b.at(dst).kind == Slot::Kind::Part ? ", residual in place" : ", residual");
   b.add(std::move(step));
