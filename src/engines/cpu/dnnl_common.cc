@@ -5,7 +5,7 @@
 #include <limits>
 #include <new>
 
-#include "core/huge_pages.h"
+#include "engines/cpu/weight_arena.h"
 
 namespace hodu::cpu {
 
@@ -91,12 +91,9 @@ dnnl::convolution_forward::desc ConvWindow::desc(dnnl::algorithm alg, const dnnl
 PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::memory::desc& from,
                              const dnnl::memory::desc& to) {
   PackedConstant p;
-  // 64-byte aligned for the JIT kernels; aligned_alloc wants a multiple of the alignment.
-  size_t bytes = (std::max<size_t>(to.get_size(), 1) + 63) / 64 * 64;
-  void* raw = aligned_alloc_large(64, bytes);
-  if (!raw) throw std::bad_alloc();
-  p.buffer = std::shared_ptr<void>(raw, [](void* q) { std::free(q); });
-  p.mem = dnnl::memory(to, eng, raw);
+  // 64-byte aligned for the JIT kernels, on huge pages beside the plan's other weights.
+  p.buffer = weight_buffer(to.get_size());
+  p.mem = dnnl::memory(to, eng, p.buffer.get());
   Tensor src = t.contiguous();
   dnnl::memory src_mem(from, eng, const_cast<void*>(src.raw_data()));
   dnnl::stream s(eng);
