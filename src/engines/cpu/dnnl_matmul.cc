@@ -4,13 +4,13 @@
 // the activation eltwise post-ops; a residual Z (FusedMatMul/FusedGemm input 3)
 // is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512)
 // a 2-D product with constant B runs as oneDNN's 1x1 convolution over channels-last rows
-// (weights packed once: matmul_as_conv), any other 2-D product as fixed tiles, one sgemm
+// (weights packed once: kernels/cpu/matmul_as_conv.h), any other 2-D product as fixed tiles, one sgemm
 // call each (onednn::TiledMatMul).
-#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "kernels/cpu/matmul_as_conv.h"
 #include "kernels/cpu/tiled_matmul.h"
 #include "passes/graph_utils.h"
 
@@ -81,45 +81,12 @@ std::vector<int64_t> pad_rank(std::vector<int64_t> s, size_t r) {
   return s;
 }
 
-// Whether a 2-D product [M, K] x [K, N] with constant B may run as oneDNN's 1x1 convolution:
-// HODU_CPU_MATMUL=auto (unset) or conv let it, gemm keeps oneDNN's matmul.
+// HODU_CPU_MATMUL allows the 1x1 conv (kernels/cpu/matmul_as_conv.h); a bad value is an error.
 bool matmul_as_conv_allowed() {
-  const char* v = std::getenv("HODU_CPU_MATMUL");
-  const std::string s = v ? v : "";
-  if (s.empty() || s == "auto" || s == "conv") return true;
-  if (s == "gemm") return false;
-  throw Error(ErrorCode::InvalidArgument,
-              "HODU_CPU_MATMUL=" + s + ": expected auto (a product with constant weights runs as oneDNN's 1x1 "
-              "convolution where oneDNN's matmul is its sgemm, i.e. below AVX-512), conv (the same) or gemm "
-              "(oneDNN's matmul always)");
-}
-
-// Without AVX-512 oneDNN 2.6's matmul is its sgemm, which packs B again on every call (for 16
-// rows that is most of the call) and reaches 60-100 GFLOP/s on a Zen 4 core capped at AVX2;
-// its 1x1 convolution (jit_1x1:avx2) reads weights reordered once, at plan time, at 105-115
-// (docs/performance.md). A [M, K] x [K, N] product over row-major A and C is that conv on a
-// 1 x M image in channels-last layout (nhwc [1, K, 1, M] has A's bytes), B as [N, K, 1, 1]
-// weights (`b_stored`: B as stored, [N, K] when `tb`). Each output is one chain of FMAs over
-// K in order, whatever the thread count. Bias, residual (sum) and activation are post-ops as
-// for the matmul; nullopt where oneDNN answers with anything but its jit 1x1 kernel.
-std::optional<dnnl::convolution_forward::primitive_desc> conv_1x1_pd(
-    const dnnl::engine& eng, int64_t m, int64_t k, int64_t n, bool bias, const dnnl::primitive_attr& attr) {
-  dnnl::memory::desc src({1, k, 1, m}, dt::f32, tag::nhwc), dst({1, n, 1, m}, dt::f32, tag::nhwc);
-  dnnl::memory::desc w({n, k, 1, 1}, dt::f32, tag::any), b({n}, dt::f32, tag::a);
-  try {
-    auto desc = bias ? dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       dnnl::algorithm::convolution_direct, src, w, b, dst, {1, 1},
-                                                       {0, 0}, {0, 0})
-                     : dnnl::convolution_forward::desc(dnnl::prop_kind::forward_inference,
-                                                       dnnl::algorithm::convolution_direct, src, w, dst, {1, 1},
-                                                       {0, 0}, {0, 0});
-    dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
-    if (std::string(pd.impl_info_str()).rfind("jit_1x1", 0) != 0 || pd.src_desc() != src || pd.dst_desc() != dst)
-      return std::nullopt;
-    return pd;
-  } catch (const dnnl::error&) {
-    return std::nullopt;
-  }
+  std::string error;
+  if (onednn::matmul_as_conv_allowed(&error)) return true;
+  if (!error.empty()) throw Error(ErrorCode::InvalidArgument, error);
+  return false;
 }
 
 }  // namespace
@@ -255,7 +222,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   std::optional<dnnl::convolution_forward::primitive_desc> conv;
   if (bconst && matmul_as_conv_allowed() && r == 2 && !ta && (addend.empty() || bias_vector) &&
       impl.rfind("gemm", 0) == 0)
-    conv = conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr);
+    conv = onednn::conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr);
   if (conv) {
     step->conv_ = dnnl::convolution_forward(*conv);
     impl = std::string(conv->impl_info_str()) + ", as 1x1 conv";
@@ -280,11 +247,8 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   if (bconst) {
     step->b_const_ = true;
     if (conv) {
-      // B seen as the conv's [N, K, 1, 1] weights: element (o, i) is B(i, o).
-      const int64_t kk = as[1];
-      dnnl::memory::desc w_user({ncols, kk, 1, 1}, dt::f32,
-                                tb ? dnnl::memory::dims{kk, 1, 1, 1} : dnnl::memory::dims{1, ncols, 1, 1});
-      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", scaled_b(), w_user, conv->weights_desc());
+      step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", scaled_b(), onednn::conv_1x1_weights(as[1], ncols, tb),
+                               conv->weights_desc());
     } else if (in_place) {
       void* data = const_cast<void*>(stored_b.raw_data());
       step->packed_b_.buffer = std::shared_ptr<void>(stored_b.storage(), data);

@@ -3,13 +3,16 @@
 // reordered once at prepare with alpha folded in (a variable B: alpha is the
 // output scale); the bias vector, a residual
 // (sum post-op onto dst's starting values) and the activation run inside. Where
-// oneDNN has only its sgemm, a 2-D product runs as fixed tiles (onednn::TiledMatMul).
+// oneDNN has only its sgemm, a 2-D product with constant B runs as its 1x1 convolution
+// (matmul_as_conv.h), any other as fixed tiles (onednn::TiledMatMul).
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/kernels_context.h"
+#include "kernels/cpu/matmul_as_conv.h"
 #include "kernels/cpu/tiled_matmul.h"
 
 namespace hodu::kernels {
@@ -237,16 +240,25 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
     }
   }
 
-  if (r == 2 && plain && std::string(pd.impl_info_str()).rfind("gemm", 0) == 0)
+  const bool sgemm = std::string(pd.impl_info_str()).rfind("gemm", 0) == 0;
+  std::optional<dnnl::convolution_forward::primitive_desc> conv;
+  if (d.b_constant && r == 2 && plain && !d.transpose_a && sgemm) {
+    std::string error;
+    if (onednn::matmul_as_conv_allowed(&error)) conv = onednn::conv_1x1_pd(k.engine, as[0], as[1], n, d.has_bias, attr);
+    else if (!error.empty()) fail(HODU_KERNELS_ERR_INVALID_ARGUMENT, error);
+  }
+  if (r == 2 && plain && sgemm && !conv)
     op->tiles = onednn::TiledMatMul::make(k.engine, k.threads, pd, [&](const dnnl::memory::desc&) { return attr; });
   op->accumulate = d.accumulate != 0;
   op->dst_bytes = dst_bytes;
-  op->a_mem = dnnl::memory(a_md, k.engine, nullptr);
-  op->dst_mem = dnnl::memory(y_md, k.engine, nullptr);
-  op->scratch_mem = dnnl::memory(pd.scratchpad_desc(), k.engine, nullptr);
+  op->a_mem = dnnl::memory(conv ? conv->src_desc() : a_md, k.engine, nullptr);
+  op->dst_mem = dnnl::memory(conv ? conv->dst_desc() : y_md, k.engine, nullptr);
+  const dnnl::memory::desc scratch_md = conv ? conv->scratchpad_desc() : pd.scratchpad_desc();
+  op->scratch_mem = dnnl::memory(scratch_md, k.engine, nullptr);
   if (!op->tiles) {  // the whole product's primitive only runs untiled
-    k.scratchpad.reserve(pd.scratchpad_desc().get_size());
-    op->matmul.primitive = dnnl::matmul(pd);
+    k.scratchpad.reserve(scratch_md.get_size());
+    if (conv) op->matmul.primitive = dnnl::convolution_forward(*conv);
+    else op->matmul.primitive = dnnl::matmul(pd);
   }
   op->matmul.add(DNNL_ARG_SRC, op->a_mem);
   if (d.b_constant) {
@@ -259,14 +271,16 @@ std::unique_ptr<hodu_kernel> make_matmul(hodu_kernels& k, const hodu_matmul_desc
       for (float& v : scaled) v *= d.alpha;
       from = scaled.data();
     }
-    op->packed_b = k.pack(from, b_user, pd.weights_desc(), /*share=*/from == b);
+    op->packed_b = conv ? k.pack(from, onednn::conv_1x1_weights(as[1], n, d.transpose_b), conv->weights_desc(),
+                                 /*share=*/from == b)
+                        : k.pack(from, b_user, pd.weights_desc(), /*share=*/from == b);
     op->matmul.add(DNNL_ARG_WEIGHTS, op->packed_b.mem);
   } else {
     op->b_mem = dnnl::memory(b_user, k.engine, nullptr);
     op->matmul.add(DNNL_ARG_WEIGHTS, op->b_mem);
   }
   if (d.has_bias) {
-    op->bias = k.pack(bias, bias_md, pd.bias_desc());
+    op->bias = conv ? k.pack(bias, conv->bias_desc(), conv->bias_desc()) : k.pack(bias, bias_md, pd.bias_desc());
     op->matmul.add(DNNL_ARG_BIAS, op->bias.mem);
   }
   op->matmul.add(DNNL_ARG_DST, op->dst_mem);
