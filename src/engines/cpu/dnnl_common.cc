@@ -5,7 +5,7 @@
 #include <limits>
 #include <new>
 
-#include "engines/cpu/weight_arena.h"
+#include "core/weight_arena.h"
 
 namespace hodu::cpu {
 

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/huge_pages.h"
+#include "core/weight_arena.h"
 
 namespace hodu::kernels {
 
@@ -147,7 +148,7 @@ PackedConstant hodu_kernels::pack(const float* data, const dnnl::memory::desc& f
     }
     ++it;
   }
-  p.bytes = std::shared_ptr<char>(aligned_bytes(to.get_size()).release(), FreeDeleter());
+  p.bytes = std::static_pointer_cast<char>(hodu::weight_buffer(to.get_size()));  // beside the other weights, huge pages
   p.mem = dnnl::memory(to, engine, p.bytes.get());
   dnnl::memory src(from, engine, const_cast<float*>(data));
   dnnl::reorder(src, p.mem).execute(stream, src, p.mem);

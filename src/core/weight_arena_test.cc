@@ -1,4 +1,4 @@
-#include "engines/cpu/weight_arena.h"
+#include "core/weight_arena.h"
 
 #include <gtest/gtest.h>
 
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <vector>
 
-namespace hodu::cpu {
+namespace hodu {
 namespace {
 
 bool overlap(const void* a, size_t na, const void* b, size_t nb) {
@@ -32,21 +32,22 @@ TEST(WeightArena, BuffersAreAlignedDisjointAndWritable) {
   }
 }
 
-TEST(WeightArena, LargeBuffersShareAChunkThatLivesWhileAnyDoes) {
+TEST(WeightArena, LargeBuffersShareAChunkFreedWithTheLast) {
   auto a = weight_buffer(1 << 20);
   auto b = weight_buffer(1 << 20);
-  // A large buffer shares its chunk's ownership (the arena holds the chunk it fills), so its
-  // bytes live on while any buffer of the chunk does.
-  EXPECT_GE(a.use_count(), 2);
-  EXPECT_GE(b.use_count(), 2);
-  std::weak_ptr<void> wa = a;
+  // Side by side in one chunk (the TLB sees one run of huge pages), which both own.
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b.get()), reinterpret_cast<uintptr_t>(a.get()) + (1 << 20));
+  EXPECT_EQ(a.use_count(), 2);
+  std::weak_ptr<void> chunk = a;
   a.reset();
-  EXPECT_FALSE(wa.expired()) << "the chunk lives while b (or the arena) holds it";
+  EXPECT_FALSE(chunk.expired()) << "the chunk lives while b does";
   std::memset(b.get(), 7, 1 << 20);  // still writable after a's release
+  b.reset();
+  EXPECT_TRUE(chunk.expired()) << "the arena holds no chunk once its buffers are gone (no leak at exit)";
   // Small buffers come from the heap: their own owner.
   auto s = weight_buffer(128);
   EXPECT_EQ(s.use_count(), 1);
 }
 
 }  // namespace
-}  // namespace hodu::cpu
+}  // namespace hodu
