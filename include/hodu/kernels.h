@@ -21,7 +21,7 @@ extern "C" {
 
 /* Bumped whenever a declaration, struct or constant below changes; generated
  * code compares hodu_kernels_abi_version() with the value it was built for. */
-#define HODU_KERNELS_ABI_VERSION 7
+#define HODU_KERNELS_ABI_VERSION 8
 
 #if defined(__GNUC__)
 #define HODU_KERNELS_API __attribute__((visibility("default")))
@@ -110,6 +110,9 @@ typedef struct {
    * writes nhwc (with dst_native NATIVE or SIMPLE), the layout the brgemm convs
    * after it keep; 0: the direct nchw kernel, writing the layout it prefers. */
   int nhwc_stem;
+  /* 1: the sums must be those of direct summation (an integer product carried in
+   * float32, exact below 2^24): no Winograd, whose transforms round every value. */
+  int exact;
 } hodu_conv2d_desc;
 
 /* Bytes a dst_native destination may need: channels rounded up to 16. */

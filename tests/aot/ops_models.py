@@ -172,6 +172,27 @@ def quantized_free_dims():
     return m, feeds, True
 
 
+def conv_integer_3x3():
+    """ORT quantize_dynamic's Conv (DynamicQuantizeLinear -> ConvInteger with uint8 weights and
+    zero point) as a 3x3 stride-1 conv of 128 channels over a free height and width: the shape
+    the library runs on Winograd (AVX-512 oneDNN) for float convs, whose transforms rounded the
+    integer sums (ResNet-34 dynamically quantized: 1.4e-2 rel-L2 off ONNX Runtime). The int32
+    sums must be exact."""
+    r = rng_for("conv_integer_3x3")
+    U8 = TensorProto.UINT8
+    nodes = [helper.make_node("DynamicQuantizeLinear", ["x"], ["xq", "xs", "xz"]),
+             helper.make_node("ConvInteger", ["xq", "w", "xz", "wz"], ["acc"], pads=[1, 1, 1, 1]),
+             helper.make_node("Cast", ["acc"], ["accf"], to=F),
+             helper.make_node("Mul", ["xs", "ws"], ["s"]),
+             helper.make_node("Mul", ["accf", "s"], ["y"])]
+    inits = [init("w", r.integers(0, 256, (128, 128, 3, 3)).astype(np.uint8)), init("wz", np.array(131, np.uint8)),
+             init("ws", np.array(0.004, np.float32))]
+    m = model("conv_integer_3x3", nodes, [vi("x", F, ["N", 128, "H", "W"])],
+              [vi("acc", TensorProto.INT32, ["N", 128, "H", "W"]), vi("y", F, ["N", 128, "H", "W"])], inits, opset=13)
+    feeds = [{"x": r.standard_normal((n, 128, h, w)).astype(np.float32)} for n, h, w in [(1, 28, 28), (2, 12, 20)]]
+    return m, feeds, True
+
+
 def recurrent(batch_first=False):
     """LSTM (bidirectional, peepholes, initial states, sequence_lens), GRU (linear_before_reset,
     clip) and RNN (reverse, custom activations) over a free sequence and batch; with
@@ -566,7 +587,8 @@ def rank_divergent_output():
 
 
 MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims, half_convs, conv_transpose,
-          causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, recurrent,
+          causal_conv, linear_attention, attention_kv_cache, if_on_static_dim, quantized_free_dims, conv_integer_3x3,
+          recurrent,
           recurrent_batch_first, if_runtime, if_branch_shapes, loop_fixed, loop_cond, loop_growing,
           loop_nested, scan_directions]
 MODELS += [resample_free_dims, rank_divergent_if, rank_divergent_on_data]

@@ -8,6 +8,7 @@
 
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/ops_generic.h"
+#include "compilers/c/quant_lowering.h"
 #include "core/error.h"
 
 namespace hodu::compilers::c {
@@ -254,10 +255,11 @@ void emit_conv(Codegen& cg, const Node& n) {
   std::string from = producer_of(n.inputs[0]), residual_from = residual.empty() ? "NULL" : producer_of(residual);
   std::string op = cg.library_op(
       n, "hodu_conv2d_desc",
-      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
+      fmt::format("{}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}", N, C, w.in[0],
                   w.in[1], M, w.out[0], w.out[1], w.kernel[0], w.kernel[1], w.strides[0], w.strides[1],
                   w.dilations[0], w.dilations[1], w.begin[0], w.begin[1], w.end[0], w.end[1], group,
-                  residual.empty() ? 0 : 1, activation_fields(t), mode, nhwc_stem(cg) ? 1 : 0),
+                  residual.empty() ? 0 : 1, activation_fields(t), mode, nhwc_stem(cg) ? 1 : 0,
+                  n.get_int(kExactSumsAttr, 0) ? 1 : 0),
       fmt::format("hodu_conv2d_prepare(m->kernels, &d, {}, {}, {}, {}, {}, &OP)", wp, b, from, residual_from, like));
   // The portable code cannot read a producer's layout.
   for (const auto& p : {from, residual_from})

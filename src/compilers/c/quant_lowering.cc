@@ -227,10 +227,12 @@ std::optional<std::string> shifted(Lowering& L, const Node& n, size_t x_in, size
   return L.op("Sub", {x, L.cast(*z, xt->dtype, DType::F32)});
 }
 
+// The float Conv of an integer product: its attributes, marked for exact sums.
 std::vector<Attribute> conv_attrs(const Node& n) {
   std::vector<Attribute> a;
   for (const char* name : {"auto_pad", "dilations", "group", "kernel_shape", "pads", "strides"})
     if (const Attribute* at = n.attr(name)) a.push_back(*at);
+  a.push_back(Attribute::make_int(kExactSumsAttr, 1));
   return a;
 }
 

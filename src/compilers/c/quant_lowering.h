@@ -22,6 +22,11 @@
 
 namespace hodu::compilers::c {
 
+// Set (1) on the float Convs that carry an integer product (ConvInteger, QLinearConv): their
+// sums must be the direct ones, exact below 2^24, so the generator keeps them off Winograd
+// (hodu_conv2d_desc.exact), whose transforms round every term.
+inline constexpr const char* kExactSumsAttr = "hodu_exact_sums";
+
 // Rewrites every quantization node of g whose input types are known. True when one was.
 bool lower_quantization(Graph& g);
 

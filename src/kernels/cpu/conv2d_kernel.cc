@@ -146,7 +146,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   dnnl::convolution_forward::primitive_desc pd;
   // The descs the kernel reads src and writes dst in: the primitive's, or nChw8c for hodu's Winograd.
   dnnl::memory::desc kernel_src, kernel_dst;
-  if (!dst_like) op->winograd = winograd_conv(d, w, b);
+  if (!dst_like && !d.exact) op->winograd = winograd_conv(d, w, b);
   if (op->winograd) {
     op->silu = false;  // in its epilogue
     kernel_src = layout_desc(src_dims, HODU_LAYOUT_NCHW8C);
@@ -168,7 +168,7 @@ std::unique_ptr<hodu_kernel> make_conv2d(hodu_kernels& k, const hodu_conv2d_desc
   }
   // 3x3 stride-1 convolutions on Winograd's kernels (as the cpu engine does): 1.5-2x fewer
   // cycles than the direct kernel; a producer's layout is reordered into the one they take.
-  if (!op->winograd && !pd && !dst_like && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
+  if (!op->winograd && !pd && !dst_like && !d.exact && d.groups == 1 && d.kernel_height == 3 && d.kernel_width == 3 && d.stride_height == 1 &&
       d.stride_width == 1 && d.dilation_height == 1 && d.dilation_width == 1 && d.in_channels >= 16 &&
       d.out_height * d.out_width >= onednn::kWinogradMinPixels) {
     try {
