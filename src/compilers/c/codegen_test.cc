@@ -970,5 +970,40 @@ TEST(CCodegen, ArtifactFormatsFromExtension) {
   EXPECT_THROW(generate_c(small_cnn(Shape{1, 3, 8, 8}), bad), Error);
 }
 
+// A float16 model computes in float32 between its half inputs and outputs, as the cpu engine and
+// ONNX Runtime's CPU provider do: 16 Adds of 3e-4 (under half an f16 ulp of x in [1, 2)), then a
+// product. Rounded after every op, each Add gave x back and the library was 5 ulps off both (and
+// ran its products and norms on the portable loops: a half transformer 100x slower).
+TEST(CCodegen, HalfModelsComputeInFloat32LikeTheCpuEngine) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  g.inputs.push_back({"x", ValueType::tensor(DType::F16, Shape{Dim::sym("n"), 8}), ""});
+  g.set_initializer("c", Tensor::scalar(DType::F32, 3e-4f).cast(DType::F16));
+  g.set_initializer("w", ramp({8, 4}, 0.61f, 0.f).cast(DType::F16));
+  std::string v = "x";
+  for (int i = 0; i < 16; ++i) {
+    std::string out = "a" + std::to_string(i);
+    g.nodes.push_back(node("Add", {v, "c"}, {out}));
+    v = out;
+  }
+  g.nodes.push_back(node("MatMul", {v, "w"}, {"y"}));
+  g.outputs.push_back({"y", ValueType::tensor(DType::F16, Shape{Dim::sym("n"), 4}), ""});
+  g.outputs.push_back({v, ValueType::tensor(DType::F16, Shape{Dim::sym("n"), 8}), ""});
+  Tensor x = ramp({3, 8}, 0.37f, 1.5f);  // in [0.5, 2.5)
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = 1.f + std::abs(x.data<float>()[i] - 1.5f) * 0.9f;
+  x = x.cast(DType::F16);
+  auto want = run(m, "cpu", x);
+  auto got = run_built(m, CodegenOptions{}, x, "half_f32");
+  ASSERT_EQ(got.size(), 2u);
+  for (size_t k = 0; k < 2; ++k) {
+    EXPECT_EQ(got[k].value.tensor.dtype(), DType::F16);
+    // Both round once, at the output: equal, but for a sum order in the product (an ulp at 16).
+    EXPECT_LT(max_diff(got[k].value.tensor, want[k].value.tensor), k == 0 ? 1.6e-2 : 1e-9) << got[k].name;
+  }
+  // The sum moved x by 16 * 3e-4 = 4.8e-3: about 5 ulps (9.8e-4 in [1, 2)), not 0.
+  EXPECT_GT(max_diff(got[1].value.tensor, x), 3e-3);
+}
+
 }  // namespace
 }  // namespace hodu::compilers::c

@@ -680,29 +680,64 @@ HK void hk_resize_linear2d(const float* x, float* y, int64_t NC, int64_t H, int6
 /* ---- Reductions ---------------------------------------------------------- */
 /* op: 0 sum, 1 mean, 2 max, 3 min, 4 prod, 5 sum-square, 6 l1, 7 l2.
  * out_strides: for each input dim, the output stride (0 for reduced dims). */
+/* One reduction step: a = op(a, v) (ops as hk_reduce's). */
+#define HK_REDUCE_STEP(a, v)                             \
+  switch (op) {                                          \
+    case 0: case 1: a += v; break;                       \
+    case 2: a = (v > a || v != v) ? v : a; break;        \
+    case 3: a = (v < a || v != v) ? v : a; break;        \
+    case 4: a *= v; break;                               \
+    case 5: case 7: a += v * v; break;                   \
+    case 6: a += fabsf(v); break;                        \
+    default: break;                                      \
+  }
+
+/* y[o] = op over the x elements whose out_strides offset is o (0 on the reduced dims), each
+ * output's elements taken in storage order. Neighbouring dims that are both reduced, or both
+ * kept and contiguous in y, are merged, and the innermost run is one tight loop: a row's
+ * reduction, or a row of y updated from a row of x (a per-element walk of the index cost
+ * ~10x more: the DynamicQuantizeLinear min/max of a quantized transformer). */
 HK void hk_reduce(const float* x, float* y, int rank, const int64_t* dims, const int64_t* out_strides, int64_t n_out,
                   int64_t per_out, int op) {
-  int64_t idx[HK_MAX_RANK] = {0}, total = 1, i, o, dst = 0;
-  int d;
+  int64_t md[HK_MAX_RANK], ms[HK_MAX_RANK], idx[HK_MAX_RANK] = {0}, total = 1, i, j, o, dst = 0, inner;
+  int d, mr = 0;
   float init = op == 2 ? -INFINITY : op == 3 ? INFINITY : op == 4 ? 1.f : 0.f;
   for (d = 0; d < rank; ++d) total *= dims[d];
   for (o = 0; o < n_out; ++o) y[o] = init;
-  for (i = 0; i < total; ++i) {
-    float v = x[i], a = y[dst];
-    switch (op) {
-      case 0: case 1: a += v; break;
-      case 2: a = (v > a || v != v) ? v : a; break;
-      case 3: a = (v < a || v != v) ? v : a; break;
-      case 4: a *= v; break;
-      case 5: case 7: a += v * v; break;
-      case 6: a += fabsf(v); break;
-      default: break;
+  for (d = 0; d < rank; ++d) {
+    if (dims[d] == 1) continue;
+    if (mr > 0 && (ms[mr - 1] == 0) == (out_strides[d] == 0) &&
+        (out_strides[d] == 0 || ms[mr - 1] == out_strides[d] * dims[d])) {
+      md[mr - 1] *= dims[d];
+      ms[mr - 1] = out_strides[d];
+    } else {
+      md[mr] = dims[d];
+      ms[mr++] = out_strides[d];
     }
-    y[dst] = a;
-    for (d = rank - 1; d >= 0; --d) {
-      dst += out_strides[d];
-      if (++idx[d] < dims[d]) break;
-      dst -= out_strides[d] * dims[d];
+  }
+  if (mr == 0) md[mr] = 1, ms[mr++] = 0;
+  inner = md[mr - 1];
+  for (i = 0; i < total; i += inner) {
+    const float* xr = x + i;
+    if (ms[mr - 1] == 0) {
+      float a = y[dst];
+      for (j = 0; j < inner; ++j) {
+        float v = xr[j];
+        HK_REDUCE_STEP(a, v)
+      }
+      y[dst] = a;
+    } else {
+      float* yr = y + dst;
+      for (j = 0; j < inner; ++j) {
+        float v = xr[j], a = yr[j];
+        HK_REDUCE_STEP(a, v)
+        yr[j] = a;
+      }
+    }
+    for (d = mr - 2; d >= 0; --d) {
+      dst += ms[d];
+      if (++idx[d] < md[d]) break;
+      dst -= ms[d] * md[d];
       idx[d] = 0;
     }
   }
@@ -711,6 +746,7 @@ HK void hk_reduce(const float* x, float* y, int rank, const int64_t* dims, const
     if (op == 7) y[o] = sqrtf(y[o]);
   }
 }
+#undef HK_REDUCE_STEP
 
 /* ArgMax/ArgMin over the middle dim of [outer, n, inner] → int64; select_last picks the last of ties. */
 HK void hk_argreduce(const float* x, int64_t* y, int64_t outer, int64_t n, int64_t inner, int is_min, int select_last) {
