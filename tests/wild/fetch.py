@@ -192,7 +192,7 @@ def make_derived(cache, model, by_id, dest):
     transform = dict(quantize.TRANSFORMS, **contrib_models.TRANSFORMS)[name]
     m = onnx.load(base_file)
     values = contrib_models.CALIBRATION[name] if name in contrib_models.CALIBRATION else \
-        (None if name == "dynamic_matmul" else quantize.conv_calibration_values)
+        (None if name in ("dynamic_matmul", "dynamic_conv", "float16") else quantize.conv_calibration_values)
     calib = calibrate(base_file, base, values(m)) if values else None
     q = transform(m, calib)
     tmp = dest + ".part"

@@ -11,6 +11,13 @@ quantization tool writes them (its Python package is not on this machine):
 - qlinear_conv: every Conv with a constant weight becomes QuantizeLinear ->
   QLinearConv (uint8 activations, per-channel int8 weights, int32 bias) ->
   DequantizeLinear, as quantize_static's QOperator format does.
+- dynamic_conv: every Conv with a constant weight becomes DynamicQuantizeLinear(x) ->
+  ConvInteger(x_q, W_q uint8 with its zero point) -> Cast -> Mul(x_scale * w_scale)
+  -> Add(bias), as quantize_dynamic does for convolutions (uint8 weights: ORT's
+  ConvInteger takes no int8 weights).
+- float16: float16 weights and computation behind float32 inputs and outputs (Casts at
+  both ends), as onnxconverter-common's convert_float_to_float16 with keep_io_types
+  writes it (not a quantization; it lives here with the other derived variants).
 
 The activation ranges come from CALIB: {value name: (min, max)}, measured by
 fetch.py with ONNX Runtime on the float model.
@@ -160,4 +167,68 @@ def qlinear_conv(model, calib):
     return b.finish(nodes, "hand-built static quantization (QLinearConv)")
 
 
-TRANSFORMS = {"dynamic_matmul": dynamic_matmul, "qdq_conv": qdq_conv, "qlinear_conv": qlinear_conv}
+def dynamic_conv(model, calib=None):
+    b = _Builder(model)
+    nodes = []
+    for n in model.graph.node:
+        w = b.weight(n.input[1]) if n.op_type == "Conv" else None
+        if w is None or w.dtype != np.float32:
+            nodes.append(n)
+            continue
+        lo, hi = min(float(w.min()), 0.0), max(float(w.max()), 0.0)
+        scale = np.float32((hi - lo) / 255.0 if hi > lo else 1.0)
+        zp = np.uint8(np.clip(round(-lo / scale), 0, 255))
+        wq = b.const(n.input[1], np.clip(np.round(w / scale) + zp, 0, 255).astype(np.uint8))
+        wzp, wscale = b.const(n.input[1], zp), b.const(n.input[1], scale)
+        t = f"{n.output[0]}_dc"
+        conv = helper.make_node("ConvInteger", [t + "_a", wq, t + "_azp", wzp], [t + "_i32"])
+        conv.attribute.extend(n.attribute)
+        nodes += [
+            helper.make_node("DynamicQuantizeLinear", [n.input[0]], [t + "_a", t + "_as", t + "_azp"]),
+            conv,
+            helper.make_node("Cast", [t + "_i32"], [t + "_f"], to=TensorProto.FLOAT),
+            helper.make_node("Mul", [t + "_as", wscale], [t + "_s"]),
+        ]
+        if len(n.input) > 2 and n.input[2]:
+            bias = b.weight(n.input[2]).reshape((1, -1) + (1,) * (w.ndim - 2))
+            nodes += [helper.make_node("Mul", [t + "_f", t + "_s"], [t + "_m"]),
+                      helper.make_node("Add", [t + "_m", b.const(n.input[2], bias.astype(np.float32))], [n.output[0]])]
+        else:
+            nodes.append(helper.make_node("Mul", [t + "_f", t + "_s"], [n.output[0]]))
+    return b.finish(nodes, "hand-built dynamic quantization (ConvInteger)")
+
+
+def float16(model, calib=None):
+    g = model.graph
+    keep = set()  # Resize's roi and scales stay float32 (the op takes no other type)
+    for n in g.node:
+        if n.op_type == "Resize":
+            keep.update(n.input[1:3])
+    for i in g.initializer:
+        if i.data_type == TensorProto.FLOAT and i.name not in keep:
+            i.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(i).astype(np.float16), i.name))
+    for n in g.node:
+        for a in n.attribute:
+            if n.op_type == "Constant" and a.name == "value" and a.t.data_type == TensorProto.FLOAT and \
+                    n.output[0] not in keep:
+                a.t.CopyFrom(numpy_helper.from_array(numpy_helper.to_array(a.t).astype(np.float16)))
+            if n.op_type == "Cast" and a.name == "to" and a.i == TensorProto.FLOAT:
+                a.i = TensorProto.FLOAT16
+    del g.value_info[:]
+    nodes = list(g.node)
+    rename = {v.name: v.name + "_f16" for v in g.input if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    outs = {v.name: v.name + "_f16" for v in g.output if v.type.tensor_type.elem_type == TensorProto.FLOAT}
+    for n in nodes:
+        for k, x in enumerate(n.input):
+            n.input[k] = rename.get(x, x)
+        for k, x in enumerate(n.output):
+            n.output[k] = outs.get(x, x)
+    pre = [helper.make_node("Cast", [v], [h], to=TensorProto.FLOAT16) for v, h in rename.items()]
+    post = [helper.make_node("Cast", [h], [v], to=TensorProto.FLOAT) for v, h in outs.items()]
+    del g.node[:]
+    g.node.extend(pre + nodes + post)
+    return model
+
+
+TRANSFORMS = {"dynamic_matmul": dynamic_matmul, "qdq_conv": qdq_conv, "qlinear_conv": qlinear_conv,
+              "dynamic_conv": dynamic_conv, "float16": float16}

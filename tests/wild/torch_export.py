@@ -190,6 +190,22 @@ class SegmentationOut(nn.Module):
         return self.m(x)["out"]
 
 
+class PrenormEncoder(nn.Module):
+    """nn.TransformerEncoder with norm_first=True and ReLU feed-forward (3 layers, d 128,
+    4 heads) over token embeddings, then a linear head: the pre-norm block order."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(1000, 128)
+        layer = nn.TransformerEncoderLayer(128, 4, 256, dropout=0.0, batch_first=True, norm_first=True,
+                                           activation="relu")
+        self.enc = nn.TransformerEncoder(layer, 3)
+        self.head = nn.Linear(128, 10)
+
+    def forward(self, ids):
+        return self.head(self.enc(self.emb(ids)))
+
+
 def _deeplabv3_mbv3():
     import torchvision
     return SegmentationOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
@@ -235,6 +251,8 @@ BUILDERS = {
     "padded_attention": PaddedAttention,
     "deeplabv3_mbv3": _deeplabv3_mbv3,
     "mnasnet0_5": lambda: _torchvision("mnasnet0_5"),
+    "shufflenet_v2_x1_0": lambda: _torchvision("shufflenet_v2_x1_0"),
+    "prenorm_encoder": PrenormEncoder,
 }
 SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
