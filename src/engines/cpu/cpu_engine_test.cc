@@ -218,36 +218,46 @@ TEST(CpuEngine, MiddleDimBroadcastsRunTheirOwnLoop) {
 }
 
 // DenseNet's pre-activation: BatchNormalization of a Concat of conv outputs, which no conv
-// absorbs: oneDNN's batch normalization on the blocked layout, not the interpreter.
-TEST(CpuEngine, BatchNormOfAConcatRunsOnOneDnn) {
-  Builder b;
-  b.input("x", {1, 8, 9, 9});
-  b.constant("w1", {16, 8, 3, 3}, 1);
-  b.constant("w2", {16, 8, 1, 1}, 2);
-  b.constant("w3", {8, 32, 1, 1}, 3);
-  b.constant("gamma", {32}, 4, 0.5f, 1.5f);
-  b.constant("beta", {32}, 5);
-  b.constant("mean", {32}, 6);
-  b.constant("var", {32}, 7, 0.2f, 2.f);
-  b.node("Conv", {"x", "w1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
-  b.node("Conv", {"x", "w2"}, {"c2"});
-  b.node("Concat", {"c1", "c2"}, {"cat"}, {Attribute::make_int("axis", 1)});
-  b.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, {"bn"}, {Attribute::make_float("epsilon", 1e-3f)});
-  b.node("Relu", {"bn"}, {"r"});
-  b.node("Conv", {"r", "w3"}, {"y"});
-  b.output("y");
-  b.output("bn");
-  Model m = b.finish();
-  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 9, 9}, 8))}};
-  expect_matches_interp(m, feeds);
-  expect_matches_interp(m, feeds, 2);
-  passes::optimize(m, {2, {{"x", {1, 8, 9, 9}}}});
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  Plan plan(m, {{"x", {1, 8, 9, 9}}}, PlanOptions{}, eng);
-  EXPECT_EQ(plan.fallback_count(), 0);
-  int bn = 0;
-  for (const auto& c : plan.kernel_choices()) bn += c.find("onednn batch normalization") != std::string::npos;
-  EXPECT_EQ(bn, 1);
+// absorbs: oneDNN's batch normalization on the blocked layout, not the interpreter; the Relu
+// after it in the same pass (oneDNN's fused ReLU) unless the normalized value is read elsewhere.
+TEST(CpuEngine, BatchNormOfAConcatMatchesInterpreter) {
+  for (bool bn_output : {true, false}) {
+    Builder b;
+    b.input("x", {1, 8, 9, 9});
+    b.constant("w1", {16, 8, 3, 3}, 1);
+    b.constant("w2", {16, 8, 1, 1}, 2);
+    b.constant("w3", {8, 32, 1, 1}, 3);
+    b.constant("gamma", {32}, 4, 0.5f, 1.5f);
+    b.constant("beta", {32}, 5);
+    b.constant("mean", {32}, 6);
+    b.constant("var", {32}, 7, 0.2f, 2.f);
+    b.node("Conv", {"x", "w1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    b.node("Conv", {"x", "w2"}, {"c2"});
+    b.node("Concat", {"c1", "c2"}, {"cat"}, {Attribute::make_int("axis", 1)});
+    b.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, {"bn"},
+           {Attribute::make_float("epsilon", 1e-3f)});
+    b.node("Relu", {"bn"}, {"r"});
+    b.node("Conv", {"r", "w3"}, {"y"});
+    b.output("y");
+    if (bn_output) b.output("bn");
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 9, 9}, 8))}};
+    expect_matches_interp(m, feeds);
+    expect_matches_interp(m, feeds, 2);
+    passes::optimize(m, {2, {{"x", {1, 8, 9, 9}}}});
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(m, {{"x", {1, 8, 9, 9}}}, PlanOptions{}, eng);
+    EXPECT_EQ(plan.fallback_count(), 0);
+    int bn = 0, fused = 0, relu = 0;
+    for (const auto& c : plan.kernel_choices()) {
+      bn += c.find("onednn batch normalization") != std::string::npos;
+      fused += c.find("batch normalization, relu fused") != std::string::npos;
+      relu += c.find("(Relu)") != std::string::npos;
+    }
+    EXPECT_EQ(bn, 1) << bn_output;
+    EXPECT_EQ(fused, bn_output ? 0 : 1);
+    EXPECT_EQ(relu, bn_output ? 1 : 0);
+  }
 }
 
 // A tagger's output layer: LogSoftmax over the classes on the engine's row kernel, with

@@ -97,12 +97,22 @@ bool make_batch_norm(PlanBuilder& b, const Node& n) {
   }
   int slot = b.slot(n.inputs[0]);
   dnnl::memory::desc md = layout_md(b.at(slot));
+  // A Relu that alone reads the result (DenseNet's norm → relu before each layer's first conv)
+  // runs in the same pass: oneDNN's fused ReLU, its node claimed.
+  const Node* relu = nullptr;
+  const auto& readers = b.readers(n.outputs[0]);
+  if (readers.size() == 1 && !b.graph().output(n.outputs[0])) {
+    const Node& r = b.graph().nodes[readers[0]];
+    if (r.domain.empty() && r.op_type == "Relu" && r.inputs.size() == 1 && r.outputs.size() == 1)
+      relu = &r;
+  }
   auto step = std::make_unique<BatchNormStep>();
   try {
     using flags = dnnl::normalization_flags;
+    const flags f = flags::use_global_stats | flags::use_scale | flags::use_shift;
     dnnl::batch_normalization_forward::primitive_desc pd(
         dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, md, n.get_float("epsilon", 1e-5f),
-                                                flags::use_global_stats | flags::use_scale | flags::use_shift),
+                                                relu ? f | flags::fuse_norm_relu : f),
         b.engine());
     if (reference_impl(pd.impl_info_str())) return false;
     step->prim_ = dnnl::batch_normalization_forward(pd);
@@ -121,8 +131,9 @@ bool make_batch_norm(PlanBuilder& b, const Node& n) {
     return false;
   }
   step->reads = {slot};
-  step->writes = {b.define(n.outputs[0], DType::F32, x->second, md)};
-  step->label = n.describe() + ": onednn batch normalization";
+  if (relu) b.claim(*relu);
+  step->writes = {b.define(relu ? relu->outputs[0] : n.outputs[0], DType::F32, x->second, md)};
+  step->label = n.describe() + ": onednn batch normalization" + (relu ? ", relu fused" : "");
   b.add(std::move(step));
   return true;
 }
