@@ -239,6 +239,7 @@ TEST(CpuEngine, BatchNormOfAConcatMatchesInterpreter) {
     b.node("Relu", {"bn"}, {"r"});
     b.node("Conv", {"r", "w3"}, {"y"});
     b.output("y");
+    b.output("cat");  // read twice: the concat's copy does not take the normalization (see ConcatNormRelu)
     if (bn_output) b.output("bn");
     Model m = b.finish();
     std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 9, 9}, 8))}};
@@ -852,6 +853,57 @@ TEST(CpuEngine, OneRowProductsMatchInterpreter) {
     EXPECT_EQ(onednn, 2);
   }
   EXPECT_EQ(relu, 0);  // the Relu is the fused Gemm's activation
+}
+
+// DenseNet's pre-activation of every layer: Concat → BatchNormalization → Relu → Conv. The
+// normalization and the Relu are applied by the concat's copy (one pass over the features, not
+// three); without the Relu the normalization alone; with the concat read elsewhere too (a graph
+// output here) nothing is fused. Two images, at 1 and 2 threads, against the interpreter.
+TEST(CpuEngine, ConcatNormReluMatchesInterpreter) {
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE(variant);
+    Builder b;
+    b.input("x", Shape({Dim(2), Dim(16), Dim(24), Dim(24)}));
+    b.constant("w0", {32, 16, 1, 1}, 1);
+    b.constant("w1", {16, 32, 3, 3}, 2);
+    b.constant("gamma", {48}, 3, 0.5f, 1.5f);
+    b.constant("beta", {48}, 4);
+    b.constant("mean", {48}, 5);
+    b.constant("var", {48}, 6, 0.2f, 2.f);
+    b.constant("w2", {64, 48, 1, 1}, 7);  // wider than the concat: not split (-O2)
+    b.node("Conv", {"x", "w0"}, {"c0"});
+    b.node("Relu", {"c0"}, {"r0"});
+    b.node("Conv", {"r0", "w1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    b.node("Relu", {"c1"}, {"r1"});
+    b.node("Concat", {"r0", "r1"}, {"cat"}, {Attribute::make_int("axis", 1)});
+    b.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, {"bn"},
+           {Attribute::make_float("epsilon", 1e-3f)});
+    if (variant == 1) {
+      b.node("Conv", {"bn", "w2"}, {"y"});
+    } else {
+      b.node("Relu", {"bn"}, {"a"});
+      b.node("Conv", {"a", "w2"}, {"y"});
+    }
+    b.output("y");
+    if (variant == 2) b.output("cat");
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 16, 24, 24}, 9))}};
+    expect_matches_interp(m, feeds, 1);
+    expect_matches_interp(m, feeds, 2);
+    Model opt = m;
+    passes::optimize(opt, {3, {}});
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(opt, {{"x", {2, 16, 24, 24}}}, PlanOptions{}, eng);
+    int both = 0, norm = 0, bn_steps = 0;
+    for (const auto& c : plan.kernel_choices()) {
+      both += c.find("cpu blocked concat, batch normalization and relu fused") != std::string::npos;
+      norm += c.find("cpu blocked concat, batch normalization fused") != std::string::npos;
+      bn_steps += c.find("(BatchNormalization): onednn") != std::string::npos;
+    }
+    EXPECT_EQ(both, variant == 0 ? 1 : 0);
+    EXPECT_EQ(norm, variant == 1 ? 1 : 0);
+    EXPECT_EQ(bn_steps, variant == 2 ? 1 : 0);
+  }
 }
 
 // DenseNet's concats: every layer's features concatenated again by each later layer, on the

@@ -7,11 +7,13 @@
 // primitive (its "simple" kernel copied DenseNet-121's 56x56 concats at 2-3 GB/s:
 // 24 % of the model's time at avx2, ORT's concats 4 %).
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
@@ -33,7 +35,10 @@ class BlockedConcatStep : public Step {
   dnnl::memory dst_;
 };
 
-// The output is `rows_` rows of every input's row, one after the other (bytes).
+// The output is `rows_` rows of every input's row, one after the other (bytes). With `affine_`,
+// each value is written as x * scale[c] + shift[c] of its channel c (and max(·, 0) with `relu_`):
+// the BatchNormalization (and Relu) that alone read the concat, in the same pass (DenseNet's
+// norm → relu before each layer: a second read and write of the whole concat otherwise).
 class ConcatRowsStep : public Step {
  public:
   void run(RunState& rs) override {
@@ -46,7 +51,7 @@ class ConcatRowsStep : public Step {
         for (int64_t r = blk * per; r < std::min(rows_, (blk + 1) * per); ++r) {
           char* d = dst + r * dst_row_;
           for (size_t i = 0; i < src.size(); ++i) {
-            std::memcpy(d, src[i] + r * widths_[i], static_cast<size_t>(widths_[i]));
+            copy(i, src[i] + r * widths_[i], d, 0, widths_[i]);
             d += widths_[i];
           }
         }
@@ -55,8 +60,46 @@ class ConcatRowsStep : public Step {
     }
     parallel_for(static_cast<int64_t>(pieces_.size()), rs.threads, [&](int64_t k) {
       const Piece& p = pieces_[static_cast<size_t>(k)];
-      std::memcpy(dst + p.dst, src[p.input] + p.src, static_cast<size_t>(p.bytes));
+      copy(p.input, src[p.input] + p.src, dst + p.dst, p.at, p.bytes);
     });
+  }
+
+  // `bytes` of input i from `from` to `to`; `at`: the bytes of the input's row before them.
+  void copy(size_t i, const char* from, char* to, int64_t at, int64_t bytes) const {
+    if (!affine_) {
+      std::memcpy(to, from, static_cast<size_t>(bytes));
+      return;
+    }
+    const float* x = reinterpret_cast<const float*>(from);
+    float* y = reinterpret_cast<float*>(to);
+    // Element e of the input's row is channel first_[i] + e / (spatial_ * lanes) * lanes + e % lanes
+    // (plain: lanes 1; nChw8c/16c: lanes 8/16; nhwc: the row is one pixel, spatial_ 1, lanes its channels).
+    const int64_t lanes = lanes_ ? lanes_ : widths_[i] / int64_t{sizeof(float)};
+    const int64_t per_block = spatial_ * lanes;
+    const int64_t e0 = at / int64_t{sizeof(float)}, n = bytes / int64_t{sizeof(float)};
+    const bool relu = relu_;
+    for (int64_t e = e0; e < e0 + n;) {
+      const int64_t block = e / per_block;
+      if (lanes == 1) {  // plain: one channel for the rest of its plane
+        const int64_t end = std::min(e0 + n, (block + 1) * per_block);
+        const float a = scale_[first_[i] + block], b = shift_[first_[i] + block];
+        for (int64_t j = e; j < end; ++j) {
+          const float v = x[j - e0] * a + b;
+          y[j - e0] = relu && v < 0 ? 0.0f : v;
+        }
+        e = end;
+        continue;
+      }
+      // Runs of `lanes` values start on a lane 0 (pieces and rows are whole vectors).
+      const float* a = scale_.data() + first_[i] + block * lanes;
+      const float* b = shift_.data() + first_[i] + block * lanes;
+      const int64_t end = std::min(e0 + n, (block + 1) * per_block);
+      for (; e < end; e += lanes)
+        for (int64_t l = 0; l < lanes; ++l) {
+          const float v = x[e - e0 + l] * a[l] + b[l];
+          y[e - e0 + l] = relu && v < 0 ? 0.0f : v;
+        }
+    }
   }
 
   static constexpr int64_t kRowBlocks = 64;
@@ -64,11 +107,15 @@ class ConcatRowsStep : public Step {
   static constexpr int64_t kPieceBytes = int64_t{64} << 10;
   struct Piece {
     size_t input;
-    int64_t src, dst, bytes;
+    int64_t src, dst, bytes, at;  // at: bytes of the input's row before the piece
   };
   int64_t rows_ = 0, dst_row_ = 0;
   std::vector<int64_t> widths_;  // bytes of a row of each input
   std::vector<Piece> pieces_;
+  bool affine_ = false, relu_ = false;
+  int64_t spatial_ = 1, lanes_ = 1;  // lanes_ 0: nhwc (a row is one pixel's channels)
+  std::vector<int64_t> first_;       // each input's first channel in the output
+  std::vector<float> scale_, shift_;
 };
 
 // The layouts a channel concat copies as rows: plain, channels innermost, 8 or 16 channel blocks.
@@ -107,16 +154,64 @@ std::unique_ptr<ConcatRowsStep> concat_rows(const std::vector<dnnl::memory::desc
           const int64_t w = step->widths_[i];
           for (int64_t o = 0; o < w; o += ConcatRowsStep::kPieceBytes) {
             const int64_t bytes = std::min(ConcatRowsStep::kPieceBytes, w - o);
-            step->pieces_.push_back({i, r * w + o, at + o, bytes});
+            step->pieces_.push_back({i, r * w + o, at + o, bytes, o});
           }
           at += w;
         }
       }
     }
+    step->spatial_ = last ? 1 : spatial;
+    step->lanes_ = last ? 0 : block;
+    int64_t first = 0;
+    for (const auto& md : mds) {
+      step->first_.push_back(first);
+      first += md.dims()[1];
+    }
     dst_md = dnnl::memory::desc(to_dims(ys), dt::f32, t);
     return step;
   }
   return nullptr;
+}
+
+// The node that alone reads `v` (not a graph output), or null.
+const Node* sole_reader(const PlanBuilder& b, const std::string& v) {
+  const auto& readers = b.readers(v);
+  if (readers.size() != 1 || b.graph().output(v)) return nullptr;
+  return &b.graph().nodes[readers[0]];
+}
+
+const Node* sole_relu_after(const PlanBuilder& b, const std::string& v) {
+  const Node* r = sole_reader(b, v);
+  return r && r->domain.empty() && r->op_type == "Relu" && r->inputs.size() == 1 && r->outputs.size() == 1 ? r
+                                                                                                         : nullptr;
+}
+
+// An inference BatchNormalization of `channels` channels with constant statistics and parameters
+// that alone reads `v`: its per-channel scale and shift; null if there is none.
+const Node* normalization_after(const PlanBuilder& b, const std::string& v, int64_t channels, std::vector<float>& scale,
+                                std::vector<float>& shift) {
+  const Node* n = sole_reader(b, v);
+  if (!n || !n->domain.empty() || n->op_type != "BatchNormalization" || n->inputs.size() < 5 ||
+      n->inputs[0] != v || n->get_int("training_mode", 0))
+    return nullptr;
+  for (size_t i = 1; i < n->outputs.size(); ++i)
+    if (n->has_output(i)) return nullptr;
+  std::vector<std::vector<double>> p;  // gamma, beta, mean, var
+  for (size_t i = 1; i < 5; ++i) {
+    const Tensor* t = passes::constant_of(b.graph(), n->inputs[i]);
+    if (!t || t->numel() != channels) return nullptr;
+    p.push_back(t->to_doubles());
+  }
+  const double eps = n->get_float("epsilon", 1e-5f);
+  scale.resize(static_cast<size_t>(channels));
+  shift.resize(static_cast<size_t>(channels));
+  for (size_t c = 0; c < scale.size(); ++c) {
+    // As oneDNN's batch normalization computes it: (x - mean) * (gamma / sqrt(var + eps)) + beta.
+    const float a = static_cast<float>(p[0][c] / std::sqrt(static_cast<float>(p[3][c]) + static_cast<float>(eps)));
+    scale[c] = a;
+    shift[c] = static_cast<float>(p[1][c]) - static_cast<float>(p[2][c]) * a;
+  }
+  return n;
 }
 
 }  // namespace
@@ -145,9 +240,23 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   }
   dnnl::memory::desc rows_md;
   if (auto rows = concat_rows(mds, ys, rows_md)) {
+    std::string out = n.outputs[0];
+    const Node* bn = normalization_after(b, out, ys[1], rows->scale_, rows->shift_);
+    const Node* relu = bn ? sole_relu_after(b, bn->outputs[0]) : nullptr;
+    if (bn) {
+      b.claim(*bn);
+      rows->affine_ = true;
+      out = bn->outputs[0];
+    }
+    if (relu) {
+      b.claim(*relu);
+      rows->relu_ = true;
+      out = relu->outputs[0];
+    }
     rows->reads = reads;
-    rows->writes = {b.define(n.outputs[0], DType::F32, ys, rows_md)};
-    rows->label = n.describe() + ": cpu blocked concat";
+    rows->writes = {b.define(out, DType::F32, ys, rows_md)};
+    rows->label = n.describe() + ": cpu blocked concat" +
+                  (bn ? relu ? ", batch normalization and relu fused" : ", batch normalization fused" : "");
     b.add(std::move(rows));
     return true;
   }
