@@ -94,6 +94,11 @@ class ConcatRowsStep : public Step {
       const float* a = scale_.data() + first_[i] + block * lanes;
       const float* b = shift_.data() + first_[i] + block * lanes;
       const int64_t end = std::min(e0 + n, (block + 1) * per_block);
+      if (lanes == 8 || lanes == 16) {
+        affine_lanes(x + (e - e0), y + (e - e0), a, b, (end - e) / lanes, lanes, relu);
+        e = end;
+        continue;
+      }
       for (; e < end; e += lanes)
         for (int64_t l = 0; l < lanes; ++l) {
           const float v = x[e - e0 + l] * a[l] + b[l];

@@ -92,6 +92,33 @@ HODU_ISA_VARIANTS(void, gemv_rows,
                    int64_t cols),
                   (w, x, bias, y, row_begin, row_end, cols))
 
+HODU_ISA_BODY void affine_lanes_body(const float* x, float* y, const float* a, const float* b, int64_t runs,
+                                     int64_t lanes, bool relu) {
+  // One loop per case, lanes known: each a few vector multiply-adds per run.
+  if (lanes == 8 && relu) {
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t l = 0; l < 8; ++l) {
+        const float v = x[r * 8 + l] * a[l] + b[l];
+        y[r * 8 + l] = v < 0 ? 0.0f : v;
+      }
+  } else if (lanes == 8) {
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t l = 0; l < 8; ++l) y[r * 8 + l] = x[r * 8 + l] * a[l] + b[l];
+  } else if (relu) {
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t l = 0; l < 16; ++l) {
+        const float v = x[r * 16 + l] * a[l] + b[l];
+        y[r * 16 + l] = v < 0 ? 0.0f : v;
+      }
+  } else {
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t l = 0; l < 16; ++l) y[r * 16 + l] = x[r * 16 + l] * a[l] + b[l];
+  }
+}
+HODU_ISA_VARIANTS(void, affine_lanes,
+                  (const float* x, float* y, const float* a, const float* b, int64_t runs, int64_t lanes, bool relu),
+                  (x, y, a, b, runs, lanes, relu))
+
 HODU_ISA_BODY void scale_rows_body(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v,
                                    bool scalar_per_row, int64_t begin, int64_t end) {
   for (int64_t r = begin; r < end; ++r) {

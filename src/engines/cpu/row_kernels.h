@@ -23,6 +23,10 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
 void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
                 int64_t begin, int64_t end);
 
+// y[r, l] = x[r, l] * a[l] + b[l], max(·, 0) with relu, over `runs` vectors of `lanes` (8 or
+// 16: a channel block of nChw8c/16c) values. y may be x.
+void affine_lanes(const float* x, float* y, const float* a, const float* b, int64_t runs, int64_t lanes, bool relu);
+
 using vector_math::silu_in_place;  // y = y · sigmoid(y) in place, AVX-512/AVX2 chosen at run time
 
 // 2-D max pooling of a channel-blocked tensor, rows [begin, end) (vector_math::max_pool_blocked).
