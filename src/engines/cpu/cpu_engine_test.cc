@@ -803,58 +803,6 @@ TEST(CpuEngine, ConcatOfBlockedConvOutputsStaysBlocked) {
   EXPECT_LE(reorders, 2);  // only at the edges: the input into the blocked layout, the output back
 }
 
-// A classifier head at batch 1 below AVX-512: one row times constant weights runs as the
-// engine's GEMV (weights read once, in rows), with Gemm's alpha, beta, transB and C, MatMul of
-// a vector, and an activation fused after -O2; its bits are the same at 1 and 2 threads. Two
-// rows, or weights fed at run time, stay on oneDNN's product, as everything does with AVX-512
-// (oneDNN's brgemm product). All match the interpreter.
-TEST(CpuEngine, OneRowProductsMatchInterpreter) {
-  Builder b;
-  b.input("x", {1, 600});
-  b.input("v", {600});
-  b.input("x2", {2, 600});
-  b.input("wr", {600, 13});
-  b.constant("wt", {130, 600}, 1);  // [N, K]: transB
-  b.constant("w", {600, 130}, 2);   // [K, N]
-  b.constant("c", {130}, 3);
-  b.constant("c2", {1, 130}, 4);
-  b.node("Gemm", {"x", "wt", "c"}, {"g1"},
-         {Attribute::make_int("transB", 1), Attribute::make_float("alpha", 0.5f), Attribute::make_float("beta", 2.0f)});
-  b.node("Gemm", {"x", "w", "c2"}, {"g2"});
-  b.node("Relu", {"g2"}, {"y2"});
-  b.node("MatMul", {"v", "w"}, {"y3"});
-  b.node("MatMul", {"x", "w"}, {"y4"});
-  b.node("MatMul", {"x2", "w"}, {"y5"});  // two rows: oneDNN
-  b.node("MatMul", {"x", "wr"}, {"y6"});  // weights fed: oneDNN
-  for (const char* y : {"g1", "y2", "y3", "y4", "y5", "y6"}) b.output(y);
-  Model m = b.finish();
-  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 600}, 5))},
-                                               {"v", RuntimeValue(random_tensor({600}, 6))},
-                                               {"x2", RuntimeValue(random_tensor({2, 600}, 7))},
-                                               {"wr", RuntimeValue(random_tensor({600, 13}, 8))}};
-  expect_matches_interp(m, feeds, 1);
-  expect_matches_interp(m, feeds, 2);
-  const bool gemv_isa = vector_math::cpu_isa() != vector_math::Isa::Avx512;
-  auto one = prepare_cpu(m, 1)->run(feeds), two = prepare_cpu(m, 2)->run(feeds);
-  for (size_t i = 0; gemv_isa && i < 4; ++i)
-    EXPECT_EQ(std::memcmp(one[i].tensor.raw_data(), two[i].tensor.raw_data(), one[i].tensor.nbytes()), 0) << i;
-  Model opt = m;
-  passes::optimize(opt, {3, {}});
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  Plan plan(opt, {{"x", {1, 600}}, {"v", {600}}, {"x2", {2, 600}}, {"wr", {600, 13}}}, PlanOptions{}, eng);
-  int gemv = 0, onednn = 0, relu = 0;
-  for (const auto& c : plan.kernel_choices()) {
-    gemv += c.find(": cpu gemv") != std::string::npos;
-    onednn += c.find(": onednn") != std::string::npos;
-    relu += c.find("(Relu)") != std::string::npos;
-  }
-  EXPECT_EQ(gemv, gemv_isa ? 4 : 0);
-  if (gemv_isa) {
-    EXPECT_EQ(onednn, 2);
-  }
-  EXPECT_EQ(relu, 0);  // the Relu is the fused Gemm's activation
-}
-
 // DenseNet's pre-activation of every layer: Concat → BatchNormalization → Relu → Conv. The
 // normalization and the Relu are applied by the concat's copy (one pass over the features, not
 // three); without the Relu the normalization alone; with the concat read elsewhere too (a graph

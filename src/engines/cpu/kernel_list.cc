@@ -18,7 +18,6 @@ void register_cpu_kernels(KernelRegistry& r) {
   add({"Conv"}, "", "onednn", "oneDNN convolution, weights packed once, blocked layouts");
   add({"FusedConv"}, "hodu", "onednn", "oneDNN convolution with bias, sum and eltwise post-ops");
   add({"MatMul", "Gemm"}, "", "onednn", "oneDNN matmul, constant weights packed once");
-  add({"MatMul", "Gemm"}, "", "cpu", "one row times constant weights (a classifier at batch 1): a matrix-vector loop");
   add({"FusedMatMul", "FusedGemm"}, "hodu", "onednn", "oneDNN matmul with bias and eltwise post-ops");
   add({"MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool"}, "", "onednn", "oneDNN pooling");
   add({"Relu", "LeakyRelu", "Sigmoid", "Tanh", "Exp", "Sqrt", "Abs", "Neg", "Elu", "HardSwish",
@@ -34,7 +33,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add({.op = "Identity", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
          .priority = 10, .description = "a view, no copy", .supports = {}});
   add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
-  add({"Concat"}, "", "onednn", "channel concat of blocked-layout tensors: whole channel blocks copied, else oneDNN concat");
+  add({"Concat"}, "", "onednn", "oneDNN concat of blocked-layout tensors on channels");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
   add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
   add({"ConvGrad", "MaxPoolGrad", "AveragePoolGrad", "BatchNormGrad", "ActivationGrad"}, "hodu", "onednn",

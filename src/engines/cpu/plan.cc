@@ -424,7 +424,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     feed_slots_.push_back(input_slots_[in.name]);
   }
 
-  const KernelFactory factories[] = {make_conv,          make_gemv_matmul,   make_matmul,        make_pool,
+  const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
                                      make_attention,     make_normalization, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
                                      make_int8_matmul,   make_quantize,      make_control_flow,

@@ -269,7 +269,6 @@ bool make_pool(PlanBuilder& b, const Node& node);            // dnnl_pool.cc
 bool make_elementwise(PlanBuilder& b, const Node& node);     // elementwise.cc
 bool make_normalization(PlanBuilder& b, const Node& node);   // normalization.cc (Softmax, LayerNorm)
 bool make_data_movement(PlanBuilder& b, const Node& node);   // data_movement.cc (Reshape, Transpose, Concat, Gather)
-bool make_gemv_matmul(PlanBuilder& b, const Node& node);    // gemv_matmul.cc (one row times constant weights)
 bool make_blocked_concat(PlanBuilder& b, const Node& node);  // dnnl_concat.cc (Concat of blocked tensors)
 bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
 bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_elementwise.cc
