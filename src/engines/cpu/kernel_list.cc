@@ -33,7 +33,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   r.add({.op = "Identity", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
          .priority = 10, .description = "a view, no copy", .supports = {}});
   add({"Transpose", "Slice", "Concat", "Gather"}, "", "cpu", "hand-written multithreaded copy");
-  add({"Concat"}, "", "onednn", "oneDNN concat of blocked-layout tensors on channels");
+  add({"Concat"}, "", "onednn", "channel concat of blocked-layout tensors: whole channel blocks copied, else oneDNN concat");
   add({"Attention"}, "hodu", "onednn", "oneDNN matmuls around a hand-written masked softmax");
   add({"FusedElementwise"}, "hodu", "cpu", "the body's ops in one loop over L1-sized chunks");
   add({"ConvGrad", "MaxPoolGrad", "AveragePoolGrad", "BatchNormGrad", "ActivationGrad"}, "hodu", "onednn",
