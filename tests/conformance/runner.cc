@@ -2,6 +2,9 @@
 // engine and compares with the expected outputs. Each case runs in a forked
 // child (a crash or hang in one case cannot take down the run; --no-fork to
 // debug). Expected failures come from one reviewed file, each with a reason.
+// With --fallbacks FILE the nodes an engine hands to the interpreter's kernels
+// are recorded (as `hodu run -v` reports them) and a case fails when one falls
+// back with an op and dtype the file does not list.
 #include <fnmatch.h>
 #include <poll.h>
 #include <signal.h>
@@ -25,7 +28,9 @@
 #include "engines/interp/interpreter.h"
 #include "formats/model_io.h"
 #include "formats/onnx_tensor.h"
+#include "passes/passes.h"
 #include "runtime/engine.h"
+#include "runtime/profiler.h"
 
 namespace fs = std::filesystem;
 using namespace hodu;
@@ -39,6 +44,9 @@ struct Options {
   std::string engine = "interp";
   std::string expected_file;
   std::string tolerances_file;
+  std::string fallbacks_file;  // allowed interpreter fallbacks; empty: not tracked
+  bool report_fallbacks = false;
+  int opt_level = -1;          // passes::optimize before the engine (-1: the engine's default)
   int min_cases = 0;
   int threads = 1;
   int timeout_s = 120;
@@ -48,9 +56,19 @@ struct Options {
 };
 
 struct Outcome {
+  Outcome() = default;
+  Outcome(bool p, std::string m, std::set<std::string> f = {})
+      : passed(p), message(std::move(m)), fallbacks(std::move(f)) {}
   bool passed = false;
   std::string message;
+  std::set<std::string> fallbacks;  // "Op dtype" of the nodes that ran on the interpreter's kernels
 };
+
+// "Op dtype" of a node span that ran on the interpreter's kernel inside another engine; the
+// dtype is the first tensor input's ("-" when the node reads none, e.g. SequenceEmpty).
+std::string fallback_key(const ProfileEvent& e) {
+  return e.op + " " + (e.input_shapes.empty() ? std::string("-") : std::string(dtype_name(e.input_shapes[0].first)));
+}
 
 std::string read_file(const fs::path& p) {
   std::ifstream f(p, std::ios::binary);
@@ -84,6 +102,29 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
 }
 
 // "suite/case rtol atol # reason"
+// "Op dtype  # reason" lines: the interpreter fallbacks a run accepts.
+std::map<std::string, std::string> read_fallbacks(const std::string& path) {
+  std::map<std::string, std::string> out;
+  std::ifstream f(path);
+  if (!f) fail(ErrorCode::Io, "cannot open fallbacks file {}", path);
+  std::string line;
+  int ln = 0;
+  while (std::getline(f, line)) {
+    ++ln;
+    auto s = line.find_first_not_of(" \t");
+    if (s == std::string::npos || line[s] == '#') continue;
+    auto hash = line.find('#');
+    std::istringstream is(line.substr(0, hash));
+    std::string op, dtype, extra;
+    is >> op >> dtype;
+    if (op.empty() || dtype.empty() || (is >> extra) || hash == std::string::npos ||
+        line.find_first_not_of(" \t", hash + 1) == std::string::npos)
+      fail(ErrorCode::InvalidArgument, "{}:{}: expected 'Op dtype  # reason'", path, ln);
+    out[op + " " + dtype] = line.substr(line.find_first_not_of(" \t", hash + 1));
+  }
+  return out;
+}
+
 std::map<std::string, conformance::Tolerance> read_tolerances(const std::string& path) {
   std::map<std::string, conformance::Tolerance> out;
   if (path.empty()) return out;
@@ -123,6 +164,7 @@ Outcome run_case(const fs::path& dir, const Options& opt, const conformance::Tol
   } else {
     EngineOptions eo;
     eo.threads = opt.threads;
+    if (opt.opt_level >= 0) passes::optimize(model, {opt.opt_level, {}});
     executable = EngineRegistry::instance().find(opt.engine)->prepare(model, eo);
   }
 
@@ -141,7 +183,12 @@ Outcome run_case(const fs::path& dir, const Options& opt, const conformance::Tol
         return {false, fmt::format("{}: more input files than model inputs", set.filename().string())};
       feeds[graph_inputs[i]->name] = read_value_pb(read_file(p), &graph_inputs[i]->type, p.string());
     }
+    Profiler profiler;
+    if (opt.report_fallbacks && executable) profiler.start();
     auto outputs = interpreter ? interpreter->run(feeds) : executable->run(feeds);
+    profiler.stop();
+    for (const auto& e : profiler.events())
+      if (e.category == "Node" && e.kernel == "interp" && e.engine != "interp") r.fallbacks.insert(fallback_key(e));
     for (size_t i = 0;; ++i) {
       fs::path p = set / fmt::format("output_{}.pb", i);
       if (!fs::exists(p)) break;
@@ -179,6 +226,7 @@ Outcome run_case_forked(const fs::path& dir, const Options& opt, const conforman
     close(fds[0]);
     Outcome o = run_case_guarded(dir, opt, tol);
     std::string msg = (o.passed ? "P" : "F") + o.message;
+    for (const auto& f : o.fallbacks) msg += "\x1f" + f;
     size_t off = 0;
     while (off < msg.size()) {
       ssize_t w = write(fds[1], msg.data() + off, msg.size() - off);
@@ -210,7 +258,15 @@ Outcome run_case_forked(const fs::path& dir, const Options& opt, const conforman
   if (timed_out) return {false, fmt::format("timed out after {} s", opt.timeout_s)};
   if (WIFSIGNALED(status)) return {false, fmt::format("crashed with signal {} ({})", WTERMSIG(status), strsignal(WTERMSIG(status)))};
   if (data.empty()) return {false, "child produced no result"};
-  return {data[0] == 'P', data.substr(1)};
+  Outcome o{data[0] == 'P', data.substr(1), {}};
+  auto sep = o.message.find('\x1f');
+  if (sep != std::string::npos) {
+    std::string rest = o.message.substr(sep + 1);
+    o.message.resize(sep);
+    std::istringstream is(rest);
+    for (std::string f; std::getline(is, f, '\x1f');) o.fallbacks.insert(f);
+  }
+  return o;
 }
 
 void usage() {
@@ -222,6 +278,11 @@ void usage() {
       "  --engine NAME       engine to test (default interp)\n"
       "  --expected FILE     expected failures: 'suite/case  # reason' per line\n"
       "  --tolerances FILE   per-case tolerances: 'suite/case rtol atol # reason'\n"
+      "  --opt-level N       optimize the graph at level N (0-3) before the engine (default: the engine's)\n"
+      "  --fallbacks FILE    allowed interpreter fallbacks of a non-interp engine: 'Op dtype  # reason' per\n"
+      "                      line; a case whose node falls back with an op and dtype not listed fails, and\n"
+      "                      a listed one no case uses is reported stale\n"
+      "  --report-fallbacks  print each op and dtype that fell back, with its number of cases\n"
       "  --min-cases N       fail when fewer cases are found (keeps the corpus from shrinking)\n"
       "  --threads N         engine threads (default 1)\n"
       "  --timeout S         per-case time limit in seconds (default 120)\n"
@@ -248,6 +309,9 @@ int main(int argc, char** argv) {
     else if (a == "--engine") opt.engine = next();
     else if (a == "--expected") opt.expected_file = next();
     else if (a == "--tolerances") opt.tolerances_file = next();
+    else if (a == "--fallbacks") opt.fallbacks_file = next();
+    else if (a == "--report-fallbacks") opt.report_fallbacks = true;
+    else if (a == "--opt-level") opt.opt_level = std::atoi(next().c_str());
     else if (a == "--min-cases") opt.min_cases = std::atoi(next().c_str());
     else if (a == "--threads") opt.threads = std::atoi(next().c_str());
     else if (a == "--timeout") opt.timeout_s = std::atoi(next().c_str());
@@ -258,6 +322,15 @@ int main(int argc, char** argv) {
     else { std::fprintf(stderr, "error: unknown option '%s'\n", a.c_str()); usage(); return 2; }
   }
   if (suites_given) opt.suites = suites;
+  if (!opt.fallbacks_file.empty()) opt.report_fallbacks = true;
+  if (opt.report_fallbacks && opt.engine == "interp") {
+    std::fprintf(stderr, "error: --fallbacks and --report-fallbacks need an engine other than interp\n");
+    return 2;
+  }
+  if (opt.opt_level > 3) {
+    std::fprintf(stderr, "error: --opt-level must be 0 to 3\n");
+    return 2;
+  }
   if (opt.engine != "interp" && !EngineRegistry::instance().find(opt.engine)) {
     std::string names;
     for (const auto& e : EngineRegistry::instance().all()) names += (names.empty() ? "" : ", ") + e->name();
@@ -276,7 +349,9 @@ int main(int argc, char** argv) {
 
   std::map<std::string, std::string> expected;
   std::map<std::string, conformance::Tolerance> tolerances;
+  std::map<std::string, std::string> allowed_fallbacks;
   try {
+    if (!opt.fallbacks_file.empty()) allowed_fallbacks = read_fallbacks(opt.fallbacks_file);
     expected = read_expected(opt.expected_file);
     tolerances = read_tolerances(opt.tolerances_file);
   } catch (const Error& e) {
@@ -290,6 +365,7 @@ int main(int argc, char** argv) {
   int found = 0;
   std::vector<std::string> unexpected_failures, unexpected_passes, failure_lines;
   std::set<std::string> seen;
+  std::map<std::string, std::vector<std::string>> fallback_cases;  // "Op dtype" → cases
   auto t0 = std::chrono::steady_clock::now();
 
   for (const auto& suite : opt.suites) {
@@ -312,6 +388,13 @@ int main(int argc, char** argv) {
       conformance::Tolerance tol;
       if (auto it = tolerances.find(key); it != tolerances.end()) tol = it->second;
       Outcome o = opt.fork ? run_case_forked(dir, opt, tol) : run_case_guarded(dir, opt, tol);
+      std::string refused;
+      for (const auto& f : o.fallbacks) {
+        fallback_cases[f].push_back(key);
+        if (!opt.fallbacks_file.empty() && !allowed_fallbacks.count(f)) refused += (refused.empty() ? "" : ", ") + f;
+      }
+      if (!refused.empty() && o.passed)
+        o = {false, "ran on the interpreter's kernel (not in the fallbacks file): " + refused, o.fallbacks};
       bool is_expected_fail = expected.count(key) > 0;
       if (o.passed && !is_expected_fail) ++c.passed;
       else if (o.passed) { ++c.xpass; unexpected_passes.push_back(key); }
@@ -340,6 +423,19 @@ int main(int argc, char** argv) {
   if (opt.filter == "*" && !suites_given)
     for (const auto& [k, v] : expected)
       if (!seen.count(k)) { std::printf("STALE expected failure %s (no such case)\n", k.c_str()); ++stale; }
+
+  if (opt.report_fallbacks) {
+    std::printf("\ninterpreter fallbacks (op dtype: cases)%s\n", fallback_cases.empty() ? ": none" : "");
+    for (const auto& [f, cases] : fallback_cases)
+      std::printf("  %-40s %4zu  e.g. %s\n", f.c_str(), cases.size(), cases.front().c_str());
+  }
+  if (!opt.fallbacks_file.empty() && opt.filter == "*" && !suites_given)
+    for (const auto& [f, reason] : allowed_fallbacks)
+      if (!fallback_cases.count(f)) {
+        std::printf("STALE allowed fallback '%s' (no case falls back with it: remove it from the fallbacks file)\n",
+                    f.c_str());
+        ++stale;
+      }
 
   std::printf("\nengine %s, %d threads, %.1f s\n", opt.engine.c_str(), opt.threads, secs);
   std::printf("%-20s %8s %8s %8s %8s\n", "suite", "passed", "failed", "xfail", "xpass");
