@@ -65,6 +65,9 @@ void register_cpu_kernels(KernelRegistry& r) {
           "hand-written reduction along any axes");
   add_any({"InstanceNormalization", "GroupNormalization", "LRN"}, "hand-written normalization loop");
   add_any({"Einsum"}, "batched products of the operands gathered once (f32, letters only)");
+  add_any({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
+           "SplitToSequence", "ConcatFromSequence"},
+          "sequences as lists of tensor handles; split and concat as block copies");
   add({"ConvTranspose"}, "", "onednn", "oneDNN deconvolution, weights packed once, blocked layouts");
   r.add({.op = "If", .domain = "", .device = Device::Kind::CPU, .dtypes = {}, .name = "cpu", .engine = "cpu",
          .priority = 10, .description = "the taken branch planned once per input shape and run by the engine",

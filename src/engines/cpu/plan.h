@@ -287,6 +287,7 @@ bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (R
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
 bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
 bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
+bool make_sequence_ops(PlanBuilder& b, const Node& node);    // sequence_ops.cc (Sequence*, SplitToSequence, ...)
 bool make_runtime_matmul(PlanBuilder& b, const Node& node);  // runtime_matmul.cc (MatMul/Gemm over run-time shapes)
 bool make_control_flow(PlanBuilder& b, const Node& node);    // control_flow.cc (If, Loop, Scan)
 bool make_rnn(PlanBuilder& b, const Node& node);             // rnn.cc, rnn_onednn.cc (LSTM, GRU, RNN)
