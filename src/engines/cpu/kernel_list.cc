@@ -64,6 +64,8 @@ void register_cpu_kernels(KernelRegistry& r) {
            "ReduceLogSumExp", "ReduceSumSquare", "ArgMax", "ArgMin", "CumSum", "CumProd", "TopK"},
           "hand-written reduction along any axes");
   add_any({"InstanceNormalization", "GroupNormalization", "LRN"}, "hand-written normalization loop");
+  add_any({"Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "RMSNormalization"},
+          "loop along any axis, f32 or f64, with LayerNormalization's Mean and InvStdDev");
   add_any({"Einsum"}, "batched products of the operands gathered once (f32, letters only)");
   add_any({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",
            "SplitToSequence", "ConcatFromSequence"},

@@ -1,7 +1,8 @@
 // MatMul and Gemm over f32 values whose shapes are known only while running (a Loop's
 // outputs, a Slice with run-time starts): make_matmul builds oneDNN primitives for the
 // shapes the plan knows and refuses these. Each run's product is oneDNN's sgemm (no
-// primitive to create per shape), one call per batch matrix.
+// primitive to create per shape), one call per batch matrix. MatMul of f64 (any shapes) on
+// a plain loop in double.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
@@ -27,9 +28,24 @@ void sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const
              N, K);
 }
 
-// numpy's matmul: 1-D operands promoted (and their dim dropped), batch dims broadcast.
+// C[M, N] = A[M, K] · B[K, N] in double (torch exports of double math): each row of C summed
+// over k in ascending order, rows split over the threads. oneDNN has no f64 product.
+void dgemm(int64_t M, int64_t N, int64_t K, const double* A, const double* B, double* C, int threads) {
+  parallel_for(M, M * N * K >= (1 << 16) ? threads : 1, [&](int64_t i) {
+    double* c = C + i * N;
+    std::fill(c, c + N, 0.0);
+    for (int64_t k = 0; k < K; ++k) {
+      const double a = A[i * K + k];
+      const double* b = B + k * N;
+      for (int64_t j = 0; j < N; ++j) c[j] += a * b[j];
+    }
+  });
+}
+
+// numpy's matmul: 1-D operands promoted (and their dim dropped), batch dims broadcast; f32 or f64.
 class RuntimeMatMulStep : public TensorStep {
  public:
+  explicit RuntimeMatMulStep(DType dt) : dt_(dt) {}
   void configure(const std::vector<const Tensor*>& in) override {
     std::vector<int64_t> a = in[0]->shape(), b = in[1]->shape();
     HODU_CHECK(!a.empty() && !b.empty(), ErrorCode::InvalidArgument, "{}: MatMul of a scalar", label);
@@ -60,10 +76,7 @@ class RuntimeMatMulStep : public TensorStep {
   }
 
   void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
-    Tensor& y = out(rs, 0, DType::F32, out_shape_);
-    const float* A = in[0]->data<float>();
-    const float* B = in[1]->data<float>();
-    float* C = y.data<float>();
+    Tensor& y = out(rs, 0, dt_, out_shape_);
     const int64_t count = shape_numel(batch_);
     for (int64_t q = 0; q < count; ++q) {
       // The batch index q in the output's batch dims, read back in each operand's (broadcast) dims.
@@ -76,12 +89,17 @@ class RuntimeMatMulStep : public TensorStep {
         as *= a_batch_[d];
         bs *= b_batch_[d];
       }
-      sgemm(false, false, M_, N_, K_, 1.0f, A + ai * M_ * K_, B + bi * K_ * N_, 0.0f, C + q * M_ * N_);
+      if (dt_ == DType::F64)
+        dgemm(M_, N_, K_, in[0]->data<double>() + ai * M_ * K_, in[1]->data<double>() + bi * K_ * N_,
+              y.data<double>() + q * M_ * N_, rs.threads);
+      else
+        sgemm(false, false, M_, N_, K_, 1.0f, in[0]->data<float>() + ai * M_ * K_,
+              in[1]->data<float>() + bi * K_ * N_, 0.0f, y.data<float>() + q * M_ * N_);
     }
-    (void)rs;
   }
 
  private:
+  DType dt_;
   bool a_vec_ = false, b_vec_ = false;
   int64_t M_ = 0, N_ = 0, K_ = 0;
   std::vector<int64_t> batch_, a_batch_, b_batch_, out_shape_;
@@ -136,10 +154,15 @@ class RuntimeGemmStep : public TensorStep {
 
 bool make_runtime_matmul(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm") || n.inputs.size() < 2) return false;
+  if (n.op_type == "MatMul" && dtype_of(b, n.inputs[0]) == DType::F64 && dtype_of(b, n.inputs[1]) == DType::F64) {
+    add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(DType::F64), {DType::F64}, "f64 product loop");
+    return true;
+  }
   for (size_t i = 0; i < n.inputs.size(); ++i)
     if (!n.inputs[i].empty() && dtype_of(b, n.inputs[i]) != DType::F32) return false;
   if (n.op_type == "MatMul") {
-    add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(), {DType::F32}, "sgemm (shapes known while running)");
+    add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(DType::F32), {DType::F32},
+                    "sgemm (shapes known while running)");
     return true;
   }
   add_tensor_step(b, n,
