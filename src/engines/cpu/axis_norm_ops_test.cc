@@ -88,5 +88,39 @@ TEST(CpuAxisNormOps, DoubleMatMulBroadcastsBatches) {
   EXPECT_EQ(p->run(feeds)[1].tensor.shape(), (std::vector<int64_t>{2, 3}));
 }
 
+// RotaryEmbedding (rotary.cc) sits beside these as another row loop of attention blocks.
+TEST(CpuAxisNormOps, RotaryEmbeddingInBothLayouts) {
+  GraphBuilder b;
+  b.m.opset_imports[""] = 23;
+  b.input("x4", DType::F32, std::vector<int64_t>{2, 3, 5, 8});  // [B, H, S, D]
+  b.input("x3", DType::F32, std::vector<int64_t>{2, 5, 16});    // [B, S, H·D], 2 heads
+  b.input("pos", DType::I64, std::vector<int64_t>{2, 5});
+  b.constant("cos", random_floats({12, 4}, 20));
+  b.constant("sin", random_floats({12, 4}, 21));
+  b.constant("cos3", random_floats({2, 5, 2}, 22));
+  b.constant("sin3", random_floats({2, 5, 2}, 23));
+  b.node("RotaryEmbedding", {"x4", "cos", "sin", "pos"}, {"y4"});
+  b.node("RotaryEmbedding", {"x3", "cos3", "sin3"}, {"y3"},
+         {Attribute::make_int("interleaved", 1), Attribute::make_int("num_heads", 2),
+          Attribute::make_int("rotary_embedding_dim", 4)});  // half of each head rotated
+  b.output("y4");
+  b.output("y3");
+  Model m = b.finish();
+  std::vector<int64_t> pos = {0, 3, 11, 2, 2, 5, 6, 7, 1, 9};
+  std::map<std::string, RuntimeValue> feeds{{"x4", RuntimeValue(random_floats({2, 3, 5, 8}, 24))},
+                                            {"x3", RuntimeValue(random_floats({2, 5, 16}, 25))},
+                                            {"pos", RuntimeValue(int64s(pos, {2, 5}))}};
+  auto p = expect_matches_interpreter(m, feeds, 1e-6, 1e-6);
+  expect_no_fallback(*p);
+  EXPECT_EQ(p->count("rotary embedding loop"), 2);
+  feeds["pos"] = RuntimeValue(int64s({0, 3, 12, 2, 2, 5, 6, 7, 1, 9}, {2, 5}));
+  try {
+    p->run(feeds);
+    FAIL() << "a position past the cache must be an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace hodu::cpu

@@ -286,6 +286,7 @@ bool make_deconv(PlanBuilder& b, const Node& node);          // dnnl_deconv.cc (
 bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (Reduce*, ArgMax/ArgMin, CumSum, TopK)
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
 bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
+bool make_rotary(PlanBuilder& b, const Node& node);          // rotary.cc (RotaryEmbedding)
 bool make_axis_norm_ops(PlanBuilder& b, const Node& node);   // axis_norm_ops.cc (Softmax/LayerNorm: any axis, f64, Mean)
 bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
 bool make_sequence_ops(PlanBuilder& b, const Node& node);    // sequence_ops.cc (Sequence*, SplitToSequence, ...)
