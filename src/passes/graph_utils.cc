@@ -16,13 +16,25 @@ void collect_node_subgraph_reads(const Node& n, std::set<std::string>& reads) {
   }
 }
 
+// Only the outer values: a name the subgraph defines itself (an input, an initializer, a node's
+// output) is its own, even where it repeats an outer name (a fused body's output has its node's).
 void collect_subgraph_reads(const Graph& sg, std::set<std::string>& reads) {
+  std::set<std::string> defined, used;
+  for (const auto& in : sg.inputs) defined.insert(in.name);
+  for (const auto& [name, t] : sg.initializers) defined.insert(name);
   for (const auto& n : sg.nodes) {
+    std::set<std::string> here;
     for (const auto& in : n.inputs)
-      if (!in.empty()) reads.insert(in);
-    collect_node_subgraph_reads(n, reads);
+      if (!in.empty()) here.insert(in);
+    collect_node_subgraph_reads(n, here);
+    for (const auto& r : here)
+      if (!defined.count(r)) used.insert(r);
+    for (const auto& o : n.outputs)
+      if (!o.empty()) defined.insert(o);
   }
-  for (const auto& o : sg.outputs) reads.insert(o.name);
+  for (const auto& o : sg.outputs)
+    if (!defined.count(o.name)) used.insert(o.name);
+  reads.merge(used);
 }
 
 void rename_in_subgraph(Graph& sg, const std::string& from, const std::string& to) {

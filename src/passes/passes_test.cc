@@ -850,3 +850,35 @@ TEST(HardSwishFusion, NearMissesStay) {
 
 }  // namespace
 }  // namespace hodu::passes
+
+namespace hodu::passes {
+namespace {
+
+// reads_of: the outer values a node's subgraphs read, not the names they define themselves (a
+// fused body's output carries its node's output name; the cpu engine's reader counts use this).
+TEST(GraphUtils, ReadsOfCountsOnlyOuterValuesOfSubgraphs) {
+  auto body = std::make_shared<Graph>();
+  body->inputs.push_back({"a", ValueType::tensor(DType::F32, Shape::from({2})), ""});
+  body->set_initializer("k", Tensor::from_vector<float>(DType::F32, {1}, {2.0f}));
+  Node mul;
+  mul.op_type = "Mul";
+  mul.inputs = {"a", "k"};
+  mul.outputs = {"t"};
+  Node add;
+  add.op_type = "Add";
+  add.inputs = {"t", "outer"};  // an outer value
+  add.outputs = {"y"};          // the node's own output name
+  body->nodes = {mul, add};
+  body->outputs.push_back({"y", {}, ""});
+  body->outputs.push_back({"passed", {}, ""});  // an outer value handed straight out
+  Node n;
+  n.op_type = "FusedElementwise";
+  n.domain = "hodu";
+  n.inputs = {"x"};
+  n.outputs = {"y", "z"};
+  n.attributes.push_back(Attribute::make_graph("body", body));
+  EXPECT_EQ(reads_of(n), (std::set<std::string>{"x", "outer", "passed"}));
+}
+
+}  // namespace
+}  // namespace hodu::passes

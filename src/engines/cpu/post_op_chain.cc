@@ -140,13 +140,8 @@ PostOpChain post_op_chain(const PlanBuilder& b, const std::string& y, const std:
     return false;
   };
   std::string v = y;
-  size_t producer = g.nodes.size();
   for (;;) {
-    // Readers of v but its producer (PlanBuilder::readers counts every name a FusedElementwise
-    // body reads, the body's output too, which has the node's output's name).
-    std::vector<size_t> r;
-    for (size_t i : b.readers(v))
-      if (i != producer) r.push_back(i);
+    const std::vector<size_t>& r = b.readers(v);
     if (r.size() != 1 || g.output(v)) break;
     const Node& n = g.nodes[r[0]];
     auto ot = b.static_type(n.outputs.empty() ? std::string() : n.outputs[0]);
@@ -175,7 +170,6 @@ PostOpChain post_op_chain(const PlanBuilder& b, const std::string& y, const std:
     chain.nodes.push_back(&n);
     chain.ops = std::move(ops);
     v = n.outputs[0];
-    producer = r[0];
   }
   if (!chain.nodes.empty()) chain.output = v;
   return chain;
