@@ -382,3 +382,33 @@ TEST(CpuInt8, QdqGraphRunsOnInt8Products) {
 
 }  // namespace
 }  // namespace hodu::cpu
+
+namespace hodu::cpu {
+namespace {
+
+// MaxPool of u8 and s8 (ONNX Runtime's QOperator models pool quantized activations): the
+// engine's own loop, the interpreter's values, with padding, strides, dilations and ceil_mode.
+TEST(CpuInt8MaxPool, MatchesInterpreterWithoutFallback) {
+  for (DType dt : {DType::U8, DType::I8}) {
+    testing::GraphBuilder b;
+    b.input("x", dt, std::vector<int64_t>{2, 3, 11, 9});
+    b.node("MaxPool", {"x"}, {"y"},
+           {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+            Attribute::make_ints("pads", {1, 1, 1, 1})});
+    b.node("MaxPool", {"x"}, {"z"},
+           {Attribute::make_ints("kernel_shape", {2, 3}), Attribute::make_ints("strides", {2, 1}),
+            Attribute::make_ints("dilations", {2, 1}), Attribute::make_int("ceil_mode", 1)});
+    b.output("y");
+    b.output("z");
+    Model m = b.finish();
+    std::vector<int64_t> v(2 * 3 * 11 * 9);
+    for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int64_t>((i * 37 + 11) % 256) - (dt == DType::I8 ? 128 : 0);
+    Tensor x = Tensor::from_vector<int64_t>(DType::I64, {2, 3, 11, 9}, v).cast(dt);
+    auto p = testing::expect_matches_interpreter(m, {{"x", RuntimeValue(x)}}, 0, 0);
+    EXPECT_TRUE(p->interp_ops().empty()) << dtype_name(dt);
+    EXPECT_EQ(p->count("cpu int8 max pool"), 2) << dtype_name(dt);
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu

@@ -96,6 +96,7 @@ void register_cpu_kernels(KernelRegistry& r) {
   add_int8({"DynamicQuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized min/max and quantize loops");
   add_int8({"QuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized loop, per tensor or per axis");
   add_int8({"DequantizeLinear"}, {DType::U8, DType::I8}, "cpu", "hand-written vectorized loop, per tensor or per axis");
+  add_int8({"MaxPool"}, {DType::U8, DType::I8}, "onednn", "hand-written int8 max pooling loop, plain layout (2-D windows)");
 }
 
 }  // namespace hodu::cpu
