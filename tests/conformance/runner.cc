@@ -78,12 +78,12 @@ std::string read_file(const fs::path& p) {
   return ss.str();
 }
 
-// "suite/case  # reason" lines; the reason is required.
-std::map<std::string, std::string> read_expected(const std::string& path) {
+// "key  # reason" lines (the reason is required): key → reason. `what` names an entry in errors.
+std::map<std::string, std::string> read_reasoned(const std::string& path, const char* what,
+                                                 std::map<std::string, int>* lines = nullptr) {
   std::map<std::string, std::string> out;
-  if (path.empty()) return out;
   std::ifstream f(path);
-  if (!f) fail(ErrorCode::Io, "cannot open expected-failures file {}", path);
+  if (!f) fail(ErrorCode::Io, "cannot open {} file {}", what, path);
   std::string line;
   int ln = 0;
   while (std::getline(f, line)) {
@@ -95,36 +95,35 @@ std::map<std::string, std::string> read_expected(const std::string& path) {
     key.erase(key.find_last_not_of(" \t") + 1);
     std::string reason = hash == std::string::npos ? "" : line.substr(hash + 1);
     if (reason.find_first_not_of(" \t") == std::string::npos)
-      fail(ErrorCode::InvalidArgument, "{}:{}: expected failure '{}' has no reason", path, ln, key);
+      fail(ErrorCode::InvalidArgument, "{}:{}: {} '{}' has no reason", path, ln, what, key);
     out[key] = reason.substr(reason.find_first_not_of(" \t"));
+    if (lines) (*lines)[key] = ln;
+  }
+  return out;
+}
+
+// "suite/case  # reason" lines.
+std::map<std::string, std::string> read_expected(const std::string& path) {
+  if (path.empty()) return {};
+  return read_reasoned(path, "expected failure");
+}
+
+// "Op dtype  # reason" lines: the interpreter fallbacks a run accepts (key "Op dtype").
+std::map<std::string, std::string> read_fallbacks(const std::string& path) {
+  std::map<std::string, int> lines;
+  std::map<std::string, std::string> out;
+  for (auto& [key, reason] : read_reasoned(path, "allowed fallback", &lines)) {
+    std::istringstream is(key);
+    std::string op, dtype, extra;
+    is >> op >> dtype;
+    if (dtype.empty() || (is >> extra))
+      fail(ErrorCode::InvalidArgument, "{}:{}: expected 'Op dtype  # reason', got '{}'", path, lines[key], key);
+    out[op + " " + dtype] = std::move(reason);
   }
   return out;
 }
 
 // "suite/case rtol atol # reason"
-// "Op dtype  # reason" lines: the interpreter fallbacks a run accepts.
-std::map<std::string, std::string> read_fallbacks(const std::string& path) {
-  std::map<std::string, std::string> out;
-  std::ifstream f(path);
-  if (!f) fail(ErrorCode::Io, "cannot open fallbacks file {}", path);
-  std::string line;
-  int ln = 0;
-  while (std::getline(f, line)) {
-    ++ln;
-    auto s = line.find_first_not_of(" \t");
-    if (s == std::string::npos || line[s] == '#') continue;
-    auto hash = line.find('#');
-    std::istringstream is(line.substr(0, hash));
-    std::string op, dtype, extra;
-    is >> op >> dtype;
-    if (op.empty() || dtype.empty() || (is >> extra) || hash == std::string::npos ||
-        line.find_first_not_of(" \t", hash + 1) == std::string::npos)
-      fail(ErrorCode::InvalidArgument, "{}:{}: expected 'Op dtype  # reason'", path, ln);
-    out[op + " " + dtype] = line.substr(line.find_first_not_of(" \t", hash + 1));
-  }
-  return out;
-}
-
 std::map<std::string, conformance::Tolerance> read_tolerances(const std::string& path) {
   std::map<std::string, conformance::Tolerance> out;
   if (path.empty()) return out;

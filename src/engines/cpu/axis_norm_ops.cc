@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "engines/cpu/tensor_step.h"
+#include "engines/interp/ops/softmax_norm_row.h"
 
 namespace hodu::cpu {
 namespace {
@@ -20,7 +21,7 @@ bool dispatch_float_dtype(DType dt, F&& f) {
   return true;
 }
 
-enum class SoftKind { Softmax, LogSoftmax, Hardmax };
+using SoftKind = interp::SKind;
 
 class AxisSoftmaxStep : public TensorStep {
  public:
@@ -52,30 +53,7 @@ class AxisSoftmaxStep : public TensorStep {
       std::vector<T> tmp(static_cast<size_t>(n));
       for (int64_t t = c * chunk; t < std::min(lanes, (c + 1) * chunk); ++t) {
         const int64_t o = t / inner, i = t % inner;
-        const T* p = src + o * n * inner + i;
-        T* q = dst + o * n * inner + i;
-        T m = p[0];
-        int64_t am = 0;
-        for (int64_t k = 1; k < n; ++k)
-          if (p[k * inner] > m || (std::isnan(p[k * inner]) && !std::isnan(m))) {
-            m = p[k * inner];
-            am = k;
-          }
-        if (kind_ == SoftKind::Hardmax) {
-          for (int64_t k = 0; k < n; ++k) q[k * inner] = k == am ? T(1) : T(0);
-          continue;
-        }
-        double sum = 0;
-        for (int64_t k = 0; k < n; ++k) {
-          tmp[k] = p[k * inner] - m;
-          sum += static_cast<double>(std::exp(tmp[k]));
-        }
-        if (kind_ == SoftKind::Softmax) {
-          for (int64_t k = 0; k < n; ++k) q[k * inner] = static_cast<T>(static_cast<double>(std::exp(tmp[k])) / sum);
-        } else {
-          const T ls = static_cast<T>(std::log(sum));
-          for (int64_t k = 0; k < n; ++k) q[k * inner] = tmp[k] - ls;
-        }
+        interp::softmax_lane(kind_, src + o * n * inner + i, dst + o * n * inner + i, n, inner, tmp.data());
       }
     });
   }
@@ -158,19 +136,8 @@ class AxisLayerNormStep : public TensorStep {
       const int64_t* boff = offsets_[1].data();
       parallel_for(rows_, x.numel() >= (1 << 14) ? rs.threads : 1, [&](int64_t i) {
         const T* p = src + i * cols;
-        double mu = 0;
-        if (!rms_) {
-          double s = 0;
-          for (int64_t k = 0; k < cols; ++k) s += p[k];
-          mu = s / static_cast<double>(cols);
-        }
-        double q = 0;
-        for (int64_t k = 0; k < cols; ++k) q += (p[k] - mu) * (p[k] - mu);
-        double iv = 1.0 / std::sqrt(q / static_cast<double>(cols) + eps);
-        if (!stash_f64) {
-          mu = static_cast<float>(mu);
-          iv = static_cast<float>(iv);
-        }
+        double mu, iv;
+        interp::norm_row_stats(p, cols, eps, rms_, stash_f64, mu, iv);
         for (int64_t k = 0; k < cols; ++k) {
           double v = (p[k] - mu) * iv * scale[soff[k]];
           if (bias) v += bias[boff[k]];

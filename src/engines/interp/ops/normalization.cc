@@ -8,6 +8,7 @@
 #include <type_traits>
 
 #include "engines/interp/ops/op_utils.h"
+#include "engines/interp/ops/softmax_norm_row.h"
 
 namespace hodu::interp {
 namespace {
@@ -171,20 +172,8 @@ void rows_norm_kernel(KernelContext& ctx, bool rms) {
     parallel_for(ctx.threads, rows, std::max<int64_t>(1, 4096 / std::max<int64_t>(cols, 1)), [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
         const T* p = src + i * cols;
-        double mu = 0;
-        if (!rms) {
-          double s = 0;
-          for (int64_t k = 0; k < cols; ++k) s += p[k];
-          mu = s / static_cast<double>(cols);
-        }
-        double q = 0;
-        for (int64_t k = 0; k < cols; ++k) q += (p[k] - mu) * (p[k] - mu);
-        double var = q / static_cast<double>(cols);
-        double inv = 1.0 / std::sqrt(var + eps);
-        if (!stash_f64) {
-          mu = static_cast<float>(mu);
-          inv = static_cast<float>(inv);
-        }
+        double mu, inv;
+        norm_row_stats(p, cols, eps, rms, stash_f64, mu, inv);
         means[i] = mu;
         invs[i] = inv;
         for (int64_t k = 0; k < cols; ++k) {

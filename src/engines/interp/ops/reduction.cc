@@ -8,6 +8,7 @@
 
 #include "engines/interp/ops/op_utils.h"
 #include "engines/interp/ops/reduce_row.h"
+#include "engines/interp/ops/softmax_norm_row.h"
 
 namespace hodu::interp {
 namespace {
@@ -201,8 +202,6 @@ void cum_kernel(KernelContext& ctx, bool prod) {
 
 // ---- Softmax / LogSoftmax / Hardmax ----------------------------------------------
 
-enum class SKind { Softmax, LogSoftmax, Hardmax };
-
 void softmax_kernel(KernelContext& ctx, SKind kind) {
   const Tensor& x0 = ctx.input(0);
   DType dt = x0.dtype();
@@ -222,30 +221,7 @@ void softmax_kernel(KernelContext& ctx, SKind kind) {
                      int64_t o = t / inner, i = t % inner;
                      const T* p = src + o * n * inner + i;
                      T* q = dst + o * n * inner + i;
-                     if (n == 0) continue;
-                     T m = p[0];
-                     int64_t am = 0;
-                     for (int64_t k = 1; k < n; ++k)
-                       if (p[k * inner] > m || (std::isnan(p[k * inner]) && !std::isnan(m))) {
-                         m = p[k * inner];
-                         am = k;
-                       }
-                     if (kind == SKind::Hardmax) {
-                       for (int64_t k = 0; k < n; ++k) q[k * inner] = k == am ? T(1) : T(0);
-                       continue;
-                     }
-                     double sum = 0;
-                     for (int64_t k = 0; k < n; ++k) {
-                       tmp[k] = p[k * inner] - m;
-                       sum += static_cast<double>(std::exp(tmp[k]));
-                     }
-                     if (kind == SKind::Softmax) {
-                       for (int64_t k = 0; k < n; ++k)
-                         q[k * inner] = static_cast<T>(static_cast<double>(std::exp(tmp[k])) / sum);
-                     } else {
-                       T ls = static_cast<T>(std::log(sum));
-                       for (int64_t k = 0; k < n; ++k) q[k * inner] = tmp[k] - ls;
-                     }
+                     softmax_lane(kind, p, q, n, inner, tmp.data());
                    }
                  });
   });
