@@ -594,6 +594,47 @@ MODELS = [product_over_sizes_read, resize_free_dims, resize_fractional_free_dims
 MODELS += [resample_free_dims, rank_divergent_if, rank_divergent_on_data]
 
 
+def roi_align_free_dims():
+    """RoiAlign (avg and max, both coordinate modes) over a free batch, image size and roi count."""
+    r = rng_for("roi_align_free_dims")
+    nodes = [helper.make_node("RoiAlign", ["x", "rois", "bi"], ["ya"], output_height=3, output_width=2,
+                              sampling_ratio=2, spatial_scale=0.5),
+             helper.make_node("RoiAlign", ["x", "rois", "bi"], ["ym"], mode="max", output_height=2, output_width=4,
+                              coordinate_transformation_mode="output_half_pixel")]
+    m = model("roi_align_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"]), vi("rois", F, ["R", 4]),
+                                            vi("bi", I64, ["R"])], [vi("ya", F, ["R", 3, 3, 2]), vi("ym", F, ["R", 3, 2, 4])], opset=16)
+    feeds = []
+    for n, h, w, k in [(1, 6, 8, 2), (3, 10, 7, 5)]:
+        x1, y1 = r.uniform(0, w, k), r.uniform(0, h, k)
+        rois = np.stack([x1, y1, x1 + r.uniform(1, w, k), y1 + r.uniform(1, h, k)], 1).astype(np.float32)
+        feeds.append({"x": r.standard_normal((n, 3, h, w)).astype(np.float32), "rois": rois,
+                      "bi": r.integers(0, n, k).astype(np.int64)})
+    return m, feeds, True
+
+
+def matmul_wide_free_dims():
+    """MatMul and Gemm outside float32: float64 with broadcast batch dims, int32 (wrapping), and a
+    float64 Gemm with transB, alpha, beta and a row of C, over free dims."""
+    r = rng_for("matmul_wide_free_dims")
+    D, I32 = TensorProto.DOUBLE, TensorProto.INT32
+    nodes = [helper.make_node("MatMul", ["a", "b"], ["y"]),
+             helper.make_node("MatMul", ["ia", "ib"], ["iy"]),
+             helper.make_node("Gemm", ["ga", "gb", "gc"], ["gy"], transB=1, alpha=0.5, beta=2.0)]
+    m = model("matmul_wide_free_dims", nodes,
+              [vi("a", D, ["B", 1, "M", 5]), vi("b", D, [3, 5, "N"]), vi("ia", I32, ["M", 4]), vi("ib", I32, [4, "N"]),
+               vi("ga", D, ["M", 6]), vi("gb", D, ["N", 6]), vi("gc", D, [1, "N"])],
+              [vi("y", D, ["B", 3, "M", "N"]), vi("iy", I32, ["M", "N"]), vi("gy", D, ["M", "N"])], opset=13)
+    feeds = [{"a": r.standard_normal((b, 1, mm, 5)), "b": r.standard_normal((3, 5, nn)),
+              "ia": r.integers(-2 ** 20, 2 ** 20, (mm, 4)).astype(np.int32),
+              "ib": r.integers(-2 ** 12, 2 ** 12, (4, nn)).astype(np.int32),
+              "ga": r.standard_normal((mm, 6)), "gb": r.standard_normal((nn, 6)), "gc": r.standard_normal((1, nn))}
+             for b, mm, nn in [(1, 2, 3), (2, 7, 4)]]
+    return m, feeds, True
+
+
+MODELS += [roi_align_free_dims, matmul_wide_free_dims]
+
+
 def einsum_free_dims():
     m = model("einsum_free_dims", [helper.make_node("Einsum", ["a", "b"], ["y"], equation="btd,bsd->bts")],
               [vi("a", F, ["B", "T", 4]), vi("b", F, ["B", "S", 4])], [vi("y", F, ["B", "T", "S"])], opset=13)

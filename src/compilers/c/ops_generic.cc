@@ -500,12 +500,62 @@ void emit_det(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// MatMul and Gemm of float64 and integer types (float32 runs in ops_nn.cc, half floats are
+// widened to it by graph_prep): double or wrapping int64 products (hk_matmul_wide).
+void emit_matmul_generic(Codegen& cg, const Node& n) {
+  const bool gemm = n.op_type == "Gemm";
+  DType dt = cg.dtype_of(n.inputs[0]);
+  HODU_CHECK((dtype_is_float(dt) || dtype_is_integer(dt)) && cg.dtype_of(n.inputs[1]) == dt, ErrorCode::Unsupported,
+             "{}: {} of {} and {} is not supported (numbers of one dtype are needed)", n.describe(), n.op_type,
+             dtype_name(dt), dtype_name(cg.dtype_of(n.inputs[1])));
+  const bool integer = dtype_is_integer(dt);
+  auto as = cg.shape_of(n.inputs[0]), bs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(!as.empty() && !bs.empty(), ErrorCode::InvalidModel, "{}: {} of a scalar", n.describe(), n.op_type);
+  bool ta = gemm && n.get_int("transA", 0) != 0, tb = gemm && n.get_int("transB", 0) != 0;
+  double alpha = gemm ? n.get_float("alpha", 1.f) : 1.0, beta = gemm ? n.get_float("beta", 1.f) : 1.0;
+  HODU_CHECK(!integer || (std::nearbyint(alpha) == alpha && std::nearbyint(beta) == beta), ErrorCode::Unsupported,
+             "{}: integer Gemm with a fractional alpha or beta is not supported by compiled code", n.describe());
+  if (gemm)
+    HODU_CHECK(as.size() == 2 && bs.size() == 2, ErrorCode::InvalidModel, "{}: Gemm needs 2-D A and B", n.describe());
+  if (as.size() == 1) as.insert(as.begin(), 1);
+  if (bs.size() == 1) bs.push_back(1);
+  SymInt M = ta ? as[as.size() - 1] : as[as.size() - 2], K = ta ? as[as.size() - 2] : as.back();
+  SymInt N = tb ? bs[bs.size() - 2] : bs.back(), Kb = tb ? bs.back() : bs[bs.size() - 2];
+  sym_require(sym_eq(K, Kb), n.describe() + ": inner dims %lld and %lld differ", {K, Kb});
+  SymShape ab(as.begin(), as.end() - 2), bb(bs.begin(), bs.end() - 2);
+  size_t rank = std::max(ab.size(), bb.size());
+  ab.insert(ab.begin(), rank - ab.size(), 1);
+  bb.insert(bb.begin(), rank - bb.size(), 1);
+  SymShape batch(rank);
+  for (size_t d = 0; d < rank; ++d) batch[d] = broadcast_dim(ab[d], bb[d], n.describe());
+  auto wide = [&](const std::string& v) { return integer ? i64_in(cg, v) : f64_in(cg, v); };
+  std::string a = wide(n.inputs[0]), b = wide(n.inputs[1]), c = "NULL";
+  SymInt cr = 1, cc = 1;
+  if (gemm && n.has_input(2)) {
+    auto cs = cg.shape_of(n.inputs[2]);
+    HODU_CHECK(cs.size() <= 2 && cg.dtype_of(n.inputs[2]) == dt, ErrorCode::InvalidModel,
+               "{}: C must be of A's dtype and of rank at most 2", n.describe());
+    if (cs.size() == 2) cr = cs[0];
+    if (!cs.empty()) cc = cs.back();
+    c = wide(n.inputs[2]);
+  }
+  WideOut y = wide_out(cg, n.outputs[0], ys, integer);
+  std::string tables =
+      rank ? fmt::format("{}, {}, {}", cg.table(ab), cg.table(bb), cg.table(batch)) : "NULL, NULL, NULL";
+  cg.emit(fmt::format("hk_matmul_wide({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", a, b, y.buffer, integer ? 1 : 0,
+                      rank, tables, M, K, N, ta ? 1 : 0, tb ? 1 : 0));
+  if (gemm && (alpha != 1.0 || c != "NULL"))
+    cg.emit(fmt::format("hk_gemm_wide_epilogue({}, {}, {}, {}, {}, {}, {}, {:.17g}, {:.17g});", y.buffer, c,
+                        integer ? 1 : 0, M, N, cr, cc, alpha, beta));
+  y.finish(cg);
+}
+
 }  // namespace
 
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum", "MatMul", "Gemm"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -530,6 +580,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "ConvTranspose") emit_conv_transpose(cg, n);
   else if (op == "Det") emit_det(cg, n);
   else if (op == "Einsum") emit_einsum(cg, n);
+  else if (op == "MatMul" || op == "Gemm") emit_matmul_generic(cg, n);
   else return false;
   return true;
 }

@@ -842,8 +842,8 @@ bool emit_nn_op(Codegen& cg, const Node& n) {
            n.get_int("stash_type", 1) == 1)
     emit_layernorm(cg, n);
   else if ((op == "Softmax" || op == "LogSoftmax") && f32_only(cg, n)) emit_softmax(cg, n);
-  else if (op == "MatMul") emit_matmul(cg, n);
-  else if (op == "Gemm") emit_gemm(cg, n);
+  else if (op == "MatMul" && f32_only(cg, n)) emit_matmul(cg, n);
+  else if (op == "Gemm" && f32_only(cg, n)) emit_gemm(cg, n);
   else if (op == "Mul" && cg.channel_scales.count(n.outputs[0])) emit_channel_scale(cg, n);
   else if (op == "Concat" && cg.inplace_concats.count(n.outputs[0])) emit_concat_inplace(cg, n);
   else return false;

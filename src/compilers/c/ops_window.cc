@@ -234,6 +234,33 @@ void emit_stft(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// RoiAlign: bilinear samples of each region's bins, over doubles (kernels/hk_detect.c).
+void emit_roi_align(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), rs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 4 && rs.size() == 2 && ys.size() == 4, ErrorCode::InvalidModel,
+             "{}: X must be [N, C, H, W] and rois [num_rois, 4]", n.describe());
+  const std::string ctm = n.get_string("coordinate_transformation_mode", "half_pixel");
+  const std::string mode = n.get_string("mode", "avg");
+  HODU_CHECK(ctm == "half_pixel" || ctm == "output_half_pixel", ErrorCode::InvalidModel,
+             "{}: unknown coordinate_transformation_mode '{}'", n.describe(), ctm);
+  HODU_CHECK(mode == "avg" || mode == "max", ErrorCode::InvalidModel, "{}: unknown mode '{}'", n.describe(), mode);
+  const int64_t oh = n.get_int("output_height", 1), ow = n.get_int("output_width", 1);
+  const int64_t sr = n.get_int("sampling_ratio", 0);
+  HODU_CHECK(oh > 0 && ow > 0 && sr >= 0, ErrorCode::InvalidModel,
+             "{}: output_height/output_width must be positive and sampling_ratio not negative", n.describe());
+  sym_require(sym_eq(rs[1], 4), n.describe() + ": rois have %lld coordinates, 4 needed", {rs[1]});
+  cg.kernel_sections.insert("detect");
+  need_generic_kernels(cg);
+  std::string x = f64_in(cg, n.inputs[0]), rois = f64_in(cg, n.inputs[1]), bidx = i64_in(cg, n.inputs[2]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_roi_align({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {})", x, rois, bidx,
+                              y.buffer, xs[0], xs[1], xs[2], xs[3], rs[0], oh, ow, sr,
+                              c_float(n.get_float("spatial_scale", 1.f)), ctm == "half_pixel" ? 1 : 0,
+                              mode == "max" ? 1 : 0),
+                  n, "a batch index is out of range");
+  y.finish(cg);
+}
+
 // NonMaxSuppression: the selections go to scratch sized for every box of every class, then
 // their count (a late dim, or the model's declared one, checked) sizes the output.
 void emit_nms(Codegen& cg, const Node& n) {
@@ -264,7 +291,7 @@ void emit_nms(Codegen& cg, const Node& n) {
 
 std::vector<std::string> window_op_names() {
   return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-          "NonMaxSuppression", "MaxUnpool", "STFT"};
+          "NonMaxSuppression", "MaxUnpool", "STFT", "RoiAlign"};
 }
 
 bool emit_window_op(Codegen& cg, const Node& n) {
@@ -276,6 +303,7 @@ bool emit_window_op(Codegen& cg, const Node& n) {
   else if (op == "DFT") emit_dft(cg, n);
   else if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") emit_signal_window(cg, n);
   else if (op == "NonMaxSuppression") emit_nms(cg, n);
+  else if (op == "RoiAlign") emit_roi_align(cg, n);
   else if (op == "MaxUnpool") emit_max_unpool(cg, n);
   else if (op == "STFT") emit_stft(cg, n);
   else return false;

@@ -661,6 +661,8 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     return outs;
   }
   if (op == "NonMaxSuppression") return {{late_count(), 3}};
+  if (op == "RoiAlign")
+    return {{in(1).at(0), in(0).at(1), n.get_int("output_height", 1), n.get_int("output_width", 1)}};
   if (op == "NonZero") {
     int64_t r = static_cast<int64_t>(in(0).size());
     return {{std::max<int64_t>(r, 1), late_count()}};

@@ -55,3 +55,70 @@ HK int64_t hk_nms(const double* boxes, const double* scores, int64_t B, int64_t 
   }
   return count;
 }
+
+/* RoiAlign of x [N, C, H, W] over rois [R, 4] (x1, y1, x2, y2) and their batch indices into
+ * y [R, C, OH, OW]: bilinear samples on a gh x gw grid per bin, averaged (is_max 0) or the
+ * largest weighted tap (is_max 1), as the reference interpreter (nn_pool.cc) computes them.
+ * Returns 1 when a batch index is out of range. */
+HK int hk_roi_align(const double* x, const double* rois, const int64_t* bidx, double* y, int64_t N, int64_t C,
+                    int64_t H, int64_t W, int64_t R, int64_t OH, int64_t OW, int64_t sr, double scale, int half,
+                    int is_max) {
+  int64_t r, c, ph, pw, iy, ix;
+  for (r = 0; r < R; ++r)
+    if (bidx[r] < 0 || bidx[r] >= N) return 1;
+  for (r = 0; r < R; ++r) {
+    double off = half ? 0.5 : 0.0;
+    double sw = rois[r * 4] * scale - off, sh = rois[r * 4 + 1] * scale - off;
+    double ew = rois[r * 4 + 2] * scale - off, eh = rois[r * 4 + 3] * scale - off;
+    double rw = ew - sw, rh = eh - sh, bh, bw, count;
+    int64_t gh, gw;
+    if (!half) {
+      rw = fmax(rw, 1.0);
+      rh = fmax(rh, 1.0);
+    }
+    bh = rh / (double)OH, bw = rw / (double)OW;
+    gh = sr > 0 ? sr : (int64_t)ceil(rh / (double)OH);
+    gw = sr > 0 ? sr : (int64_t)ceil(rw / (double)OW);
+    if (gh < 0) gh = 0;
+    if (gw < 0) gw = 0;
+    count = (double)(gh * gw > 1 ? gh * gw : 1);
+    for (c = 0; c < C; ++c) {
+      const double* xp = x + (bidx[r] * C + c) * H * W;
+      for (ph = 0; ph < OH; ++ph)
+        for (pw = 0; pw < OW; ++pw) {
+          double acc = 0;
+          int first = 1;
+          for (iy = 0; iy < gh; ++iy) {
+            double yy = sh + (double)ph * bh + ((double)iy + 0.5) * bh / (double)gh;
+            for (ix = 0; ix < gw; ++ix) {
+              double xx = sw + (double)pw * bw + ((double)ix + 0.5) * bw / (double)gw, v;
+              if (yy < -1.0 || yy > (double)H || xx < -1.0 || xx > (double)W) {
+                v = 0;
+              } else {
+                double yv = fmax(yy, 0.0), xv = fmax(xx, 0.0), ly, lx;
+                int64_t yl = (int64_t)yv, xl = (int64_t)xv, yh, xh;
+                if (yl >= H - 1) yh = yl = H - 1, yv = (double)yl;
+                else yh = yl + 1;
+                if (xl >= W - 1) xh = xl = W - 1, xv = (double)xl;
+                else xh = xl + 1;
+                ly = yv - (double)yl, lx = xv - (double)xl;
+                if (is_max) {
+                  double a = (1 - ly) * (1 - lx) * xp[yl * W + xl], b = (1 - ly) * lx * xp[yl * W + xh];
+                  double d = ly * (1 - lx) * xp[yh * W + xl], e = ly * lx * xp[yh * W + xh];
+                  v = fmax(fmax(fmax(a, b), d), e);
+                } else {
+                  v = (1 - ly) * (1 - lx) * xp[yl * W + xl] + (1 - ly) * lx * xp[yl * W + xh] +
+                      ly * (1 - lx) * xp[yh * W + xl] + ly * lx * xp[yh * W + xh];
+                }
+              }
+              if (is_max) acc = first ? v : fmax(acc, v);
+              else acc += v;
+              first = 0;
+            }
+          }
+          y[((r * C + c) * OH + ph) * OW + pw] = is_max ? acc : acc / count;
+        }
+    }
+  }
+  return 0;
+}

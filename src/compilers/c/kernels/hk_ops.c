@@ -1253,3 +1253,60 @@ HK void hk_einsum(int64_t nops, const double* const* ops, int64_t nl, const int6
     y[o] = acc;
   }
 }
+
+/* ---- MatMul and Gemm outside float32 -------------------------------------------------- */
+
+/* y[batch, M, N] = A·B over broadcast batch dims (ad, bd: the operands' batch dims padded
+ * with 1s to rank; yd: the result's), in double or (integer) int64 wrapping as two's
+ * complement. ta/tb: A stored [K, M], B stored [N, K] (Gemm's transA/transB). */
+HK void hk_matmul_wide(const void* a, const void* b, void* y, int integer, int64_t rank, const int64_t* ad,
+                       const int64_t* bd, const int64_t* yd, int64_t M, int64_t K, int64_t N, int ta, int tb) {
+  int64_t nb = 1, bi, d, i, j, k;
+  for (d = 0; d < rank; ++d) nb *= yd[d];
+  for (bi = 0; bi < nb; ++bi) {
+    int64_t rem = bi, ao = 0, bo = 0, as = 1, bs = 1;
+    for (d = rank; d-- > 0;) {
+      int64_t id = rem % yd[d];
+      rem /= yd[d];
+      ao += (ad[d] == 1 ? 0 : id) * as, as *= ad[d];
+      bo += (bd[d] == 1 ? 0 : id) * bs, bs *= bd[d];
+    }
+    for (i = 0; i < M; ++i)
+      for (j = 0; j < N; ++j) {
+        if (integer) {
+          const int64_t *pa = (const int64_t*)a + ao * M * K, *pb = (const int64_t*)b + bo * K * N;
+          uint64_t acc = 0;
+          for (k = 0; k < K; ++k)
+            acc += (uint64_t)pa[ta ? k * M + i : i * K + k] * (uint64_t)pb[tb ? j * K + k : k * N + j];
+          ((int64_t*)y)[(bi * M + i) * N + j] = (int64_t)acc;
+        } else {
+          const double *pa = (const double*)a + ao * M * K, *pb = (const double*)b + bo * K * N;
+          double acc = 0;
+          for (k = 0; k < K; ++k) acc += pa[ta ? k * M + i : i * K + k] * pb[tb ? j * K + k : k * N + j];
+          ((double*)y)[(bi * M + i) * N + j] = acc;
+        }
+      }
+  }
+}
+
+/* Gemm's epilogue on y [M, N]: y * alpha + C * beta, C [cr, cc] broadcast (c NULL: none).
+ * Integers: alpha and beta are integral (the emitter checks) and wrap. */
+HK void hk_gemm_wide_epilogue(void* y, const void* c, int integer, int64_t M, int64_t N, int64_t cr, int64_t cc,
+                         double alpha, double beta) {
+  int64_t i, j;
+  for (i = 0; i < M; ++i)
+    for (j = 0; j < N; ++j) {
+      int64_t ci = (cr == 1 ? 0 : i) * cc + (cc == 1 ? 0 : j);
+      if (integer) {
+        int64_t* p = (int64_t*)y + i * N + j;
+        uint64_t v = (uint64_t)*p * (uint64_t)(int64_t)alpha;
+        if (c) v += (uint64_t)((const int64_t*)c)[ci] * (uint64_t)(int64_t)beta;
+        *p = (int64_t)v;
+      } else {
+        double* p = (double*)y + i * N + j;
+        double v = alpha == 1.0 ? *p : *p * alpha;
+        if (c && beta != 0.0) v += ((const double*)c)[ci] * beta;
+        *p = v;
+      }
+    }
+}
