@@ -1859,6 +1859,57 @@ void infer_graph(Scope& sc) {
   }
 }
 
+// ai.onnx.ml ops: results as the reference interpreter (engines/interp/ops/ml.cc) makes them.
+void ml_op(InferenceContext& c) {
+  const std::string& op = c.node.op_type;
+  const Shape* xs = in_shape(c, 0);
+  // [N, C] view of a rank 0-2 input: N.
+  auto rows = [&]() -> Dim {
+    if (!xs || !xs->rank_known() || xs->rank() > 2) return Dim::unknown();
+    return xs->rank() == 2 ? xs->dims()[0] : Dim(1);
+  };
+  if (op == "Binarizer" || op == "Imputer") return same_as_input0(c);
+  if (op == "Scaler" || op == "Normalizer") return unary_to(c, DType::F32);
+  if (op == "TreeEnsemble") {
+    return set_tensor(c, 0, in_dtype(c, 0), Shape({rows(), Dim(c.node.get_int("n_targets", 0))}));
+  }
+  if (op == "LinearRegressor")
+    return set_tensor(c, 0, DType::F32, Shape({rows(), Dim(c.node.get_int("targets", 1))}));
+  if (op == "FeatureVectorizer") {
+    int64_t total = 0;
+    for (int64_t d : c.node.get_ints("inputdimensions")) total += d;
+    return set_tensor(c, 0, DType::F32, Shape({rows(), Dim(total)}));
+  }
+  if (op == "ArrayFeatureExtractor") {
+    if (!xs || !xs->rank_known() || xs->rank() == 0) return set_tensor(c, 0, in_dtype(c, 0), Shape::unknown_rank());
+    Dim k = Dim::unknown();
+    if (const Shape* is = in_shape(c, 1); is && is->rank_known())
+      if (auto p = dim_product(is->dims())) k = Dim(*p);
+    std::vector<Dim> d = xs->rank() == 1 ? std::vector<Dim>{Dim(1)}
+                                         : std::vector<Dim>(xs->dims().begin(), xs->dims().end() - 1);
+    d.push_back(k);
+    return set_tensor(c, 0, in_dtype(c, 0), Shape(std::move(d)));
+  }
+  if (op == "OneHotEncoder") {
+    if (!xs || !xs->rank_known()) return set_tensor(c, 0, DType::F32, Shape::unknown_rank());
+    size_t n = in_dtype(c, 0) == DType::String ? c.node.get_strings("cats_strings").size()
+                                               : c.node.get_ints("cats_int64s").size();
+    std::vector<Dim> d = xs->dims();
+    d.push_back(Dim(static_cast<int64_t>(n)));
+    return set_tensor(c, 0, DType::F32, Shape(std::move(d)));
+  }
+  if (op == "CategoryMapper")
+    return unary_to(c, in_dtype(c, 0) == DType::String ? DType::I64 : DType::String);
+  if (op == "LabelEncoder") {
+    DType dt = DType::Undefined;
+    if (const Tensor* t = c.node.get_tensor("values_tensor")) dt = t->dtype();
+    else if (c.node.has_attr("values_strings")) dt = DType::String;
+    else if (c.node.has_attr("values_int64s")) dt = DType::I64;
+    else if (c.node.has_attr("values_floats")) dt = DType::F32;
+    if (dt != DType::Undefined) unary_to(c, dt);
+  }
+}
+
 }  // namespace
 
 namespace detail {
@@ -1867,12 +1918,7 @@ InferenceFn inference_for(const std::string& domain, const std::string& op) {
   if (domain.empty() || domain == "ai.onnx.preview" || domain == "ai.onnx.ml") {
     const auto& t = onnx_table();
     if (domain == "ai.onnx.preview" && op == "FlexAttention") return attention;
-    if (domain == "ai.onnx.ml") {
-      if (op == "Binarizer" || op == "Normalizer" || op == "Scaler" || op == "Imputer")
-        return op == "Scaler" || op == "Normalizer" ? InferenceFn([](InferenceContext& c) { unary_to(c, DType::F32); })
-                                                    : InferenceFn(same_as_input0);
-      return {};
-    }
+    if (domain == "ai.onnx.ml") return ml_op;
     if (auto it = t.find(op); it != t.end() && domain.empty()) return it->second;
     return {};
   }

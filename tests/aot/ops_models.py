@@ -632,7 +632,54 @@ def matmul_wide_free_dims():
     return m, feeds, True
 
 
-MODELS += [roi_align_free_dims, matmul_wide_free_dims]
+def ml_pipeline_free_dims():
+    """A scikit-learn style pipeline of ai.onnx.ml ops over a free batch: Imputer, Scaler, a
+    TreeEnsemble (set membership, NaN routing, softmax), LinearRegressor, Binarizer,
+    Normalizer, ArrayFeatureExtractor, FeatureVectorizer, and OneHotEncoder and LabelEncoder of
+    int64 categories."""
+    r = rng_for("ml_pipeline_free_dims")
+    ML = "ai.onnx.ml"
+    T = helper.make_tensor
+    tree = helper.make_node(
+        "TreeEnsemble", ["s"], ["t"], domain=ML, n_targets=2, aggregate_function=1, post_transform=0,
+        tree_roots=[0, 3], nodes_featureids=[0, 1, 2, 3, 2], nodes_truenodeids=[1, 0, 1, 4, 2],
+        nodes_trueleafs=[0, 1, 1, 0, 1], nodes_falsenodeids=[2, 1, 3, 2, 3], nodes_falseleafs=[0, 1, 1, 1, 1],
+        nodes_modes=T("m", TensorProto.UINT8, [5], [0, 3, 6, 2, 1]),
+        nodes_splits=T("sp", F, [5], [0.1, -0.3, 0.0, 0.5, 0.2]),
+        nodes_missing_value_tracks_true=[1, 0, 0, 1, 0],
+        membership_values=T("mv", F, [4], [-1.0, 2.0, float("nan"), float("nan")]),
+        leaf_targetids=[0, 1, 0, 1], leaf_weights=T("lw", F, [4], [1.5, -0.7, 0.3, 2.0]))
+    nodes = [helper.make_node("Imputer", ["x"], ["xi"], domain=ML, imputed_value_floats=[0.5, -1.0, 0.0, 2.0],
+                              replaced_value_float=float("nan")),
+             helper.make_node("Scaler", ["xi"], ["s"], domain=ML, offset=[0.1, -0.2, 0.0, 0.3], scale=[2.0, 0.5, 1.0, 3.0]),
+             tree,
+             helper.make_node("LinearRegressor", ["s"], ["lr"], domain=ML, targets=2, post_transform="LOGISTIC",
+                              coefficients=[0.2, -0.1, 0.4, 0.3, -0.5, 0.25, 0.1, 0.05], intercepts=[0.1, -0.2]),
+             helper.make_node("Binarizer", ["xi"], ["b"], domain=ML, threshold=0.25),
+             helper.make_node("Normalizer", ["xi"], ["nrm"], domain=ML, norm="L2"),
+             helper.make_node("ArrayFeatureExtractor", ["xi", "idx"], ["afe"], domain=ML),
+             helper.make_node("FeatureVectorizer", ["afe", "lr"], ["fv"], domain=ML, inputdimensions=[2, 2]),
+             helper.make_node("OneHotEncoder", ["c"], ["oh"], domain=ML, cats_int64s=[7, 3, 11], zeros=1),
+             helper.make_node("LabelEncoder", ["c"], ["le"], domain=ML, keys_int64s=[3, 7, 11],
+                              values_floats=[0.5, -1.5, 2.5], default_float=9.0)]
+    g = helper.make_graph(nodes, "ml_pipeline_free_dims", [vi("x", F, ["N", 4]), vi("c", I64, ["N"])],
+                          [vi(o, F, None) for o in ["t", "lr", "b", "nrm", "afe", "fv", "oh", "le"]],
+                          [init("idx", np.array([3, 0], np.int64))])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 21), helper.make_opsetid(ML, 5)])
+    m.ir_version = 10
+    feeds = []
+    for n in (3, 17):
+        x = r.standard_normal((n, 4)).astype(np.float32)
+        x[r.uniform(size=(n, 4)) < 0.2] = np.nan
+        # Members of node 2's set, and others that do not truncate to one (ONNX Runtime compares
+        # the feature truncated to an integer).
+        x[:, 2] = np.where(np.abs(x[:, 2]) > 0.9, 0.3, x[:, 2])
+        x[:2, 2] = 2.0
+        feeds.append({"x": x, "c": r.choice([3, 7, 11, 5], n).astype(np.int64)})
+    return m, feeds, True
+
+
+MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims]
 
 
 def einsum_free_dims():
@@ -674,6 +721,18 @@ def if_over_sequence():
     return m, [], False
 
 
+def category_mapper_to_strings():
+    """CategoryMapper of int64 to strings: the interpreter runs it, compiled code cannot carry the
+    strings out."""
+    n = helper.make_node("CategoryMapper", ["c"], ["y"], domain="ai.onnx.ml", cats_int64s=[1, 2],
+                         cats_strings=["a", "b"])
+    g = helper.make_graph([n], "category_mapper_to_strings", [vi("c", I64, ["N"])],
+                          [vi("y", TensorProto.STRING, ["N"])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid("ai.onnx.ml", 3)])
+    m.ir_version = 8
+    return m, [], False
+
+
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot derive this op's output shape from sizes "
                                "known only at run time"),
@@ -681,7 +740,9 @@ REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot deri
            (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
            (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'"),
            (rank_divergent_output, "output 'y' has no known rank: its branches or iterations give tensors of "
-                                   "different ranks")]
+                                   "different ranks"),
+           (category_mapper_to_strings, "(ai.onnx.ml.CategoryMapper) producing 'y': output 'y' is a string tensor; "
+                                        "compiled code has no strings")]
 
 
 # ---- running -------------------------------------------------------------------------

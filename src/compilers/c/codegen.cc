@@ -43,6 +43,9 @@ const char* kernel_section_source(const std::string& name) {
       {"detect",
 #include "kernel_hk_detect.inc"
       },
+      {"ml",
+#include "kernel_hk_ml.inc"
+      },
   };
   auto it = sections.find(name);
   HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);

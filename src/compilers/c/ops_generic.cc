@@ -59,6 +59,15 @@ std::string f64_in(Codegen& cg, const std::string& v) {
   return converted(cg, v, DType::F64, "double");
 }
 
+// Any numeric value as `const double*` (integers converted exactly below 2^53).
+std::string doubles_in(Codegen& cg, const std::string& v) {
+  DType dt = cg.dtype_of(v);
+  if (dtype_is_float(dt)) return f64_in(cg, v);
+  HODU_CHECK(dtype_is_integer(dt), ErrorCode::Unsupported, "value '{}' has dtype {}, a number type is needed", v,
+             dtype_name(dt));
+  return converted(cg, v, DType::F64, "double");
+}
+
 std::string i64_in(Codegen& cg, const std::string& v) {
   DType dt = cg.dtype_of(v);
   HODU_CHECK(dtype_is_integer(dt) || dt == DType::Bool, ErrorCode::Unsupported,

@@ -14,6 +14,8 @@ void need_generic_kernels(Codegen& cg);
 std::string f64_in(Codegen& cg, const std::string& v);
 // An integer or bool value as `const int64_t*`: itself (i64) or a converted copy.
 std::string i64_in(Codegen& cg, const std::string& v);
+// Any number value as `const double*` (integers converted, exact below 2^53).
+std::string doubles_in(Codegen& cg, const std::string& v);
 // A result the kernel writes as doubles (or int64s: integer) into `buffer`; finish() converts
 // it into the value `name` (defined by f64_out, of its graph dtype and `shape`).
 struct WideOut {
@@ -51,6 +53,10 @@ bool resize_needs_general(Codegen& cg, const Node& n);
 void emit_resize_general(Codegen& cg, const Node& n);
 void emit_einsum(Codegen& cg, const Node& n);  // ops_einsum.cc
 bool emit_window_op(Codegen& cg, const Node& n);  // ops_window.cc
+// The ai.onnx.ml ops compiled code runs (ops_ml.cc; other domains are refused).
+bool emit_ml_op(Codegen& cg, const Node& n);
+bool is_compiled_ml_op(const Node& n);
+std::vector<std::string> ml_op_names();
 std::vector<std::string> window_op_names();
 // Pooling the float32 1-D/2-D kernels of ops_nn.cc do not take (ops_window.cc).
 bool pool_needs_general(Codegen& cg, const Node& n);

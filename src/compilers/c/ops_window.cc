@@ -9,23 +9,6 @@
 #include "core/error.h"
 
 namespace hodu::compilers::c {
-namespace {
-
-// Any numeric value as `const double*` (integers converted exactly below 2^53).
-std::string doubles_in(Codegen& cg, const std::string& v) {
-  DType dt = cg.dtype_of(v);
-  if (dtype_is_float(dt)) return f64_in(cg, v);
-  HODU_CHECK(dtype_is_integer(dt), ErrorCode::Unsupported, "value '{}' has dtype {}, a number type is needed", v,
-             dtype_name(dt));
-  SymInt cnt = numel(cg.shape_of(v));
-  std::string p = cg.ptr(v);
-  std::string out = fmt::format("((double*){})", cg.scratch(cnt * 8));
-  cg.emit(fmt::format("hk_cast({}, {}, {}, {}, {}, 1, 0);", p, static_cast<int>(dt), out, static_cast<int>(DType::F64),
-                      cnt));
-  return out;
-}
-
-}  // namespace
 
 bool pool_needs_general(Codegen& cg, const Node& n) {
   if (n.op_type == "LpPool") return true;

@@ -1,6 +1,7 @@
 #include "compilers/c/sym_shapes.h"
 
 #include "compilers/c/c_codegen.h"
+#include "compilers/c/ops_generic.h"
 
 #include <algorithm>
 #include <cmath>
@@ -265,9 +266,43 @@ std::vector<SymShape> slice_shape(const Node& n, const Ctx& c) {
   return {out};
 }
 
+// ai.onnx.ml ops over an input of rank 0 to 2 ([N, C]; rank 1: N = 1), as the interpreter.
+std::vector<SymShape> ml_shapes(const Node& n, const Ctx& c) {
+  const std::string& op = n.op_type;
+  SymShape x = c.shape(n.inputs.at(0));
+  SymInt rows = x.size() == 2 ? x[0] : SymInt(1);
+  if (op == "Binarizer" || op == "Imputer" || op == "Scaler" || op == "Normalizer" || op == "LabelEncoder") return {x};
+  if (op == "TreeEnsemble") return {{rows, n.get_int("n_targets", 0)}};
+  if (op == "LinearRegressor") return {{rows, n.get_int("targets", 1)}};
+  if (op == "FeatureVectorizer") {
+    int64_t total = 0;
+    for (int64_t d : n.get_ints("inputdimensions")) total += d;
+    return {{x.size() <= 1 ? SymInt(1) : numel(SymShape(x.begin(), x.end() - 1)), total}};
+  }
+  if (op == "OneHotEncoder") {
+    x.push_back(static_cast<int64_t>(n.get_ints("cats_int64s").size()));
+    return {x};
+  }
+  // ArrayFeatureExtractor
+  HODU_CHECK(!x.empty(), ErrorCode::InvalidModel, "{}: X must have rank >= 1", n.describe());
+  SymShape y = x.size() == 1 ? SymShape{1} : SymShape(x.begin(), x.end() - 1);
+  y.push_back(numel(c.shape(n.inputs.at(1))));
+  return {y};
+}
+
 std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   const std::string& op = n.op_type;
   auto in = [&](size_t i) { return c.shape(n.inputs.at(i)); };
+  // Strings first: no shape rule would make them compile (the C API carries none).
+  for (size_t k = 0; k < n.inputs.size() + n.outputs.size(); ++k) {
+    bool is_in = k < n.inputs.size();
+    const std::string& v = is_in ? n.inputs[k] : n.outputs[k - n.inputs.size()];
+    auto t = v.empty() ? std::nullopt : c.g.type_of(v);
+    HODU_CHECK(!t || !t->is_tensor() || t->dtype != DType::String, ErrorCode::Unsupported,
+               "{}: {} '{}' is a string tensor; compiled code has no strings (the C API carries numbers and bools "
+               "only)", n.describe(), is_in ? "input" : "output", v);
+  }
+  if (is_compiled_ml_op(n)) return ml_shapes(n, c);
   if (!n.domain.empty()) {
     std::string list;
     for (const auto& s : supported_ops()) list += (list.empty() ? "" : ", ") + s;

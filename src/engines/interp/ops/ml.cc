@@ -263,10 +263,15 @@ void tree_ensemble_kernel(KernelContext& ctx) {
   if (const Tensor* t = nd.get_tensor("nodes_splits")) splits = t->to_doubles();
   if (const Tensor* t = nd.get_tensor("leaf_weights")) leaf_w = t->to_doubles();
   if (const Tensor* t = nd.get_tensor("membership_values")) members = t->to_doubles();
-  if (const Tensor* t = nd.get_tensor("nodes_missing_value_tracks_true")) miss = t->to_doubles();
+  // ints in the spec (some writers use a tensor); nodes_modes a tensor (or ints).
+  auto is_tensor = [&](const char* name) {
+    const Attribute* a = nd.attr(name);
+    return a && a->kind == Attribute::Kind::Tensor;
+  };
+  if (is_tensor("nodes_missing_value_tracks_true")) miss = nd.get_tensor("nodes_missing_value_tracks_true")->to_doubles();
   else for (int64_t v : nd.get_ints("nodes_missing_value_tracks_true")) miss.push_back(static_cast<double>(v));
   std::vector<int64_t> modes;
-  if (const Tensor* t = nd.get_tensor("nodes_modes")) modes = t->to_int64s();
+  if (is_tensor("nodes_modes")) modes = nd.get_tensor("nodes_modes")->to_int64s();
   else modes = nd.get_ints("nodes_modes");
   size_t nn = feat.size();
   if (tids.size() != nn || fids.size() != nn || tleaf.size() != nn || fleaf.size() != nn || splits.size() != nn ||
