@@ -679,7 +679,27 @@ def ml_pipeline_free_dims():
     return m, feeds, True
 
 
-MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims]
+def random_ops_free_dims():
+    """Random ops over a free batch, seeded and not: the library must draw exactly what the
+    interpreter draws (hodu run's default --seed 0), RandomNormal, RandomUniformLike,
+    Bernoulli, Multinomial, and Dropout in training mode (numpy's MT19937 mask)."""
+    r = rng_for("random_ops_free_dims")
+    nodes = [helper.make_node("RandomNormal", [], ["n"], shape=[3, 4], mean=1.0, scale=2.0, seed=3.0),
+             helper.make_node("RandomUniformLike", ["x"], ["u"], low=-1.0, high=3.0),
+             helper.make_node("Sigmoid", ["x"], ["p"]),
+             helper.make_node("Bernoulli", ["p"], ["b"]),
+             helper.make_node("Multinomial", ["x"], ["k"], sample_size=5, seed=7.0, dtype=TensorProto.INT64),
+             helper.make_node("Dropout", ["x", "ratio", "train"], ["d", "mask"])]
+    m = model("random_ops_free_dims", nodes, [vi("x", F, ["N", 6]), vi("train", BOOL, [])],
+              [vi("n", F, [3, 4]), vi("u", F, ["N", 6]), vi("b", F, ["N", 6]), vi("k", I64, ["N", 5]),
+               vi("d", F, ["N", 6]), vi("mask", BOOL, ["N", 6])],
+              [init("ratio", np.array(0.4, np.float32))], opset=17)
+    feeds = [{"x": r.standard_normal((n, 6)).astype(np.float32), "train": np.array(t)} for n, t in [(2, True), (9, True),
+                                                                                                   (4, False)]]
+    return m, feeds, False
+
+
+MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims]
 
 
 def einsum_free_dims():

@@ -46,6 +46,9 @@ const char* kernel_section_source(const std::string& name) {
       {"ml",
 #include "kernel_hk_ml.inc"
       },
+      {"random",
+#include "kernel_hk_random.inc"
+      },
   };
   auto it = sections.find(name);
   HODU_CHECK(it != sections.end(), ErrorCode::Internal, "no kernel section '{}'", name);

@@ -113,7 +113,7 @@ std::vector<std::string> supported_ops() {
   std::set<std::string> all;
   for (const auto& v : {nn_op_names(), tensor_op_names(), elementwise_op_names(), generic_op_names(), index_op_names(),
                         attention_op_names(), rnn_op_names(), control_flow_op_names(), resample_op_names(),
-                        window_op_names()})
+                        window_op_names(), random_op_names()})
     all.insert(v.begin(), v.end());
   all.insert({"Constant", "Shape", "Size"});  // folded at build time (or sizes known at run time)
   return {all.begin(), all.end()};
@@ -783,7 +783,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.fused_nodes;
     }
     try {
-      if (!emit_ml_op(cg, n) && !emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
+      if (!emit_ml_op(cg, n) && !emit_random_op(cg, n) && !emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
           !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) && !emit_resample_op(cg, n) &&
           !emit_window_op(cg, n) &&
           !emit_generic_op(cg, n))

@@ -53,6 +53,10 @@ bool resize_needs_general(Codegen& cg, const Node& n);
 void emit_resize_general(Codegen& cg, const Node& n);
 void emit_einsum(Codegen& cg, const Node& n);  // ops_einsum.cc
 bool emit_window_op(Codegen& cg, const Node& n);  // ops_window.cc
+// Random ops and Dropout with a training_mode input (ops_random.cc).
+bool emit_random_op(Codegen& cg, const Node& n);
+std::vector<std::string> random_op_names();
+bool is_training_dropout(const Node& n);
 // The ai.onnx.ml ops compiled code runs (ops_ml.cc; other domains are refused).
 bool emit_ml_op(Codegen& cg, const Node& n);
 bool is_compiled_ml_op(const Node& n);

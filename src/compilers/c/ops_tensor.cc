@@ -532,7 +532,10 @@ void emit_bitcast(Codegen& cg, const Node& n) {
 
 bool is_view_op(const Node& n) {
   static const std::set<std::string> ops = {"Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Dropout"};
-  return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty();
+  // A Dropout with a training_mode input (one that passes its input through is gone by now,
+  // passes::eliminate_identities) draws a mask: ops_random.cc.
+  return n.domain.empty() && ops.count(n.op_type) > 0 && !n.inputs.empty() && !n.outputs.empty() &&
+         !is_training_dropout(n);
 }
 
 std::vector<std::string> tensor_op_names() {
@@ -546,15 +549,7 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return false;
   if (is_view_op(n)) {
-    // Dropout is the identity at inference (training_mode absent or constant false), and in
-    // training mode with a constant ratio of 0 (torch exports Swin-T's attention dropout so).
-    auto constant_zero = [&](size_t i) {
-      return n.has_input(i) && cg.is_constant(n.inputs[i]) && cg.constant(n.inputs[i]).numel() == 1 &&
-             cg.constant(n.inputs[i]).get_double(0) == 0;
-    };
-    if (n.op_type == "Dropout" && n.has_input(2))
-      HODU_CHECK(constant_zero(2) || constant_zero(1), ErrorCode::Unsupported,
-                 "{}: training-mode Dropout (random) is not supported by compiled code", n.describe());
+    // Dropout here is the identity (inference: no training_mode input).
     cg.define_alias(n.outputs[0], n.inputs[0], cg.shape_of(n.outputs[0]));
     if (n.op_type == "Dropout" && n.has_output(1)) {
       // Its mask at inference is all true; written only where something reads it (torch's
