@@ -699,7 +699,41 @@ def random_ops_free_dims():
     return m, feeds, False
 
 
-MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims]
+def training_ops_free_dims():
+    """The ai.onnx.preview.training optimizers over free dims: Adam over two tensors (float32),
+    Nesterov Momentum and Adagrad (float64), R and T fed while running."""
+    r = rng_for("training_ops_free_dims")
+    TR, D = "ai.onnx.preview.training", TensorProto.DOUBLE
+    nodes = [helper.make_node("Adam", ["R", "T", "x1", "x2", "g1", "g2", "v1", "v2", "h1", "h2"],
+                              ["x1n", "x2n", "v1n", "v2n", "h1n", "h2n"], domain=TR, alpha=0.8, beta=0.95,
+                              epsilon=1e-4, norm_coefficient=0.01, norm_coefficient_post=0.02),
+             helper.make_node("Momentum", ["R", "T", "dx", "dg", "dv"], ["dxn", "dvn"], domain=TR, alpha=0.9, beta=0.5,
+                              mode="nesterov", norm_coefficient=0.1),
+             helper.make_node("Adagrad", ["R", "T", "dx", "dg", "dh"], ["axn", "ahn"], domain=TR, decay_factor=0.1,
+                              epsilon=1e-5, norm_coefficient=0.05)]
+    ins = [vi("R", F, []), vi("T", I64, [])] + [vi(f"{k}1", F, ["N", 3]) for k in "xgvh"] + \
+          [vi(f"{k}2", F, ["M"]) for k in "xgvh"] + [vi(f"d{k}", D, ["N", "M"]) for k in "xgvh"]
+    ins = [ins[0], ins[1], ins[2], ins[6], ins[3], ins[7], ins[4], ins[8], ins[5], ins[9]] + ins[10:]
+    outs = [vi(o, F, ["N", 3] if o[1] == "1" else ["M"]) for o in ["x1n", "x2n", "v1n", "v2n", "h1n", "h2n"]] + \
+           [vi(o, D, ["N", "M"]) for o in ["dxn", "dvn", "axn", "ahn"]]
+    g = helper.make_graph(nodes, "training_ops_free_dims", ins, outs)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17), helper.make_opsetid(TR, 1)])
+    m.ir_version = 8
+    feeds = []
+    for n, mm, t in [(2, 5, 0), (4, 3, 7)]:
+        f = {"R": np.array(0.1, np.float32), "T": np.array(t, np.int64)}
+        for k in "xgvh":
+            f[f"{k}1"] = r.standard_normal((n, 3)).astype(np.float32)
+            f[f"{k}2"] = r.standard_normal(mm).astype(np.float32)
+            f[f"d{k}"] = r.standard_normal((n, mm))
+        for k in ("h1", "h2", "dh"):
+            f[k] = np.abs(f[k])
+        feeds.append(f)
+    return m, feeds, False
+
+
+MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
+           training_ops_free_dims]
 
 
 def einsum_free_dims():

@@ -175,11 +175,12 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
                    "and bools only)", n.describe(), v);
     }
     for (const auto& n : g.nodes)
-      if (n.domain.empty() ? !ok.count(n.op_type) : !is_compiled_ml_op(n)) {
+      if (n.domain.empty() ? !ok.count(n.op_type) : !is_compiled_ml_op(n) && !is_compiled_training_op(n)) {
         std::string list;
         for (const auto& s : names) list += (list.empty() ? "" : ", ") + s;
         list += "; in domain 'ai.onnx.ml': ";
         for (const auto& s : ml_op_names()) list += s + (s == ml_op_names().back() ? "" : ", ");
+        list += "; in domain 'ai.onnx.preview.training': Adagrad, Adam, Momentum";
         fail(ErrorCode::Unsupported,
              "{}{}: op not supported by the C compiler (hodu build); supported ops: {}", n.describe(),
              n.domain.empty() ? "" : " in domain '" + n.domain + "'", list);
@@ -783,7 +784,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.fused_nodes;
     }
     try {
-      if (!emit_ml_op(cg, n) && !emit_random_op(cg, n) && !emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
+      if (!emit_ml_op(cg, n) && !emit_training_op(cg, n) && !emit_random_op(cg, n) && !emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
           !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) && !emit_resample_op(cg, n) &&
           !emit_window_op(cg, n) &&
           !emit_generic_op(cg, n))

@@ -2,6 +2,7 @@
 // ...): they call the kernel library's generic section (kernels/hk_ops.c), which computes
 // floats in double and integers in int64, with sizes given at run time.
 #pragma once
+#include <functional>
 #include <string>
 
 #include "compilers/c/codegen_context.h"
@@ -57,6 +58,11 @@ bool emit_window_op(Codegen& cg, const Node& n);  // ops_window.cc
 bool emit_random_op(Codegen& cg, const Node& n);
 std::vector<std::string> random_op_names();
 bool is_training_dropout(const Node& n);
+// The ai.onnx.preview.training optimizers Adagrad, Adam, Momentum (ops_training.cc): their
+// outputs' shapes are those of the tensors they update.
+bool emit_training_op(Codegen& cg, const Node& n);
+bool is_compiled_training_op(const Node& n);
+std::vector<SymShape> training_op_shapes(const Node& n, const std::function<SymShape(const std::string&)>& shape);
 // The ai.onnx.ml ops compiled code runs (ops_ml.cc; other domains are refused).
 bool emit_ml_op(Codegen& cg, const Node& n);
 bool is_compiled_ml_op(const Node& n);

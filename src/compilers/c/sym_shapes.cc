@@ -303,6 +303,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
                "only)", n.describe(), is_in ? "input" : "output", v);
   }
   if (is_compiled_ml_op(n)) return ml_shapes(n, c);
+  if (is_compiled_training_op(n)) return training_op_shapes(n, [&](const std::string& v) { return c.shape(v); });
   if (!n.domain.empty()) {
     std::string list;
     for (const auto& s : supported_ops()) list += (list.empty() ? "" : ", ") + s;

@@ -1310,3 +1310,39 @@ HK void hk_gemm_wide_epilogue(void* y, const void* c, int integer, int64_t M, in
       }
     }
 }
+
+/* ---- ai.onnx.preview.training optimizers (engines/interp/ops/training.cc) ------------- */
+
+/* Adagrad of one tensor: rr = R / (1 + T * decay). */
+HK void hk_adagrad(const double* x, const double* g, const double* h, double* xo, double* ho, int64_t n, double rr,
+                   double norm, double eps) {
+  int64_t k;
+  for (k = 0; k < n; ++k) {
+    double gr = norm * x[k] + g[k], hk = h[k] + gr * gr;
+    ho[k] = hk;
+    xo[k] = x[k] - rr * gr / (sqrt(hk) + eps);
+  }
+}
+
+/* Adam of one tensor: ra, the bias-corrected rate. */
+HK void hk_adam(const double* x, const double* g, const double* v, const double* h, double* xo, double* vo, double* ho,
+                int64_t n, double ra, double alpha, double beta, double eps, double norm, double norm_post) {
+  int64_t k;
+  for (k = 0; k < n; ++k) {
+    double gr = norm * x[k] + g[k];
+    double vk = alpha * v[k] + (1 - alpha) * gr, hk = beta * h[k] + (1 - beta) * gr * gr;
+    vo[k] = vk, ho[k] = hk;
+    xo[k] = (1 - norm_post) * (x[k] - ra * (vk / (sqrt(hk) + eps)));
+  }
+}
+
+/* Momentum (standard or Nesterov) of one tensor: ba, beta (1 at T = 0). */
+HK void hk_momentum(const double* x, const double* g, const double* v, double* xo, double* vo, int64_t n, double r,
+                    double alpha, double ba, double norm, int nesterov) {
+  int64_t k;
+  for (k = 0; k < n; ++k) {
+    double gr = norm * x[k] + g[k], vk = alpha * v[k] + ba * gr;
+    vo[k] = vk;
+    xo[k] = x[k] - (nesterov ? r * (gr + alpha * vk) : r * vk);
+  }
+}
