@@ -745,12 +745,40 @@ def einsum_free_dims():
 def sequence_from_constants():
     """torch.repeat_interleave's export in small: a SequenceEmpty (no inputs, so constant
     folding evaluated it and stopped at its non-tensor result: 'folding produced a non-tensor
-    value') filled and concatenated."""
+    value') filled and concatenated; lowered to the tensors it holds."""
+    r = rng_for("sequence_from_constants")
     nodes = [helper.make_node("SequenceEmpty", [], ["s0"], dtype=F),
              helper.make_node("SequenceInsert", ["s0", "x"], ["s1"]),
              helper.make_node("ConcatFromSequence", ["s1"], ["y"], axis=0)]
     m = model("sequence_from_constants", nodes, [vi("x", F, ["N", 3])], [vi("y", F, ["N", 3])], opset=13)
-    return m, [], True
+    return m, [{"x": r.standard_normal((n, 3)).astype(np.float32)} for n in (2, 5)], True
+
+
+def sequences_inside_graph():
+    """Sequences and optionals between tensor inputs and outputs (SplitToSequence without and
+    with split sizes, SequenceInsert/Erase/At/Length, ConcatFromSequence with and without
+    new_axis, Optional/OptionalHasElement/OptionalGetElement) over a free batch: lowered to
+    Split/Concat/Unsqueeze at build time."""
+    r = rng_for("sequences_inside_graph")
+    nodes = [helper.make_node("SplitToSequence", ["x"], ["parts"], axis=1, keepdims=0),
+             helper.make_node("SplitToSequence", ["x", "sizes"], ["chunks"], axis=1),
+             helper.make_node("SequenceInsert", ["parts", "w", "one"], ["p1"]),
+             helper.make_node("SequenceErase", ["p1", "minus_one"], ["p2"]),
+             helper.make_node("ConcatFromSequence", ["p2"], ["stacked"], axis=-1, new_axis=1),
+             helper.make_node("SequenceAt", ["chunks", "one"], ["second"]),
+             helper.make_node("SequenceLength", ["p2"], ["len"]),
+             helper.make_node("ConcatFromSequence", ["chunks"], ["back"], axis=1),
+             helper.make_node("Optional", ["second"], ["opt"]),
+             helper.make_node("OptionalHasElement", ["opt"], ["has"]),
+             helper.make_node("OptionalGetElement", ["opt"], ["got"]),
+             helper.make_node("Mul", ["got", "two"], ["y"])]
+    m = model("sequences_inside_graph", nodes, [vi("x", F, ["N", 4]), vi("w", F, ["N"])],
+              [vi("stacked", F, ["N", 4]), vi("len", I64, []), vi("back", F, ["N", 4]), vi("has", BOOL, []),
+               vi("y", F, ["N", 3])],
+              [init("sizes", np.array([1, 3], np.int64)), init("one", np.array(1, np.int64)),
+               init("minus_one", np.array(-1, np.int64)), init("two", np.array(2.0, np.float32))], opset=18)
+    return m, [{"x": r.standard_normal((n, 4)).astype(np.float32), "w": r.standard_normal(n).astype(np.float32)}
+               for n in (1, 6)], True
 
 
 def add_of_f32_and_i64():
@@ -762,7 +790,8 @@ def add_of_f32_and_i64():
 
 
 def if_over_sequence():
-    """An If on data whose then branch goes through a sequence (SequenceConstruct, SequenceAt)."""
+    """An If on data whose then branch goes through a sequence (SequenceConstruct, SequenceAt),
+    lowered inside the branch; the inputs take each branch."""
     then_g = helper.make_graph([helper.make_node("SequenceConstruct", ["x", "x"], ["sq"]),
                                 helper.make_node("SequenceAt", ["sq", "zero_i"], ["t"])], "then", [],
                                [vi("t", F, ["N"])], [init("zero_i", np.array(0, np.int64))])
@@ -772,6 +801,14 @@ def if_over_sequence():
              helper.make_node("If", ["cond"], ["y"], then_branch=then_g, else_branch=else_g)]
     m = model("if_over_sequence", nodes, [vi("x", F, ["N"])], [vi("y", F, ["N"])],
               [init("zero", np.array(0.0, np.float32))], opset=13)
+    r = rng_for("if_over_sequence")
+    return m, [{"x": (r.standard_normal(n) + s).astype(np.float32)} for n, s in [(3, 2.0), (5, -2.0)]], False
+
+
+def sequence_output():
+    """A sequence as the model's output: the C API carries tensors only."""
+    m = model("sequence_output", [helper.make_node("SplitToSequence", ["x"], ["s"], axis=0)], [vi("x", F, [4, 3])],
+              [helper.make_tensor_sequence_value_info("s", F, None)], opset=13)
     return m, [], False
 
 
@@ -787,14 +824,15 @@ def category_mapper_to_strings():
     return m, [], False
 
 
+MODELS += [sequence_from_constants, sequences_inside_graph, if_over_sequence]
+
 # Models `hodu build` refuses, with what its error must say.
 REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot derive this op's output shape from sizes "
                                "known only at run time"),
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
-           (sequence_from_constants, "(SequenceEmpty) producing 's0': op not supported by the C compiler (hodu build)"),
-           (if_over_sequence, "node (If) producing 'y': then_branch: node (SequenceConstruct) producing 'sq'"),
            (rank_divergent_output, "output 'y' has no known rank: its branches or iterations give tensors of "
                                    "different ranks"),
+           (sequence_output, "(SplitToSequence) producing 's': sequences and optionals compile only inside a graph"),
            (category_mapper_to_strings, "(ai.onnx.ml.CategoryMapper) producing 'y': output 'y' is a string tensor; "
                                         "compiled code has no strings")]
 

@@ -13,6 +13,7 @@
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/codegen_context.h"
 #include "compilers/c/graph_prep.h"
+#include "compilers/c/sequence_lowering.h"
 #include "compilers/c/ops_generic.h"
 #include "compilers/c/strided_views.h"
 #include "compilers/c/weight_store.h"
@@ -176,6 +177,7 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
     }
     for (const auto& n : g.nodes)
       if (n.domain.empty() ? !ok.count(n.op_type) : !is_compiled_ml_op(n) && !is_compiled_training_op(n)) {
+        if (is_sequence_op(n)) refuse_sequence_op(n);
         std::string list;
         for (const auto& s : names) list += (list.empty() ? "" : ", ") + s;
         list += "; in domain 'ai.onnx.ml': ";

@@ -6,6 +6,7 @@
 #include "compilers/c/half_widening.h"
 #include "compilers/c/if_continuation.h"
 #include "compilers/c/quant_lowering.h"
+#include "compilers/c/sequence_lowering.h"
 
 #include "core/error.h"
 #include "engines/interp/interpreter.h"
@@ -24,7 +25,7 @@ void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& in
   }
   for (auto& in : g.inputs) {
     if (g.initializer(in.name)) continue;
-    HODU_CHECK(in.type.is_tensor(), ErrorCode::Unsupported, "input '{}' is a {}, only tensor inputs can be compiled",
+    HODU_CHECK(in.type.is_tensor(), ErrorCode::Unsupported, "input '{}' is a {}: compiled code takes tensor inputs only (the C API carries no sequences, maps or optionals)",
                in.name, in.type.to_string());
     if (auto it = input_shapes.find(in.name); it != input_shapes.end()) {
       const Shape& s = in.type.shape;
@@ -109,6 +110,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
   // cases) keep the per-op rounding of the interpreter.
   if (has_half_weights(g)) passes::widen_half_precision(g);
   const bool dynamic = !p.sym.shapes.empty();
+  const auto onnx_opset = model.opset_imports.find("");
+  const int64_t opset = onnx_opset == model.opset_imports.end() ? 21 : onnx_opset->second;
   p.free_inputs = p.sym.shapes;
   // Shapes over the free dims, afresh for the graph as it is now (nodes are folded away).
   auto infer_sizes = [&](bool partial) { refresh_sym_shapes(g, p.free_inputs, p.sym, partial); };
@@ -128,6 +131,8 @@ PreparedGraph prepare_graph(const Model& model, const std::map<std::string, std:
           p.folded_nodes += static_cast<int>(before - g.nodes.size());
         }
       }
+      // Sequences and optionals used only inside the graph as the tensor ops they stand for.
+      if (lower_sequences(g, opset)) changed = true;
       // Quantization ops as the float ops they are defined by (types are known now).
       if (lower_quantization(g)) changed = true;
       // Half-float convolutions, pools and products on the float32 kernels.

@@ -2,6 +2,7 @@
 
 #include "compilers/c/c_codegen.h"
 #include "compilers/c/ops_generic.h"
+#include "compilers/c/sequence_lowering.h"
 
 #include <algorithm>
 #include <cmath>
@@ -302,6 +303,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
                "{}: {} '{}' is a string tensor; compiled code has no strings (the C API carries numbers and bools "
                "only)", n.describe(), is_in ? "input" : "output", v);
   }
+  if (is_sequence_op(n)) refuse_sequence_op(n);
   if (is_compiled_ml_op(n)) return ml_shapes(n, c);
   if (is_compiled_training_op(n)) return training_op_shapes(n, [&](const std::string& v) { return c.shape(v); });
   if (!n.domain.empty()) {
