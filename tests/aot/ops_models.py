@@ -732,8 +732,29 @@ def training_ops_free_dims():
     return m, feeds, False
 
 
+def deform_conv_free_dims():
+    """DeformConv (offset groups, mask, bias, stride, padding, dilation) over a free batch and
+    image size; the offsets' grid given as its own free dims, checked against the output's."""
+    r = rng_for("deform_conv_free_dims")
+    C, M, k = 4, 6, 3
+    n = helper.make_node("DeformConv", ["x", "w", "off", "b", "mask"], ["y"], group=2, offset_group=2,
+                         strides=[2, 1], pads=[1, 1, 1, 1], dilations=[1, 2])
+    m = model("deform_conv_free_dims", [n],
+              [vi("x", F, ["N", C, "H", "W"]), vi("off", F, ["N", 2 * 2 * k * k, "OH", "OW"]),
+               vi("mask", F, ["N", 2 * k * k, "OH", "OW"])], [vi("y", F, ["N", M, "OH", "OW"])],
+              [init("w", r.standard_normal((M, C // 2, k, k)).astype(np.float32)),
+               init("b", r.standard_normal(M).astype(np.float32))], opset=19)
+    feeds = []
+    for b, h, w in [(1, 5, 6), (2, 8, 7)]:
+        oh, ow = (h + 2 - 3) // 2 + 1, (w + 2 - 5) + 1
+        feeds.append({"x": r.standard_normal((b, C, h, w)).astype(np.float32),
+                      "off": (r.standard_normal((b, 36, oh, ow)) * 1.5).astype(np.float32),
+                      "mask": r.uniform(0, 1, (b, 18, oh, ow)).astype(np.float32)})
+    return m, feeds, True
+
+
 MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
-           training_ops_free_dims]
+           training_ops_free_dims, deform_conv_free_dims]
 
 
 def einsum_free_dims():

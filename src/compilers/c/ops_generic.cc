@@ -509,6 +509,48 @@ void emit_det(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// DeformConv (2-D): bilinear samples at the offsets into scratch columns, then the product with
+// W per group (hk_deform_conv, doubles).
+void emit_deform_conv(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 4 && ws.size() == 4 && ys.size() == 4, ErrorCode::Unsupported,
+             "{}: DeformConv of 2-D inputs (rank 4) only, as the interpreter", n.describe());
+  const int64_t G = n.get_int("group", 1), OG = n.get_int("offset_group", 1);
+  HODU_CHECK(ws[2].known() && ws[3].known() && xs[1].known() && ws[0].known(), ErrorCode::Unsupported,
+             "{}: the channels and the kernel size must be known at build time", n.describe());
+  const int64_t C = xs[1].value(), M = ws[0].value(), kh = ws[2].value(), kw = ws[3].value();
+  HODU_CHECK(G > 0 && OG > 0 && C % G == 0 && M % G == 0 && ws[1].is(C / G) && C % OG == 0, ErrorCode::InvalidModel,
+             "{}: X {} / W {} are inconsistent with group {} and offset_group {}", n.describe(), to_string(xs),
+             to_string(ws), G, OG);
+  auto strides = n.get_ints("strides", {1, 1}), dil = n.get_ints("dilations", {1, 1});
+  auto pads = n.get_ints("pads", {0, 0, 0, 0});
+  HODU_CHECK(strides.size() == 2 && dil.size() == 2 && pads.size() == 4, ErrorCode::InvalidModel,
+             "{}: strides/dilations/pads do not match 2 spatial dims", n.describe());
+  HODU_CHECK(n.get_string("auto_pad", "NOTSET") == "NOTSET", ErrorCode::Unsupported, "{}: auto_pad is not supported",
+             n.describe());
+  const bool mask = n.has_input(4);
+  // The offsets (and mask) must match the output's grid: the kernel reads them by it.
+  auto need = [&](size_t i, int64_t channels, const char* what) {
+    auto s = cg.shape_of(n.inputs[i]);
+    HODU_CHECK(s.size() == 4, ErrorCode::InvalidModel, "{}: {} must be 4-D", n.describe(), what);
+    SymShape want{xs[0], channels, ys[2], ys[3]};
+    for (size_t d = 0; d < 4; ++d)
+      sym_require(sym_eq(s[d], want[d]), n.describe() + ": " + what + " dim " + std::to_string(d) +
+                                             " is %lld where the output grid needs %lld", {s[d], want[d]});
+  };
+  need(2, OG * 2 * kh * kw, "offset");
+  if (mask) need(4, OG * kh * kw, "mask");
+  if (n.has_input(3)) sym_require(sym_eq(numel(cg.shape_of(n.inputs[3])), M), n.describe() + ": B has %lld values for %lld output channels", {numel(cg.shape_of(n.inputs[3])), M});
+  std::string x = f64_in(cg, n.inputs[0]), w = f64_in(cg, n.inputs[1]), off = f64_in(cg, n.inputs[2]);
+  std::string b = n.has_input(3) ? f64_in(cg, n.inputs[3]) : "NULL", k = mask ? f64_in(cg, n.inputs[4]) : "NULL";
+  std::string col = fmt::format("((double*){})", cg.scratch((C / G) * kh * kw * ys[2] * ys[3] * 8));
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_deform_conv({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      w, off, k, b, y.buffer, xs[0], C, xs[2], xs[3], M, G, OG, kh, kw, ys[2], ys[3],
+                      cg.table(std::vector<int64_t>{strides[0], pads[0], dil[0], strides[1], pads[1], dil[1]}), col));
+  y.finish(cg);
+}
+
 // MatMul and Gemm of float64 and integer types (float32 runs in ops_nn.cc, half floats are
 // widened to it by graph_prep): double or wrapping int64 products (hk_matmul_wide).
 void emit_matmul_generic(Codegen& cg, const Node& n) {
@@ -564,7 +606,8 @@ void emit_matmul_generic(Codegen& cg, const Node& n) {
 std::vector<std::string> generic_op_names() {
   return {"ReduceLogSum", "ReduceLogSumExp", "Hardmax",     "CumSum",     "CumProd",   "TopK",
           "RMSNormalization", "GroupNormalization", "InstanceNormalization", "LRN", "MeanVarianceNormalization",
-          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum", "MatMul", "Gemm"};
+          "LpNormalization", "NegativeLogLikelihoodLoss", "SoftmaxCrossEntropyLoss", "ConvTranspose", "Det", "Einsum", "MatMul", "Gemm",
+          "DeformConv"};
 }
 
 bool emit_generic_op(Codegen& cg, const Node& n) {
@@ -590,6 +633,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "Det") emit_det(cg, n);
   else if (op == "Einsum") emit_einsum(cg, n);
   else if (op == "MatMul" || op == "Gemm") emit_matmul_generic(cg, n);
+  else if (op == "DeformConv") emit_deform_conv(cg, n);
   else return false;
   return true;
 }

@@ -325,7 +325,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   if (op == "Dropout" || op == "RandomNormalLike" || op == "RandomUniformLike" || op == "Bernoulli")
     return {in(0), in(0)};
   if (op == "Multinomial") return {{in(0).at(0), n.get_int("sample_size", 1)}};
-  if (op == "Conv" || op == "ConvInteger" || op == "QLinearConv") return conv_like(n, c, false);
+  if (op == "Conv" || op == "ConvInteger" || op == "QLinearConv" || op == "DeformConv") return conv_like(n, c, false);
   if (op == "MaxPool" || op == "AveragePool" || op == "LpPool") {
     auto s = conv_like(n, c, true);
     return {s[0], s[0]};

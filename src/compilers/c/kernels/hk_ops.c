@@ -1346,3 +1346,52 @@ HK void hk_momentum(const double* x, const double* g, const double* v, double* x
     xo[k] = x[k] - (nesterov ? r * (gr + alpha * vk) : r * vk);
   }
 }
+
+/* ---- DeformConv (2-D) ------------------------------------------------------------------ */
+
+/* DeformConv of x [N, C, H, W] by w [M, C/G, kh, kw] sampled at offsets [N, OG*2*kh*kw, OH, OW]
+ * (bilinear, zero outside), each sample times its mask (NULL: 1), plus b (NULL: none), into
+ * y [N, M, OH, OW]; geo: stride, pad begin and dilation of each axis (h then w). col: scratch
+ * of (C/G)*kh*kw*OH*OW doubles. As the interpreter (nn_conv.cc). */
+HK void hk_deform_conv(const double* x, const double* w, const double* off, const double* mask, const double* b,
+                       double* y, int64_t N, int64_t C, int64_t H, int64_t W, int64_t M, int64_t G, int64_t OG,
+                       int64_t kh, int64_t kw, int64_t OH, int64_t OW, const int64_t* geo, double* col) {
+  const int64_t kk = kh * kw, outs = OH * OW, Cg = C / G, Mg = M / G, Cog = C / OG, rows = Cg * kk;
+  int64_t n, grp, r, p, m;
+  for (n = 0; n < N; ++n)
+    for (grp = 0; grp < G; ++grp) {
+      for (r = 0; r < rows; ++r) {
+        int64_t c = grp * Cg + r / kk, k = r % kk, ki = k / kw, kj = k % kw, og = c / Cog;
+        const double* xc = x + (n * C + c) * H * W;
+        const double* dy = off + ((n * OG + og) * 2 * kk + 2 * k) * outs;
+        const double* dx = dy + outs;
+        const double* mk = mask ? mask + ((n * OG + og) * kk + k) * outs : 0;
+        for (p = 0; p < outs; ++p) {
+          int64_t oh = p / OW, ow = p % OW;
+          double h = (double)(oh * geo[0] - geo[1] + ki * geo[2]) + dy[p];
+          double wv = (double)(ow * geo[3] - geo[4] + kj * geo[5]) + dx[p];
+          double v = 0;
+          if (isfinite(h) && isfinite(wv)) {
+            double h0f = floor(h), w0f = floor(wv), lh = h - h0f, lw = wv - w0f;
+            int64_t h0 = (int64_t)h0f, w0 = (int64_t)w0f;
+            if (h0 > -2 && h0 <= H && w0 > -2 && w0 <= W) {
+#define HK_DC_AT(yy, xx) (((yy) >= 0 && (yy) < H && (xx) >= 0 && (xx) < W) ? xc[(yy) * W + (xx)] : 0.0)
+              v = (1 - lh) * ((1 - lw) * HK_DC_AT(h0, w0) + lw * HK_DC_AT(h0, w0 + 1)) +
+                  lh * ((1 - lw) * HK_DC_AT(h0 + 1, w0) + lw * HK_DC_AT(h0 + 1, w0 + 1));
+#undef HK_DC_AT
+            }
+          }
+          col[r * outs + p] = mk ? v * mk[p] : v;
+        }
+      }
+      for (m = 0; m < Mg; ++m) {
+        const double* wr = w + (grp * Mg + m) * rows;
+        double* yr = y + (n * M + grp * Mg + m) * outs;
+        for (p = 0; p < outs; ++p) yr[p] = b ? b[grp * Mg + m] : 0.0;
+        for (r = 0; r < rows; ++r) {
+          const double wv = wr[r], *cr = col + r * outs;
+          for (p = 0; p < outs; ++p) yr[p] += wv * cr[p];
+        }
+      }
+    }
+}
