@@ -753,8 +753,19 @@ def deform_conv_free_dims():
     return m, feeds, True
 
 
+def mel_weight_matrix_sizes_read():
+    """MelWeightMatrix whose num_mel_bins and dft_length are inputs: the output's dims are read
+    while running, so one library gives [33, 8] and [129, 20]."""
+    n = helper.make_node("MelWeightMatrix", ["bins", "dft", "rate", "lo", "hi"], ["y"])
+    m = model("mel_weight_matrix_sizes_read", [n], [vi("bins", I64, []), vi("dft", I64, [])],
+              [vi("y", F, ["S", "B"])],
+              [init("rate", np.array(16000, np.int64)), init("lo", np.array(20.0, np.float32)),
+               init("hi", np.array(7600.0, np.float32))], opset=17)
+    return m, [{"bins": np.array(b, np.int64), "dft": np.array(d, np.int64)} for b, d in [(8, 64), (20, 256)]], True
+
+
 MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
-           training_ops_free_dims, deform_conv_free_dims]
+           training_ops_free_dims, deform_conv_free_dims, mel_weight_matrix_sizes_read]
 
 
 def einsum_free_dims():

@@ -159,6 +159,27 @@ void emit_signal_window(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// MelWeightMatrix: its sizes (num_mel_bins, dft_length) read while running are its output's dims.
+void emit_mel_weight_matrix(Codegen& cg, const Node& n) {
+  auto ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(ys.size() == 2, ErrorCode::InvalidModel, "{}: the output must be 2-D", n.describe());
+  need_window_kernels(cg);
+  std::string bins = scalar_int(cg, n, 0), dft = scalar_int(cg, n, 1), rate = scalar_int(cg, n, 2);
+  cg.emit(fmt::format("if (!({} > 0 && {} > 0 && {} > 0)) return hm_fail(m, 4, \"%s\", {});", bins, dft, rate,
+                      c_string_literal(n.describe() + ": num_mel_bins, dft_length and sample_rate must be positive")));
+  assign_late(cg, n, ys[0], fmt::format("({} / 2 + 1)", dft));
+  assign_late(cg, n, ys[1], fmt::format("({})", bins));
+  for (size_t i : {3, 4})
+    HODU_CHECK(numel(cg.shape_of(n.inputs[i])).is(1), ErrorCode::InvalidModel,
+               "{}: lower/upper_edge_hertz must be scalars", n.describe());
+  std::string lo = fmt::format("{}[0]", doubles_in(cg, n.inputs[3])), hi = fmt::format("{}[0]", doubles_in(cg, n.inputs[4]));
+  std::string fb = fmt::format("((int64_t*){})", cg.scratch((ys[1] + 2) * 8));
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_mel_weight_matrix({}, {}, {}, {}, {}, {}, {})", y.buffer, bins, dft, rate, lo, hi, fb),
+                  n, "a mel bin maps to a frequency bin outside the spectrum");
+  y.finish(cg);
+}
+
 void emit_max_unpool(Codegen& cg, const Node& n) {
   auto xs = cg.shape_of(n.inputs[0]), ys = cg.shape_of(n.outputs[0]);
   const size_t nd = xs.size() - 2;
@@ -274,7 +295,7 @@ void emit_nms(Codegen& cg, const Node& n) {
 
 std::vector<std::string> window_op_names() {
   return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-          "NonMaxSuppression", "MaxUnpool", "STFT", "RoiAlign"};
+          "NonMaxSuppression", "MaxUnpool", "STFT", "RoiAlign", "MelWeightMatrix"};
 }
 
 bool emit_window_op(Codegen& cg, const Node& n) {
@@ -287,6 +308,7 @@ bool emit_window_op(Codegen& cg, const Node& n) {
   else if (op == "HannWindow" || op == "HammingWindow" || op == "BlackmanWindow") emit_signal_window(cg, n);
   else if (op == "NonMaxSuppression") emit_nms(cg, n);
   else if (op == "RoiAlign") emit_roi_align(cg, n);
+  else if (op == "MelWeightMatrix") emit_mel_weight_matrix(cg, n);
   else if (op == "MaxUnpool") emit_max_unpool(cg, n);
   else if (op == "STFT") emit_stft(cg, n);
   else return false;

@@ -701,6 +701,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     return outs;
   }
   if (op == "NonMaxSuppression") return {{late_count(), 3}};
+  if (op == "MelWeightMatrix") return {{late_count(), late_count()}};
   if (op == "RoiAlign")
     return {{in(1).at(0), in(0).at(1), n.get_int("output_height", 1), n.get_int("output_width", 1)}};
   if (op == "NonZero") {

@@ -253,3 +253,39 @@ HK int hk_stft(const double* x, double* y, int64_t B, int64_t L, int64_t ci, int
   }
   return 0;
 }
+
+/* MelWeightMatrix [dft_length / 2 + 1, bins] into y (zeroed here); fb: scratch of bins + 2
+ * int64s. The mel edges in float, the rest in double, as the interpreter (signal.cc).
+ * Returns 1 when a mel bin maps outside the spectrum. */
+HK int hk_mel_weight_matrix(double* y, int64_t bins, int64_t dft_len, int64_t rate, double lo_edge, double hi_edge,
+                            int64_t* fb) {
+  const float lo = (float)lo_edge, hi = (float)hi_edge;
+  const float lo_mel = 2595.0f * log10f(1.0f + lo / 700.0f), hi_mel = 2595.0f * log10f(1.0f + hi / 700.0f);
+  const float step = (hi_mel - lo_mel) / (float)(bins + 2);
+  const int64_t spec = dft_len / 2 + 1;
+  int64_t i, j;
+  for (i = 0; i < spec * bins; ++i) y[i] = 0;
+  for (i = 0; i < bins + 2; ++i) {
+    double f = (double)i * (double)step + (double)lo_mel;
+    f = 700.0 * (pow(10.0, f / 2595.0) - 1.0);
+    fb[i] = (int64_t)floor((double)(dft_len + 1) * f / (double)rate);
+  }
+  for (i = 0; i < bins; ++i) {
+    int64_t l = fb[i], c = fb[i + 1], h = fb[i + 2];
+    if (c - l == 0) {
+      if (c < 0 || c >= spec) return 1;
+      y[c * bins + i] = 1.0;
+    } else {
+      for (j = l; j <= c; ++j) {
+        if (j < 0 || j >= spec) return 1;
+        y[j * bins + i] = (double)(j - l) / (double)(c - l);
+      }
+    }
+    if (h - c > 0)
+      for (j = c; j < h; ++j) {
+        if (j < 0 || j >= spec) return 1;
+        y[j * bins + i] = (double)(h - j) / (double)(h - c);
+      }
+  }
+  return 0;
+}
