@@ -764,8 +764,20 @@ def mel_weight_matrix_sizes_read():
     return m, [{"bins": np.array(b, np.int64), "dft": np.array(d, np.int64)} for b, d in [(8, 64), (20, 256)]], True
 
 
+def tfidf_free_dims():
+    """TfIdfVectorizer (uni- and bigrams with skips, TFIDF weights) over int64 tokens with a free
+    batch and length."""
+    r = rng_for("tfidf_free_dims")
+    n = helper.make_node("TfIdfVectorizer", ["x"], ["y"], mode="TFIDF", min_gram_length=1, max_gram_length=2,
+                         max_skip_count=2, ngram_counts=[0, 4], ngram_indexes=[0, 1, 2, 3, 4, 5, 6, 7],
+                         pool_int64s=[2, 3, 5, 4, 5, 6, 7, 8, 6, 7, 2, 5], weights=[1.0, 0.5, 2.0, 0.1, 3.0, 1.5, 0.7, 0.2])
+    m = model("tfidf_free_dims", [n], [vi("x", I64, ["N", "C"])], [vi("y", F, ["N", 8])], opset=17)
+    return m, [{"x": r.integers(1, 9, (b, c)).astype(np.int64)} for b, c in [(1, 6), (4, 13)]], True
+
+
 MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
-           training_ops_free_dims, deform_conv_free_dims, mel_weight_matrix_sizes_read]
+           training_ops_free_dims, deform_conv_free_dims, mel_weight_matrix_sizes_read,
+           tfidf_free_dims]
 
 
 def einsum_free_dims():

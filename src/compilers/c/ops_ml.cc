@@ -4,7 +4,8 @@
 // as the interpreter (engines/interp/ops/ml.cc) checks them when it runs; trees and lookup
 // tables go into the weights. String inputs or outputs are refused before this (the C API
 // carries no strings), which leaves CategoryMapper and the string forms of LabelEncoder and
-// OneHotEncoder to the interpreter.
+// OneHotEncoder to the interpreter. Also TfIdfVectorizer (ONNX's default domain, the text
+// featurizer of the same pipelines) over int32/int64 tokens.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -362,6 +363,84 @@ void emit_feature_vectorizer(Codegen& cg, const Node& n) {
   }
 }
 
+// TfIdfVectorizer over integer tokens: the pool checked and sorted by n-gram size at build
+// time (as text.cc's read_config and build_pool check it), counted while running.
+void emit_tfidf(Codegen& cg, const Node& n) {
+  DType xt = cg.dtype_of(n.inputs[0]);
+  HODU_CHECK(xt == DType::I32 || xt == DType::I64, ErrorCode::Unsupported,
+             "{}: pool_int64s needs an int32 or int64 input, got {}", n.describe(), dtype_name(xt));
+  HODU_CHECK(n.has_attr("pool_int64s") && !n.has_attr("pool_strings"), ErrorCode::InvalidModel,
+             "{}: exactly one of pool_strings and pool_int64s must be set (int64s in compiled code)", n.describe());
+  const std::string mode = n.get_string("mode", "");
+  HODU_CHECK(mode == "TF" || mode == "IDF" || mode == "TFIDF", ErrorCode::InvalidModel,
+             "{}: mode must be 'TF', 'IDF' or 'TFIDF', got '{}'", n.describe(), mode);
+  for (const char* a : {"min_gram_length", "max_gram_length", "max_skip_count", "ngram_counts", "ngram_indexes"})
+    HODU_CHECK(n.has_attr(a), ErrorCode::InvalidModel, "{}: attribute '{}' is required", n.describe(), a);
+  const int64_t min_gram = n.get_int("min_gram_length", 1), max_gram = n.get_int("max_gram_length", 1);
+  const int64_t max_skip = n.get_int("max_skip_count", 0);
+  HODU_CHECK(min_gram >= 1 && max_gram >= min_gram && max_skip >= 0, ErrorCode::InvalidModel,
+             "{}: min_gram_length {}, max_gram_length {}, max_skip_count {} are inconsistent", n.describe(), min_gram,
+             max_gram, max_skip);
+  auto indexes = n.get_ints("ngram_indexes"), counts = n.get_ints("ngram_counts"), items = n.get_ints("pool_int64s");
+  auto weights = n.get_floats("weights");
+  HODU_CHECK(!indexes.empty() && !counts.empty() && max_gram <= static_cast<int64_t>(counts.size()),
+             ErrorCode::InvalidModel, "{}: ngram_indexes/ngram_counts are empty or too short", n.describe());
+  int64_t out_size = 0;
+  for (int64_t o : indexes) {
+    HODU_CHECK(o >= 0, ErrorCode::InvalidModel, "{}: ngram_indexes has a negative entry {}", n.describe(), o);
+    out_size = std::max(out_size, o + 1);
+  }
+  HODU_CHECK(weights.empty() || (weights.size() == indexes.size() && static_cast<int64_t>(weights.size()) >= out_size),
+             ErrorCode::InvalidModel, "{}: weights has {} entries for {} ngram_indexes and {} outputs", n.describe(),
+             weights.size(), indexes.size(), out_size);
+  // The pool's n-grams of each used size, sorted, each with its output index.
+  std::vector<std::map<std::vector<int64_t>, int64_t>> by_size(static_cast<size_t>(max_gram + 1));
+  const int64_t total = static_cast<int64_t>(items.size());
+  int64_t id = 0;
+  for (size_t i = 0; i < counts.size(); ++i) {
+    const int64_t size = static_cast<int64_t>(i) + 1, begin = counts[i];
+    const int64_t end = i + 1 < counts.size() ? counts[i + 1] : total;
+    HODU_CHECK(begin >= 0 && end >= begin && end <= total && (end - begin) % size == 0, ErrorCode::InvalidModel,
+               "{}: ngram_counts {} for {}-grams does not cut the pool's {} items into whole {}-grams", n.describe(),
+               begin, size, total, size);
+    for (int64_t k = begin; k < end; k += size, ++id) {
+      if (size < min_gram || size > max_gram) continue;
+      HODU_CHECK(id < static_cast<int64_t>(indexes.size()), ErrorCode::InvalidModel,
+                 "{}: the pool holds more n-grams than ngram_indexes has entries", n.describe());
+      std::vector<int64_t> gram(items.begin() + k, items.begin() + k + size);
+      HODU_CHECK(by_size[size].emplace(std::move(gram), indexes[id]).second, ErrorCode::InvalidModel,
+                 "{}: the pool holds a {}-gram twice (pool entry {})", n.describe(), size, k);
+    }
+  }
+  HODU_CHECK(id <= static_cast<int64_t>(indexes.size()), ErrorCode::InvalidModel,
+             "{}: the pool holds {} n-grams but ngram_indexes has only {} entries", n.describe(), id, indexes.size());
+  std::vector<int64_t> grams, start(static_cast<size_t>(max_gram + 1), 0), cnt(static_cast<size_t>(max_gram + 1), 0);
+  for (int64_t s = 1; s <= max_gram; ++s) {
+    start[s] = static_cast<int64_t>(grams.size());
+    cnt[s] = static_cast<int64_t>(by_size[s].size());
+    for (const auto& [g, o] : by_size[s]) {
+      grams.insert(grams.end(), g.begin(), g.end());
+      grams.push_back(o);
+    }
+  }
+  auto xs = cg.shape_of(n.inputs[0]);
+  HODU_CHECK(xs.size() <= 2, ErrorCode::InvalidModel, "{}: input must be [C] or [N, C]", n.describe());
+  SymInt rows = xs.size() == 2 ? xs[0] : SymInt(1), cols = xs.empty() ? SymInt(1) : xs.back();
+  if (xs.size() == 2 && !rows.known())
+    cg.emit(fmt::format("if ({} < 1) return hm_fail(m, 4, \"%s\", {});", rows,
+                        c_string_literal(n.describe() + ": the input has no rows")));
+  need_ml_kernels(cg);
+  std::string x = i64_in(cg, n.inputs[0]);
+  std::string freq = fmt::format("((int64_t*){})", cg.scratch(out_size * 8));
+  std::string gram = fmt::format("((int64_t*){})", cg.scratch(max_gram * 8));
+  cg.define(n.outputs[0], DType::F32, cg.shape_of(n.outputs[0]));
+  cg.emit(fmt::format("hk_tfidf({}, (float*){}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {});", x,
+                      cg.ptr(n.outputs[0]), rows, cols, out_size, min_gram, max_gram, max_skip,
+                      weight_table(cg, grams, DType::I64, "int64_t"), cg.table(start), cg.table(cnt),
+                      mode == "TF" ? 0 : mode == "IDF" ? 1 : 2, weights.empty() ? "NULL" : cg.float_table(weights),
+                      freq, gram));
+}
+
 }  // namespace
 
 std::vector<std::string> ml_op_names() {
@@ -376,6 +455,10 @@ bool is_compiled_ml_op(const Node& n) {
 }
 
 bool emit_ml_op(Codegen& cg, const Node& n) {
+  if (n.domain.empty() && n.op_type == "TfIdfVectorizer") {
+    emit_tfidf(cg, n);
+    return true;
+  }
   if (!is_compiled_ml_op(n)) return false;
   const std::string& op = n.op_type;
   if (op == "TreeEnsemble") emit_tree_ensemble(cg, n);

@@ -702,6 +702,12 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   }
   if (op == "NonMaxSuppression") return {{late_count(), 3}};
   if (op == "MelWeightMatrix") return {{late_count(), late_count()}};
+  if (op == "TfIdfVectorizer") {
+    int64_t out = 0;
+    for (int64_t o : n.get_ints("ngram_indexes")) out = std::max(out, o + 1);
+    SymShape x = in(0);
+    return {x.size() == 2 ? SymShape{x[0], out} : SymShape{out}};
+  }
   if (op == "RoiAlign")
     return {{in(1).at(0), in(0).at(1), n.get_int("output_height", 1), n.get_int("output_width", 1)}};
   if (op == "NonZero") {

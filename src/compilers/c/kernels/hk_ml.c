@@ -248,3 +248,59 @@ HK void hk_feature_vectorize(const double* x, float* y, int64_t rows, int64_t wi
   for (r = 0; r < rows; ++r)
     for (c = 0; c < w; ++c) y[r * total + off + c] = (float)x[r * width + c];
 }
+
+/* ---- TfIdfVectorizer (ONNX's default domain; the text featurizer of the same pipelines) -- */
+
+/* The entry of gram (s int64s) in a block of count sorted entries of s items and an output
+ * index each, or -1. */
+HK int64_t hk_tfidf_find(const int64_t* block, int64_t count, int64_t s, const int64_t* gram) {
+  int64_t lo = 0, hi = count, k;
+  while (lo < hi) {
+    int64_t mid = lo + (hi - lo) / 2, c = 0;
+    const int64_t* e = block + mid * (s + 1);
+    for (k = 0; k < s && c == 0; ++k) c = e[k] < gram[k] ? -1 : e[k] > gram[k] ? 1 : 0;
+    if (c == 0) return e[s];
+    if (c < 0) lo = mid + 1;
+    else hi = mid;
+  }
+  return -1;
+}
+
+/* Counts the pool's n-grams (sizes min_gram..max_gram, skips up to max_skip) in each row of
+ * x [rows, cols] and weighs them into y [rows, out_size] (mode 0 TF, 1 IDF, 2 TFIDF; weights
+ * NULL: 1), as the interpreter (text.cc). grams: the pool by size, start[s] and cnt[s] its
+ * block of size-s grams; freq: out_size scratch, gram: max_gram scratch. */
+HK void hk_tfidf(const int64_t* x, float* y, int64_t rows, int64_t cols, int64_t out_size, int64_t min_gram,
+                 int64_t max_gram, int64_t max_skip, const int64_t* grams, const int64_t* start, const int64_t* cnt,
+                 int mode, const float* weights, int64_t* freq, int64_t* gram) {
+  int64_t r, i, o;
+  for (r = 0; r < rows; ++r) {
+    const int64_t* row = x + r * cols;
+    int64_t start_size = min_gram, dist, s, size, k;
+    for (o = 0; o < out_size; ++o) freq[o] = 0;
+#define HK_TFIDF_HIT(sz)                                                          \
+  do {                                                                            \
+    int64_t at = hk_tfidf_find(grams + start[sz], cnt[sz], (sz), gram);           \
+    if (at >= 0) ++freq[at];                                                      \
+  } while (0)
+    if (start_size == 1) {
+      for (i = 0; i < cols; ++i) {
+        gram[0] = row[i];
+        HK_TFIDF_HIT(1);
+      }
+      ++start_size;
+    }
+    if (start_size <= max_gram)
+      for (dist = 1; dist <= max_skip + 1; ++dist)
+        for (s = 0; s + dist * (start_size - 1) < cols; ++s)
+          for (size = 1, k = s; size <= max_gram && k < cols; ++size, k += dist) {
+            gram[size - 1] = row[k];
+            if (size >= start_size) HK_TFIDF_HIT(size);
+          }
+#undef HK_TFIDF_HIT
+    for (o = 0; o < out_size; ++o) {
+      float f = (float)freq[o], w = weights ? weights[o] : 1.0f;
+      y[r * out_size + o] = mode == 0 ? f : mode == 1 ? (freq[o] > 0 ? w : 0.0f) : (weights ? f * w : f);
+    }
+  }
+}
