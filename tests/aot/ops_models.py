@@ -775,9 +775,24 @@ def tfidf_free_dims():
     return m, [{"x": r.integers(1, 9, (b, c)).astype(np.int64)} for b, c in [(1, 6), (4, 13)]], True
 
 
+def roi_pools_free_dims():
+    """MaxRoiPool and GlobalLpPool (p = 3) over a free batch, image size and roi count."""
+    r = rng_for("roi_pools_free_dims")
+    nodes = [helper.make_node("MaxRoiPool", ["x", "rois"], ["y"], pooled_shape=[2, 3], spatial_scale=0.5),
+             helper.make_node("GlobalLpPool", ["x"], ["g"], p=3)]
+    m = model("roi_pools_free_dims", nodes, [vi("x", F, ["N", 3, "H", "W"]), vi("rois", F, ["R", 5])],
+              [vi("y", F, ["R", 3, 2, 3]), vi("g", F, ["N", 3, 1, 1])], opset=17)
+    feeds = []
+    for n, h, w, k in [(1, 6, 8, 2), (3, 11, 7, 4)]:
+        x1, y1 = r.uniform(0, 2 * w, k), r.uniform(0, 2 * h, k)
+        rois = np.stack([r.integers(0, n, k), x1, y1, x1 + r.uniform(2, 2 * w, k), y1 + r.uniform(2, 2 * h, k)], 1)
+        feeds.append({"x": r.standard_normal((n, 3, h, w)).astype(np.float32), "rois": rois.astype(np.float32)})
+    return m, feeds, True
+
+
 MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
            training_ops_free_dims, deform_conv_free_dims, mel_weight_matrix_sizes_read,
-           tfidf_free_dims]
+           tfidf_free_dims, roi_pools_free_dims]
 
 
 def einsum_free_dims():

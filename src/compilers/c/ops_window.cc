@@ -159,6 +159,36 @@ void emit_signal_window(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+void emit_global_lp_pool(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]);
+  HODU_CHECK(xs.size() >= 3, ErrorCode::InvalidModel, "{}: X must be [N, C, spatial...]", n.describe());
+  need_window_kernels(cg);
+  std::string x = f64_in(cg, n.inputs[0]);
+  WideOut y = wide_out(cg, n.outputs[0], cg.shape_of(n.outputs[0]));
+  cg.emit(fmt::format("hk_global_lp_pool({}, {}, {}, {}, {:.17g});", x, y.buffer, xs[0] * xs[1],
+                      numel(SymShape(xs.begin() + 2, xs.end())), static_cast<double>(n.get_int("p", 2))));
+  y.finish(cg);
+}
+
+void emit_max_roi_pool(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), rs = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK(xs.size() == 4 && rs.size() == 2, ErrorCode::InvalidModel, "{}: X must be 4-D and rois [num_rois, 5]",
+             n.describe());
+  sym_require(sym_eq(rs[1], 5), n.describe() + ": rois have %lld values each, 5 needed", {rs[1]});
+  auto pooled = n.get_ints("pooled_shape");
+  HODU_CHECK(pooled.size() == 2 && pooled[0] > 0 && pooled[1] > 0, ErrorCode::InvalidModel,
+             "{}: pooled_shape must be 2 positive values", n.describe());
+  cg.kernel_sections.insert("detect");
+  need_generic_kernels(cg);
+  std::string x = f64_in(cg, n.inputs[0]), rois = f64_in(cg, n.inputs[1]);
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit_checked(fmt::format("hk_max_roi_pool({}, {}, {}, {}, {}, {}, {}, {}, {}, {}, {:.17g})", x, rois, y.buffer,
+                              xs[0], xs[1], xs[2], xs[3], rs[0], pooled[0], pooled[1],
+                              static_cast<double>(n.get_float("spatial_scale", 1.f))),
+                  n, "a roi's batch index is out of range");
+  y.finish(cg);
+}
+
 // MelWeightMatrix: its sizes (num_mel_bins, dft_length) read while running are its output's dims.
 void emit_mel_weight_matrix(Codegen& cg, const Node& n) {
   auto ys = cg.shape_of(n.outputs[0]);
@@ -295,7 +325,8 @@ void emit_nms(Codegen& cg, const Node& n) {
 
 std::vector<std::string> window_op_names() {
   return {"LpPool", "Col2Im", "CenterCropPad", "DFT", "HannWindow", "HammingWindow", "BlackmanWindow",
-          "NonMaxSuppression", "MaxUnpool", "STFT", "RoiAlign", "MelWeightMatrix"};
+          "NonMaxSuppression", "MaxUnpool", "STFT", "RoiAlign", "MelWeightMatrix",
+          "GlobalLpPool", "MaxRoiPool"};
 }
 
 bool emit_window_op(Codegen& cg, const Node& n) {
@@ -309,6 +340,8 @@ bool emit_window_op(Codegen& cg, const Node& n) {
   else if (op == "NonMaxSuppression") emit_nms(cg, n);
   else if (op == "RoiAlign") emit_roi_align(cg, n);
   else if (op == "MelWeightMatrix") emit_mel_weight_matrix(cg, n);
+  else if (op == "GlobalLpPool") emit_global_lp_pool(cg, n);
+  else if (op == "MaxRoiPool") emit_max_roi_pool(cg, n);
   else if (op == "MaxUnpool") emit_max_unpool(cg, n);
   else if (op == "STFT") emit_stft(cg, n);
   else return false;

@@ -702,6 +702,11 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
   }
   if (op == "NonMaxSuppression") return {{late_count(), 3}};
   if (op == "MelWeightMatrix") return {{late_count(), late_count()}};
+  if (op == "MaxRoiPool") {
+    auto p = n.get_ints("pooled_shape", {1, 1});
+    HODU_CHECK(p.size() == 2, ErrorCode::InvalidModel, "{}: pooled_shape must have 2 values", n.describe());
+    return {{in(1).at(0), in(0).at(1), p[0], p[1]}};
+  }
   if (op == "TfIdfVectorizer") {
     int64_t out = 0;
     for (int64_t o : n.get_ints("ngram_indexes")) out = std::max(out, o + 1);

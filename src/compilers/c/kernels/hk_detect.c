@@ -122,3 +122,38 @@ HK int hk_roi_align(const double* x, const double* rois, const int64_t* bidx, do
   }
   return 0;
 }
+
+/* MaxRoiPool of x [N, C, H, W] over rois [R, 5] (batch, x1, y1, x2, y2) into y [R, C, PH, PW]:
+ * the max of each bin (0 for an empty one), as the interpreter (nn_pool.cc). Returns 1 when
+ * a batch index is out of range. */
+HK int hk_max_roi_pool(const double* x, const double* rois, double* y, int64_t N, int64_t C, int64_t H, int64_t W,
+                       int64_t R, int64_t PH, int64_t PW, double scale) {
+  int64_t r, c, ph, pw, h, w;
+  for (r = 0; r < R; ++r)
+    if ((int64_t)rois[r * 5] < 0 || (int64_t)rois[r * 5] >= N) return 1;
+  for (r = 0; r < R; ++r) {
+    const double* roi = rois + r * 5;
+    int64_t b = (int64_t)roi[0];
+    int64_t x1 = (int64_t)round(roi[1] * scale), y1 = (int64_t)round(roi[2] * scale);
+    int64_t x2 = (int64_t)round(roi[3] * scale), y2 = (int64_t)round(roi[4] * scale);
+    int64_t rh = y2 - y1 + 1 > 1 ? y2 - y1 + 1 : 1, rw = x2 - x1 + 1 > 1 ? x2 - x1 + 1 : 1;
+    double bh = (double)rh / (double)PH, bw = (double)rw / (double)PW;
+    for (c = 0; c < C; ++c) {
+      const double* xp = x + (b * C + c) * H * W;
+      for (ph = 0; ph < PH; ++ph)
+        for (pw = 0; pw < PW; ++pw) {
+#define HK_CLAMP(v, hi) ((v) < 0 ? 0 : (v) > (hi) ? (hi) : (v))
+          int64_t hs = HK_CLAMP((int64_t)floor((double)ph * bh) + y1, H);
+          int64_t he = HK_CLAMP((int64_t)ceil((double)(ph + 1) * bh) + y1, H);
+          int64_t ws = HK_CLAMP((int64_t)floor((double)pw * bw) + x1, W);
+          int64_t we = HK_CLAMP((int64_t)ceil((double)(pw + 1) * bw) + x1, W);
+#undef HK_CLAMP
+          double m = (he <= hs || we <= ws) ? 0.0 : -INFINITY;
+          for (h = hs; h < he; ++h)
+            for (w = ws; w < we; ++w) m = fmax(m, xp[h * W + w]);
+          y[((r * C + c) * PH + ph) * PW + pw] = m;
+        }
+    }
+  }
+  return 0;
+}

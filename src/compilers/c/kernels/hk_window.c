@@ -289,3 +289,13 @@ HK int hk_mel_weight_matrix(double* y, int64_t bins, int64_t dft_len, int64_t ra
   }
   return 0;
 }
+
+/* GlobalLpPool: y[i] = (sum over the spatial block of |x|^p)^(1/p), as the interpreter. */
+HK void hk_global_lp_pool(const double* x, double* y, int64_t nc, int64_t spatial, double p) {
+  int64_t i, k;
+  for (i = 0; i < nc; ++i) {
+    double s = 0;
+    for (k = 0; k < spatial; ++k) s += pow(fabs(x[i * spatial + k]), p);
+    y[i] = pow(s, 1.0 / p);
+  }
+}
