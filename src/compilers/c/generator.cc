@@ -108,6 +108,27 @@ std::optional<std::pair<float, float>> clamp_of(const Codegen& cg, const Node& n
   return std::nullopt;
 }
 
+// Why an op the interpreter runs stays with it (appended to the refusal), or "".
+std::string refusal_reason(const Node& n) {
+  static const std::map<std::pair<std::string, std::string>, const char*> reasons = {
+      {{"", "ImageDecoder"},
+       ": it decodes JPEG/PNG/BMP/TIFF/WebP bytes with the interpreter's codecs, and its output's size is known only "
+       "once decoded; compiled code has no image codecs (decode before calling the library, or run the model with "
+       "hodu run --engine cpu)"},
+      {{"", "SequenceMap"}, ": it runs its body once per sequence element; compiled code has no sequences"},
+      {{"ai.onnx.preview", "FlexAttention"},
+       ": its score_mod/mask_mod/prob_mod graphs are run per score by the interpreter and not compiled (the "
+       "function's expanded form compiles)"},
+      {{"ai.onnx.preview.training", "Gradient"},
+       ": it differentiates its graph while running with the interpreter's autodiff"},
+  };
+  if (auto it = reasons.find({n.domain, n.op_type}); it != reasons.end()) return it->second;
+  if (n.domain == "hodu")
+    return ": hodu's own fused and gradient ops are made by its passes for its engines; compile the ONNX model "
+           "they came from";
+  return "";
+}
+
 }  // namespace
 
 std::vector<std::string> supported_ops() {
@@ -184,9 +205,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
         list += "; in domain 'ai.onnx.ml': ";
         for (const auto& s : ml_op_names()) list += s + (s == ml_op_names().back() ? "" : ", ");
         list += "; in domain 'ai.onnx.preview.training': Adagrad, Adam, Momentum";
-        fail(ErrorCode::Unsupported,
-             "{}{}: op not supported by the C compiler (hodu build); supported ops: {}", n.describe(),
-             n.domain.empty() ? "" : " in domain '" + n.domain + "'", list);
+        fail(ErrorCode::Unsupported, "{}{}: op not supported by the C compiler (hodu build){}; supported ops: {}",
+             n.describe(), n.domain.empty() ? "" : " in domain '" + n.domain + "'", refusal_reason(n), list);
       }
     // Every op is supported; a model that still cannot run (an Add of f32 and i64, Where on a
     // float condition) is refused as hodu run and ONNX Runtime refuse it: compiled code checks
