@@ -582,6 +582,24 @@ bool emit_tensor_op(Codegen& cg, const Node& n) {
   else if (op == "Cast" || op == "CastLike") emit_cast(cg, n);
   else if (op == "ConstantOfShape") emit_constant_of_shape(cg, n);
   else if (op == "BitCast") emit_bitcast(cg, n);
+  else if (op == "Shape" || op == "Size") {
+    // Left to run (not folded into sizes): the shape of a value sized while running, as data.
+    SymShape s = cg.shape_of(n.inputs[0]), vals;
+    if (op == "Size") {
+      vals = {numel(s)};
+    } else {
+      const int64_t r = static_cast<int64_t>(s.size());
+      int64_t b = n.get_int("start", 0), e = n.get_int("end", r);
+      b = std::clamp<int64_t>(b < 0 ? b + r : b, 0, r);
+      e = std::clamp<int64_t>(e < 0 ? e + r : e, b, r);
+      vals.assign(s.begin() + b, s.begin() + e);
+    }
+    DType dt = cg.dtype_of(n.outputs[0]);
+    HODU_CHECK(dt == DType::I64, ErrorCode::InvalidModel, "{}: the output must be int64", n.describe());
+    cg.define(n.outputs[0], DType::I64, op == "Size" ? SymShape{} : SymShape{static_cast<int64_t>(vals.size())});
+    std::string y = cg.ptr(n.outputs[0]);
+    for (size_t k = 0; k < vals.size(); ++k) cg.emit(fmt::format("((int64_t*){})[{}] = (int64_t)({});", y, k, vals[k]));
+  }
   else return false;
   return true;
 }
