@@ -115,6 +115,10 @@ Kernels: by default Conv, MatMul/Gemm and pooling call hodu's kernel library lib
 executables link it with an rpath, .o/.a/.c need -lhodu_kernels (printed). --kernels portable:
 hodu's portable single-threaded C kernels, no library (cross builds always use these).
 Cross builds: --target aarch64-linux-gnu uses aarch64-linux-gnu-gcc (Debian gcc-aarch64-linux-gnu).
+Ops: those the interpreter runs, ai.onnx.ml and the training optimizers included, except what the C
+API cannot carry (strings; sequences, maps and optionals as inputs or outputs: inside a graph they
+compile), ImageDecoder, FlexAttention, SequenceMap and Gradient: refused naming the node and why.
+Random ops draw what `hodu run --engine interp` draws (its default --seed 0), the same on every run.
 See docs/aot.md.)");
   app.add_option("model", a->model, "model file (.onnx, .hdss, .hodu)")->required();
   app.add_option("-o,--output", a->out, "output file; its extension picks the format")->required();
