@@ -790,9 +790,24 @@ def roi_pools_free_dims():
     return m, feeds, True
 
 
+def conv_f64_free_dims():
+    """Conv of float64 (1-D with SAME_UPPER and dilation, 2-D with groups, stride and padding)
+    over a free batch and length/size."""
+    r = rng_for("conv_f64_free_dims")
+    D = TensorProto.DOUBLE
+    nodes = [helper.make_node("Conv", ["a", "wa", "ba"], ["ya"], auto_pad="SAME_UPPER", dilations=[2], strides=[2]),
+             helper.make_node("Conv", ["x", "wx"], ["yx"], group=2, strides=[2, 1], pads=[1, 0, 1, 2])]
+    m = model("conv_f64_free_dims", nodes, [vi("a", D, ["N", 3, "L"]), vi("x", D, ["N", 4, "H", "W"])],
+              [vi("ya", D, ["N", 5, "LO"]), vi("yx", D, ["N", 6, "HO", "WO"])],
+              [init("wa", r.standard_normal((5, 3, 3))), init("ba", r.standard_normal(5)),
+               init("wx", r.standard_normal((6, 2, 3, 3)))], opset=17)
+    return m, [{"a": r.standard_normal((n, 3, l)), "x": r.standard_normal((n, 4, h, w))}
+               for n, l, h, w in [(1, 9, 5, 6), (3, 16, 8, 4)]], False  # ORT has no float64 Conv
+
+
 MODELS += [roi_align_free_dims, matmul_wide_free_dims, ml_pipeline_free_dims, random_ops_free_dims,
            training_ops_free_dims, deform_conv_free_dims, mel_weight_matrix_sizes_read,
-           tfidf_free_dims, roi_pools_free_dims]
+           tfidf_free_dims, roi_pools_free_dims, conv_f64_free_dims]
 
 
 def einsum_free_dims():

@@ -551,6 +551,51 @@ void emit_deform_conv(Codegen& cg, const Node& n) {
   y.finish(cg);
 }
 
+// Conv of float64 (float32 runs in ops_nn.cc; half floats are widened to it), 1-D or 2-D: the
+// DeformConv kernel without offsets (samples at whole positions: the plain convolution).
+void emit_conv_wide(Codegen& cg, const Node& n) {
+  auto xs = cg.shape_of(n.inputs[0]), ws = cg.shape_of(n.inputs[1]), ys = cg.shape_of(n.outputs[0]);
+  HODU_CHECK((xs.size() == 3 || xs.size() == 4) && ws.size() == xs.size() && ys.size() == xs.size(),
+             ErrorCode::Unsupported,
+             "{}: Conv of {} over {} spatial dims is not supported by compiled code (1-D and 2-D outside float32)",
+             n.describe(), dtype_name(cg.dtype_of(n.inputs[0])), xs.size() - 2);
+  HODU_CHECK(dtype_is_float(cg.dtype_of(n.inputs[0])), ErrorCode::Unsupported, "{}: Conv of {}", n.describe(),
+             dtype_name(cg.dtype_of(n.inputs[0])));
+  const size_t nd = xs.size() - 2;
+  for (size_t d = 1; d < ws.size(); ++d)
+    HODU_CHECK(ws[d].known() && xs[1].known() && ws[0].known(), ErrorCode::Unsupported,
+               "{}: the channels and the kernel size must be known at build time", n.describe());
+  const int64_t C = xs[1].value(), M = ws[0].value(), G = n.get_int("group", 1);
+  HODU_CHECK(G > 0 && C % G == 0 && M % G == 0 && ws[1].is(C / G), ErrorCode::InvalidModel,
+             "{}: X {} / W {} are inconsistent with group {}", n.describe(), to_string(xs), to_string(ws), G);
+  auto strides = n.get_ints("strides", std::vector<int64_t>(nd, 1)), dil = n.get_ints("dilations", std::vector<int64_t>(nd, 1));
+  auto pads = n.get_ints("pads", std::vector<int64_t>(2 * nd, 0));
+  HODU_CHECK(strides.size() == nd && dil.size() == nd && pads.size() == 2 * nd, ErrorCode::InvalidModel,
+             "{}: strides/dilations/pads do not match {} spatial dims", n.describe(), nd);
+  const std::string auto_pad = n.get_string("auto_pad", "NOTSET");
+  SymShape geo;  // stride, pad begin, dilation of h then w (1-D: h is a unit axis)
+  if (nd == 1) geo = {1, 0, 1};
+  for (size_t d = 0; d < nd; ++d) {
+    SymInt begin = pads[d];
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      SymInt total = sym_max(0, (ys[d + 2] - 1) * strides[d] + (ws[d + 2] - 1) * dil[d] + 1 - xs[d + 2]);
+      begin = auto_pad == "SAME_UPPER" ? floordiv(total, 2) : total - floordiv(total, 2);
+    } else if (auto_pad == "VALID") {
+      begin = 0;
+    }
+    geo.push_back(strides[d]), geo.push_back(begin), geo.push_back(dil[d]);
+  }
+  SymInt H = nd == 1 ? SymInt(1) : xs[2], W = xs.back(), OH = nd == 1 ? SymInt(1) : ys[2], OW = ys.back();
+  const int64_t kh = nd == 1 ? 1 : ws[2].value(), kw = ws.back().value();
+  std::string x = f64_in(cg, n.inputs[0]), w = f64_in(cg, n.inputs[1]);
+  std::string b = n.has_input(2) ? f64_in(cg, n.inputs[2]) : "NULL";
+  std::string col = fmt::format("((double*){})", cg.scratch((C / G) * kh * kw * OH * OW * 8));
+  WideOut y = wide_out(cg, n.outputs[0], ys);
+  cg.emit(fmt::format("hk_deform_conv({}, {}, NULL, NULL, {}, {}, {}, {}, {}, {}, {}, {}, 1, {}, {}, {}, {}, {}, {});", x,
+                      w, b, y.buffer, xs[0], C, H, W, M, G, kh, kw, OH, OW, cg.table(geo), col));
+  y.finish(cg);
+}
+
 // MatMul and Gemm of float64 and integer types (float32 runs in ops_nn.cc, half floats are
 // widened to it by graph_prep): double or wrapping int64 products (hk_matmul_wide).
 void emit_matmul_generic(Codegen& cg, const Node& n) {
@@ -634,6 +679,7 @@ bool emit_generic_op(Codegen& cg, const Node& n) {
   else if (op == "Einsum") emit_einsum(cg, n);
   else if (op == "MatMul" || op == "Gemm") emit_matmul_generic(cg, n);
   else if (op == "DeformConv") emit_deform_conv(cg, n);
+  else if (op == "Conv") emit_conv_wide(cg, n);
   else return false;
   return true;
 }

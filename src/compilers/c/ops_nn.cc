@@ -834,7 +834,7 @@ bool fast_batchnorm(const Codegen& cg, const Node& n) {
 bool emit_nn_op(Codegen& cg, const Node& n) {
   const std::string& op = n.op_type;
   if (!n.domain.empty()) return false;
-  if (op == "Conv") emit_conv(cg, n);
+  if (op == "Conv" && f32_only(cg, n)) emit_conv(cg, n);
   else if (op == "MaxPool" || op == "AveragePool") emit_pool(cg, n);
   else if (op == "GlobalAveragePool" || op == "GlobalMaxPool") emit_global_pool(cg, n);
   else if (op == "BatchNormalization" && fast_batchnorm(cg, n)) emit_batchnorm(cg, n);

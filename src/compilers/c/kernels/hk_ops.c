@@ -1350,7 +1350,8 @@ HK void hk_momentum(const double* x, const double* g, const double* v, double* x
 /* ---- DeformConv (2-D) ------------------------------------------------------------------ */
 
 /* DeformConv of x [N, C, H, W] by w [M, C/G, kh, kw] sampled at offsets [N, OG*2*kh*kw, OH, OW]
- * (bilinear, zero outside), each sample times its mask (NULL: 1), plus b (NULL: none), into
+ * (bilinear, zero outside; off NULL: none, a plain convolution), each sample times its mask
+ * (NULL: 1), plus b (NULL: none), into
  * y [N, M, OH, OW]; geo: stride, pad begin and dilation of each axis (h then w). col: scratch
  * of (C/G)*kh*kw*OH*OW doubles. As the interpreter (nn_conv.cc). */
 HK void hk_deform_conv(const double* x, const double* w, const double* off, const double* mask, const double* b,
@@ -1363,13 +1364,13 @@ HK void hk_deform_conv(const double* x, const double* w, const double* off, cons
       for (r = 0; r < rows; ++r) {
         int64_t c = grp * Cg + r / kk, k = r % kk, ki = k / kw, kj = k % kw, og = c / Cog;
         const double* xc = x + (n * C + c) * H * W;
-        const double* dy = off + ((n * OG + og) * 2 * kk + 2 * k) * outs;
-        const double* dx = dy + outs;
+        const double* dy = off ? off + ((n * OG + og) * 2 * kk + 2 * k) * outs : 0;
+        const double* dx = off ? dy + outs : 0;
         const double* mk = mask ? mask + ((n * OG + og) * kk + k) * outs : 0;
         for (p = 0; p < outs; ++p) {
           int64_t oh = p / OW, ow = p % OW;
-          double h = (double)(oh * geo[0] - geo[1] + ki * geo[2]) + dy[p];
-          double wv = (double)(ow * geo[3] - geo[4] + kj * geo[5]) + dx[p];
+          double h = (double)(oh * geo[0] - geo[1] + ki * geo[2]) + (dy ? dy[p] : 0.0);
+          double wv = (double)(ow * geo[3] - geo[4] + kj * geo[5]) + (dx ? dx[p] : 0.0);
           double v = 0;
           if (isfinite(h) && isfinite(wv)) {
             double h0f = floor(h), w0f = floor(wv), lh = h - h0f, lw = wv - w0f;
