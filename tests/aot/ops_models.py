@@ -906,9 +906,10 @@ REFUSED = [(einsum_free_dims, "(Einsum) producing 'y': compiled code cannot deri
            (add_of_f32_and_i64, "the model cannot run as it is: node (Add) producing 'y': inputs 0 (float) and 1 (int64)"),
            (rank_divergent_output, "output 'y' has no known rank: its branches or iterations give tensors of "
                                    "different ranks"),
-           (sequence_output, "(SplitToSequence) producing 's': sequences and optionals compile only inside a graph"),
-           (category_mapper_to_strings, "(ai.onnx.ml.CategoryMapper) producing 'y': output 'y' is a string tensor; "
-                                        "compiled code has no strings")]
+           (sequence_output, "(SplitToSequence) producing 's': not supported by compiled code: sequences and "
+                             "optionals compile only inside a graph"),
+           (category_mapper_to_strings, "(ai.onnx.ml.CategoryMapper) producing 'y': output 'y' is a string tensor, "
+                                        "not supported by compiled code: it has no strings")]
 
 
 # ---- running -------------------------------------------------------------------------

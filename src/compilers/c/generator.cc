@@ -190,11 +190,11 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       // Strings: the C API (DLPack) carries none, so compiled code has none.
       for (const auto& v : n.inputs)
         HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
-                   "{}: input '{}' is a string tensor; compiled code has no strings (the C API carries numbers and "
+                   "{}: input '{}' is a string tensor, not supported by compiled code: it has no strings (the C API carries numbers and "
                    "bools only)", n.describe(), v);
       for (const auto& v : n.outputs)
         HODU_CHECK(v.empty() || !g.type_of(v) || g.type_of(v)->dtype != DType::String, ErrorCode::Unsupported,
-                   "{}: output '{}' is a string tensor; compiled code has no strings (the C API carries numbers "
+                   "{}: output '{}' is a string tensor, not supported by compiled code: it has no strings (the C API carries numbers "
                    "and bools only)", n.describe(), v);
     }
     for (const auto& n : g.nodes)
@@ -807,7 +807,8 @@ GeneratedModel generate_c(const Model& model, const CodegenOptions& options) {
       ++cg.fused_nodes;
     }
     try {
-      if (!emit_ml_op(cg, n) && !emit_training_op(cg, n) && !emit_random_op(cg, n) && !emit_nn_op(cg, n) && !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
+      if (!emit_ml_op(cg, n) && !emit_training_op(cg, n) && !emit_random_op(cg, n) && !emit_nn_op(cg, n) &&
+          !emit_index_op(cg, n) && !emit_tensor_op(cg, n) && !emit_attention_op(cg, n) &&
           !emit_rnn_op(cg, n) && !emit_control_flow_op(cg, n) && !emit_resample_op(cg, n) &&
           !emit_window_op(cg, n) &&
           !emit_generic_op(cg, n))

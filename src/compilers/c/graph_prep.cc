@@ -25,7 +25,7 @@ void bind_inputs(Graph& g, const std::map<std::string, std::vector<int64_t>>& in
   }
   for (auto& in : g.inputs) {
     if (g.initializer(in.name)) continue;
-    HODU_CHECK(in.type.is_tensor(), ErrorCode::Unsupported, "input '{}' is a {}: compiled code takes tensor inputs only (the C API carries no sequences, maps or optionals)",
+    HODU_CHECK(in.type.is_tensor(), ErrorCode::Unsupported, "input '{}' is a {}, not supported by compiled code: it takes tensor inputs only (the C API carries no sequences, maps or optionals)",
                in.name, in.type.to_string());
     if (auto it = input_shapes.find(in.name); it != input_shapes.end()) {
       const Shape& s = in.type.shape;

@@ -30,7 +30,7 @@ uint64_t interpreter_node_seed(Codegen& cg, const Node& n) {
     return h ^ (k * 0xBF58476D1CE4E5B9ull);
   }
   fail(ErrorCode::Unsupported,
-       "{}: an unseeded random op that is not a node of the model's main graph (inside a control-flow body) "
+       "{}: not supported by compiled code: an unseeded random op that is not a node of the model's main graph (inside a control-flow body) "
        "cannot be compiled to draw what the interpreter draws; give it a `seed` attribute",
        n.describe());
 }

@@ -21,7 +21,7 @@ bool is_sequence_op(const Node& n) {
 
 void refuse_sequence_op(const Node& n) {
   fail(ErrorCode::Unsupported,
-       "{}: sequences and optionals compile only inside a graph, as the tensors they hold, when every element, "
+       "{}: not supported by compiled code: sequences and optionals compile only inside a graph, as the tensors they hold, when every element, "
        "position and split size is known at build time; here one is a model input or output, is read by a "
        "control-flow node or SequenceMap, or depends on data read while running (the C API carries tensors only)",
        n.describe());

@@ -300,7 +300,7 @@ std::vector<SymShape> infer(const Node& n, const Ctx& c) {
     const std::string& v = is_in ? n.inputs[k] : n.outputs[k - n.inputs.size()];
     auto t = v.empty() ? std::nullopt : c.g.type_of(v);
     HODU_CHECK(!t || !t->is_tensor() || t->dtype != DType::String, ErrorCode::Unsupported,
-               "{}: {} '{}' is a string tensor; compiled code has no strings (the C API carries numbers and bools "
+               "{}: {} '{}' is a string tensor, not supported by compiled code: it has no strings (the C API carries numbers and bools "
                "only)", n.describe(), is_in ? "input" : "output", v);
   }
   if (is_sequence_op(n)) refuse_sequence_op(n);
