@@ -96,7 +96,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   add_int8({"DynamicQuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized min/max and quantize loops");
   add_int8({"QuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized loop, per tensor or per axis");
   add_int8({"DequantizeLinear"}, {DType::U8, DType::I8}, "cpu", "hand-written vectorized loop, per tensor or per axis");
-  add_int8({"MaxPool"}, {DType::U8, DType::I8}, "onednn", "hand-written int8 max pooling loop, plain layout (2-D windows)");
+  // One entry for every dtype: a registration names its slot by op and kernel name, so a second
+  // "onednn" MaxPool would replace the f32 one above (f32 MaxPool then went to the reference kernel).
+  add_int8({"MaxPool"}, {DType::F32, DType::U8, DType::I8}, "onednn",
+           "oneDNN pooling (f32); u8/s8: hand-written max pooling loop, plain layout (2-D windows)");
 }
 
 }  // namespace hodu::cpu
