@@ -260,8 +260,8 @@ bool make_conv(PlanBuilder& b, const Node& n) {
       if (pd && std::string(pd->impl_info_str()).find("brg") == std::string::npos) pd.reset();
     }
     // Below AVX-512: hodu's own F(2x2,3x3)/F(4x4,3x3) (winograd_conv.h), bias, residual and activation fused.
-    if (!pd && wino_shape && !runtime_bias && wino_policy != WinogradPolicy::OneDnn &&
-        wino_policy != WinogradPolicy::Off) {
+    // (make_winograd_conv declines under HODU_CPU_WINOGRAD=onednn/off: winograd::tile_for.)
+    if (!pd && wino_shape && !runtime_bias) {
       WinogradConv wc;
       wc.xs = xs;
       wc.ys = ys;

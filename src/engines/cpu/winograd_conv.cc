@@ -7,8 +7,6 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/blocked_layout.h"
-#include "kernels/cpu/vector_math.h"
-#include "kernels/cpu/winograd.h"
 #include "kernels/cpu/winograd_avx2.h"
 
 namespace hodu::cpu {
