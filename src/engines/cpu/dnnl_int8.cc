@@ -175,7 +175,9 @@ struct Epilogue {
   double zero_point = 0, lo = 0, hi = 255;
   DType out = DType::I32;
   // Float: y = float(acc) * s [+ b] [relu], s and b from slots (1 or M values), or b constant.
-  int scale_slot = -1, bias_slot = -1;
+  // scale2_slot: s is itself the product of two slots' values (ORT's a_scale · b_scale, a Mul
+  // the graph puts after the product), taken at each run.
+  int scale_slot = -1, scale2_slot = -1, bias_slot = -1;
   bool scale_first = false, bias_first = false;  // operand order of the Mul and Add (f32 + is commutative; kept anyway)
   std::vector<float> bias_const;
   bool relu = false;
@@ -454,11 +456,21 @@ class Int8Step : public Step {
   }
 
   // The float chain's scale and bias (null: none) and how many values each has.
-  void float_operands(RunState& rs, const float*& s, int64_t& ns, const float*& bias, int64_t& nb) const {
+  void float_operands(RunState& rs, const float*& s, int64_t& ns, const float*& bias, int64_t& nb) {
     const Epilogue& e = epi_;
     const Tensor& st = rs.slots[e.scale_slot].tensor();
     s = st.data<float>();
     ns = st.numel();
+    if (e.scale2_slot >= 0) {
+      // The scale's own Mul, in f32 as that node computes it (one or M values each).
+      const Tensor& st2 = rs.slots[e.scale2_slot].tensor();
+      const float* s2 = st2.data<float>();
+      const int64_t n2 = st2.numel(), n = std::max(ns, n2);
+      scale_product_.resize(static_cast<size_t>(n));
+      for (int64_t m = 0; m < n; ++m) scale_product_[m] = s[ns == 1 ? 0 : m] * s2[n2 == 1 ? 0 : m];
+      s = scale_product_.data();
+      ns = n;
+    }
     bias = nullptr;
     nb = 0;
     if (e.bias_slot >= 0) {
@@ -559,6 +571,7 @@ class Int8Step : public Step {
   WindowSums window_;
   Columns columns_;
   std::vector<float> sv_, bv_;     // the float chain's scale and bias, one per channel
+  std::vector<float> scale_product_;  // the scale when it is a product of two slots (scale2_slot)
   std::vector<int32_t> bias_i_;    // QLinear: the int32 bias per channel (zeros: none)
   std::vector<double> scale_d_;    // QLinear: the requantization factor per channel
   bool fast_ = false;              // the row-wise vectorized epilogue applies (set_fast)
@@ -661,7 +674,19 @@ std::string fuse_float_chain(PlanBuilder& b, const Node& n, int64_t M, size_t ra
   const Node* mul = sole(cast->outputs[0]);
   if (!mul || mul->op_type != "Mul" || mul->inputs.size() != 2) return "";
   const std::string& sv = mul->inputs[0] == cast->outputs[0] ? mul->inputs[1] : mul->inputs[0];
-  if (!channel_operand(sv) || !ready(sv)) return "";
+  if (!channel_operand(sv)) return "";
+  // A scale not computed yet: ORT's quantizer writes a_scale · b_scale as a Mul after the
+  // product. Where that Mul's operands are ready and the chain alone reads its result, the
+  // epilogue multiplies them itself (the same f32 product) and the Mul is claimed.
+  const Node* scale_mul = nullptr;
+  if (!ready(sv)) {
+    if (g.output(sv) || b.readers(sv).size() != 1) return "";
+    if (int p = g.producer_of(sv); p >= 0) scale_mul = &g.nodes[p];
+    if (!scale_mul || !scale_mul->domain.empty() || scale_mul->op_type != "Mul" || scale_mul->inputs.size() != 2)
+      return "";
+    for (const auto& v : scale_mul->inputs)
+      if (!channel_operand(v) || !ready(v)) return "";
+  }
   e.kind = Epilogue::Float;
   e.out = DType::F32;
   e.scale_first = mul->inputs[0] == sv;
@@ -682,7 +707,13 @@ std::string fuse_float_chain(PlanBuilder& b, const Node& n, int64_t M, size_t ra
   }
   auto y = b.static_type(last);
   if (!y || y->first != DType::F32) return "";
-  e.scale_slot = b.plain(sv);
+  if (scale_mul) {
+    e.scale_slot = b.plain(scale_mul->inputs[0]);
+    e.scale2_slot = b.plain(scale_mul->inputs[1]);
+    b.claim(*scale_mul);
+  } else {
+    e.scale_slot = b.plain(sv);
+  }
   if (chain.size() > 2 && chain[2]->op_type == "Add") {
     const std::string& bv = chain[2]->inputs[0] == mul->outputs[0] ? chain[2]->inputs[1] : chain[2]->inputs[0];
     if (const Tensor* t = passes::constant_of(g, bv)) {
@@ -888,8 +919,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
     src_in = dnnl::memory::desc(c);
   }
   step->reads.insert(step->reads.begin(), b.as_layout(n.inputs[0], src_in));
-  if (e.scale_slot >= 0) step->reads.push_back(e.scale_slot);
-  if (e.bias_slot >= 0) step->reads.push_back(e.bias_slot);
+  for (int s : {e.scale_slot, e.scale2_slot, e.bias_slot})
+    if (s >= 0) step->reads.push_back(s);
   step->src_ = dnnl::memory(pd.src_desc(), b.engine(), nullptr);
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   step->rows_ = shape_numel(ys) / M;
@@ -998,8 +1029,8 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   step->reads = {b.plain(n.inputs[0])};
   for (auto& z : step->zero_points_)
     if (z.slot >= 0) step->reads.push_back(z.slot);
-  if (e.scale_slot >= 0) step->reads.push_back(e.scale_slot);
-  if (e.bias_slot >= 0) step->reads.push_back(e.bias_slot);
+  for (int s : {e.scale_slot, e.scale2_slot, e.bias_slot})
+    if (s >= 0) step->reads.push_back(s);
   step->src_ = dnnl::memory(a_md, b.engine(), nullptr);
   step->dst_ = dnnl::memory(acc_md, b.engine(), nullptr);
   step->rows_ = rows;

@@ -202,7 +202,8 @@ TEST(CpuInt8, QLinearConvRequantizesExactly) {
 
 // ORT's quantize_dynamic writes every conv as DynamicQuantizeLinear → ConvInteger → Cast →
 // Mul(x_scale · w_scale) → Add(bias) (→ Relu): one step, float results equal to the interpreter's.
-Model dynamic_conv_model(bool per_channel, bool relu, int64_t C, int64_t M, int64_t H) {
+// scale_after: the x_scale · w_scale Mul placed after the product, as ORT's quantizer orders it.
+Model dynamic_conv_model(bool per_channel, bool relu, int64_t C, int64_t M, int64_t H, bool scale_after = false) {
   GraphBuilder b;
   b.input("x", DType::F32, std::vector<int64_t>{1, C, H, H});
   b.constant("w", ints(DType::U8, {M, C, 3, 3}, 21, 0, 255));
@@ -216,8 +217,9 @@ Model dynamic_conv_model(bool per_channel, bool relu, int64_t C, int64_t M, int6
   }
   b.constant("bias", random_floats({1, M, 1, 1}, 22));
   b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xzp"});
-  b.node("Mul", {"xs", "ws"}, {"scale"});
+  if (!scale_after) b.node("Mul", {"xs", "ws"}, {"scale"});
   b.node("ConvInteger", {"xq", "w", "xzp", "wz"}, {"acc"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  if (scale_after) b.node("Mul", {"xs", "ws"}, {"scale"});
   b.node("Cast", {"acc"}, {"accf"}, {Attribute::make_int("to", 1)});
   b.node("Mul", {"accf", "scale"}, {"scaled"});
   b.node("Add", {"scaled", "bias"}, {relu ? "pre" : "y"});
@@ -230,22 +232,26 @@ TEST(CpuInt8, DynamicQuantizedConvChainIsOneExactStep) {
   for (const char* form : kForms) {
     ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
     for (bool per_channel : {false, true})
-      for (bool relu : {false, true}) {
-        SCOPED_TRACE(::testing::Message() << "form '" << form << "' per_channel " << per_channel << " relu " << relu);
-        Model m = dynamic_conv_model(per_channel, relu, 24, 40, 11);
-        auto p = expect_matches_interpreter(m, {{"x", random_floats({1, 24, 11, 11}, 23)}}, 0, 0);
-        EXPECT_EQ(p->count("+ float epilogue"), 1);
-        EXPECT_EQ(p->count("(Cast)"), 0);  // done by the product's step
-        EXPECT_EQ(p->count("(DynamicQuantizeLinear): cpu"), 1);
-        EXPECT_EQ(p->count(": interp"), 0);  // the scalar scale product has a cpu kernel too
-      }
+      for (bool relu : {false, true})
+        for (bool scale_after : {false, true}) {
+          SCOPED_TRACE(::testing::Message() << "form '" << form << "' per_channel " << per_channel << " relu " << relu
+                                            << " scale_after " << scale_after);
+          Model m = dynamic_conv_model(per_channel, relu, 24, 40, 11, scale_after);
+          auto p = expect_matches_interpreter(m, {{"x", random_floats({1, 24, 11, 11}, 23)}}, 0, 0);
+          EXPECT_EQ(p->count("+ float epilogue"), 1);
+          EXPECT_EQ(p->count("(Cast)"), 0);  // done by the product's step
+          EXPECT_EQ(p->count("(DynamicQuantizeLinear): cpu"), 1);
+          EXPECT_EQ(p->count(": interp"), 0);  // the scalar scale product has a cpu kernel too
+          // After the product, the scale's Mul is the epilogue's too (before it, its own step).
+          EXPECT_EQ(p->count("(Mul)"), scale_after ? 0 : 1);
+        }
   }
 }
 
-// The same for a transformer's linear layer: DynamicQuantizeLinear → MatMulInteger → Cast → Mul → Add.
-TEST(CpuInt8, DynamicQuantizedMatMulChainIsOneExactStep) {
+// The same for a transformer's linear layer: DynamicQuantizeLinear → MatMulInteger → Cast → Mul → Add,
+// with the x_scale · w_scale Mul before the product or after it (ORT's quantizer's order).
+Model dynamic_matmul_model(int64_t K, int64_t N, bool scale_after, bool scale_is_output = false) {
   GraphBuilder b;
-  const int64_t K = 64, N = 48;
   b.input("x", DType::F32, std::vector<int64_t>{2, 7, K});
   b.constant("w", ints(DType::I8, {K, N}, 31, -128, 127));
   b.constant("wz", Tensor::scalar<int8_t>(DType::I8, 0));
@@ -254,16 +260,41 @@ TEST(CpuInt8, DynamicQuantizedMatMulChainIsOneExactStep) {
   b.constant("ws", Tensor::from_vector(DType::F32, {N}, ws));
   b.constant("bias", random_floats({N}, 32));
   b.node("DynamicQuantizeLinear", {"x"}, {"xq", "xs", "xzp"});
-  b.node("Mul", {"xs", "ws"}, {"scale"});
+  if (!scale_after) b.node("Mul", {"xs", "ws"}, {"scale"});
   b.node("MatMulInteger", {"xq", "w", "xzp", "wz"}, {"acc"});
   b.node("Cast", {"acc"}, {"accf"}, {Attribute::make_int("to", 1)});
+  if (scale_after) b.node("Mul", {"xs", "ws"}, {"scale"});
   b.node("Mul", {"scale", "accf"}, {"scaled"});
   b.node("Add", {"bias", "scaled"}, {"y"});
   b.output("y");
-  Model m = b.finish();
-  auto p = expect_matches_interpreter(m, {{"x", random_floats({2, 7, K}, 33)}}, 0, 0);
-  EXPECT_EQ(p->count("(MatMulInteger): onednn int8"), 1);
-  EXPECT_EQ(p->count("+ float epilogue"), 1);
+  if (scale_is_output) b.output("scale");
+  return b.finish();
+}
+
+TEST(CpuInt8, DynamicQuantizedMatMulChainIsOneExactStep) {
+  const int64_t K = 64, N = 48;
+  for (const char* form : kForms) {
+    ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+    for (bool scale_after : {false, true}) {
+      SCOPED_TRACE(::testing::Message() << "form '" << form << "' scale_after " << scale_after);
+      auto p = expect_matches_interpreter(dynamic_matmul_model(K, N, scale_after),
+                                          {{"x", random_floats({2, 7, K}, 33)}}, 0, 0);
+      EXPECT_EQ(p->count("(MatMulInteger): onednn int8"), 1);
+      EXPECT_EQ(p->count("+ float epilogue"), 1);
+      EXPECT_EQ(p->count("(Cast)"), 0);
+      EXPECT_EQ(p->count("(Mul)"), scale_after ? 0 : 1);
+      EXPECT_EQ(p->count("(Add)"), 0);
+    }
+  }
+}
+
+// The scale's Mul after the product but read by another node too: it keeps its own step, and
+// the chain stays unfused (the float results are the interpreter's either way).
+TEST(CpuInt8, ScaleProductReadElsewhereIsNotClaimed) {
+  Model m = dynamic_matmul_model(32, 16, true, true);
+  auto p = expect_matches_interpreter(m, {{"x", random_floats({2, 7, 32}, 34)}}, 0, 0);
+  EXPECT_EQ(p->count("+ float epilogue"), 0);
+  EXPECT_EQ(p->count("(Mul)"), 2);
 }
 
 // DynamicQuantizeLinear alone: scale, zero point and values equal to the interpreter's, for
