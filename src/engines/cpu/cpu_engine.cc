@@ -17,6 +17,13 @@ bool env_flag(const char* name) {
 
 using ShapeKey = std::vector<std::vector<int64_t>>;
 
+// Every fed tensor input of `m` has a declared static shape.
+bool all_inputs_static(const Model& m) {
+  for (const auto& in : m.graph.inputs)
+    if (!m.graph.initializer(in.name) && (!in.type.is_tensor() || !in.type.shape.to_static())) return false;
+  return true;
+}
+
 class CpuExecutable : public Executable {
  public:
   CpuExecutable(const Model& model, const EngineOptions& o)
@@ -26,7 +33,11 @@ class CpuExecutable : public Executable {
     bool rewritten = engine_rewrites(base_, level_);
     if (level_ < 0) {
       level_ = kDefaultOptLevel;
-      passes::optimize(base_, {level_, {}});
+      // Inputs with free dims: each plan optimizes the model for its shapes (new_plan), and
+      // a graph fused here without them would keep fusions that needed them undone (a conv's
+      // residual Add fused into an elementwise loop instead of the conv's sum post-op).
+      base_optimized_ = all_inputs_static(base_);
+      if (base_optimized_) passes::optimize(base_, {level_, {}});
     } else if (rewritten) {
       infer_types(base_.graph);
     }
@@ -75,7 +86,7 @@ class CpuExecutable : public Executable {
     auto p = std::make_unique<PerShape>();
     p->key = std::move(key);
     const Model* m = &base_;
-    if (!declared) {
+    if (!declared || !base_optimized_) {
       p->model = base_;
       passes::optimize(p->model, {level_, shapes});
       m = &p->model;
@@ -94,6 +105,7 @@ class CpuExecutable : public Executable {
   bool reseed_ = false;
   uint64_t runs_ = 0;  // reseed_each_run: the index of the next run
   int level_ = kDefaultOptLevel;
+  bool base_optimized_ = true;  // false: every plan optimizes base_ for its shapes
   Model base_;
   std::vector<std::string> feed_names_;
   PlanOptions options_;

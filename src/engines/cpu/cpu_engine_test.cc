@@ -19,6 +19,7 @@
 #include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/vector_math.h"
 #include "passes/passes.h"
+#include "runtime/profiler.h"
 
 namespace hodu::cpu {
 namespace {
@@ -290,6 +291,39 @@ TEST(CpuEngine, SmallCnnUsesOneDnnWithoutFallback) {
   for (const auto& c : plan.kernel_choices()) onednn_convs += c.find("FusedConv): onednn") != std::string::npos;
   EXPECT_EQ(onednn_convs, 3);
   EXPECT_GT(plan.arena_bytes(), 0u);
+}
+
+// A model exported with free batch/height/width (torch's dynamic axes) is optimized per input
+// shape, not first without shapes: the residual Add + Relu after a conv (x + f(x), as torch
+// writes it) is the conv's sum post-op, as with a static model, not a separate loop with
+// reorders around it.
+TEST(CpuEngine, DynamicShapeResidualBlockFusesIntoTheConv) {
+  Builder b;
+  b.input("x", Shape({Dim::sym("n"), Dim(16), Dim::sym("h"), Dim::sym("w")}));
+  b.constant("w1", {16, 16, 1, 1}, 1);
+  b.constant("b1", {16}, 2);
+  b.constant("w2", {16, 16, 3, 3}, 3);
+  b.constant("b2", {16}, 4);
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "w2", "b2"}, {"c2"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Add", {"x", "c2"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  for (std::vector<int64_t> shape : {std::vector<int64_t>{1, 16, 12, 12}, std::vector<int64_t>{2, 16, 7, 9}}) {
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor(shape, 5))}};
+    expect_matches_interp(m, feeds);
+    auto exe = prepare_cpu(m);
+    Profiler profiler;
+    profiler.start();
+    exe->run(feeds);
+    profiler.stop();
+    std::vector<std::string> ops;
+    for (const auto& e : profiler.events())
+      if (e.category == "Node" && e.op != "Reorder") ops.push_back(e.op);
+    EXPECT_EQ(ops, (std::vector<std::string>{"FusedConv", "FusedConv"})) << "input " << shape[2] << "x" << shape[3];
+  }
 }
 
 // Max pooling of a conv's blocked output runs hodu's own loop: padding, ceil_mode, strides,
