@@ -13,6 +13,7 @@
 
 #include "engines/cpu/cpu_engine.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/grouped_conv_merge.h"
 #include "engines/cpu/plan.h"
 #include "engines/interp/interpreter.h"
 #include "ir/schema.h"
@@ -469,6 +470,64 @@ TEST(CpuEngine, SoftmaxLoopsMatchDouble) {
       EXPECT_EQ(masked[0], -inf) << name << ": a fully masked row is left as it is";
     }
   }
+}
+
+// Grouped convs with groups narrower than a vector (ResNeXt's 32 groups of 4 channels): where
+// oneDNN would take its im2col + sgemm kernel (at AVX2), k groups run as one with block-diagonal
+// weights on a direct kernel. Bias, residual and activation fused, stride 1 and 2, widths 2, 4
+// and 12, against the interpreter (also under ctest cpu_engine_test_avx2).
+TEST(CpuEngine, NarrowGroupConvsMatchInterpreter) {
+  struct Case {
+    int64_t channels, group, stride;
+  };
+  for (Case c : {Case{32, 8, 1}, Case{32, 8, 2}, Case{16, 8, 1}, Case{48, 4, 1}}) {
+    Builder b;
+    b.input("x", {2, c.channels, 11, 10});
+    b.constant("w", {c.channels, c.channels / c.group, 3, 3}, 1);
+    b.constant("bias", {c.channels}, 2);
+    b.node("Conv", {"x", "w", "bias"}, {"y"},
+           {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", c.group),
+            Attribute::make_ints("strides", {c.stride, c.stride})});
+    std::string out = "y";
+    if (c.stride == 1) {
+      b.node("Add", {"y", "x"}, {"s"});
+      b.node("Relu", {"s"}, {"r"});
+      out = "r";
+    }
+    b.output(out);
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, c.channels, 11, 10}, 3))}};
+    expect_matches_interp(m, feeds);
+    expect_matches_interp(m, feeds, 2);
+    Model opt = m;
+    passes::optimize(opt, {3, {}});
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(opt, {{"x", {2, c.channels, 11, 10}}}, PlanOptions{}, eng);
+    int convs = 0;
+    for (const auto& k : plan.kernel_choices()) {
+      if (k.find("Conv") == std::string::npos) continue;
+      ++convs;
+      EXPECT_EQ(k.find("gemm"), std::string::npos) << k;
+    }
+    EXPECT_EQ(convs, 1) << c.channels << " channels in " << c.group << " groups";
+  }
+}
+
+// merge_group_weights places each output channel's weights at its group's slot in the wider
+// group and zeros the rest.
+TEST(CpuEngine, MergeGroupWeightsIsBlockDiagonal) {
+  // 4 groups of 2 input and 1 output channel ([4, 2, 1, 1]), merged by 2: [4, 4, 1, 1].
+  Tensor w = Tensor::from_vector(DType::F32, {4, 2, 1, 1}, std::vector<float>{1, 2, 3, 4, 5, 6, 7, 8});
+  Tensor m = merge_group_weights(w, 4, 2);
+  ASSERT_EQ(m.shape(), (std::vector<int64_t>{4, 4, 1, 1}));
+  std::vector<float> want = {1, 2, 0, 0, 0, 0, 3, 4, 5, 6, 0, 0, 0, 0, 7, 8};
+  EXPECT_EQ(std::vector<float>(m.data<float>(), m.data<float>() + 16), want);
+  EXPECT_EQ(group_merge_factor(32, 4, 4, 8), 2);
+  EXPECT_EQ(group_merge_factor(32, 2, 2, 8), 4);
+  EXPECT_EQ(group_merge_factor(64, 1, 1, 8), 0);   // depthwise: 8x the multiplies
+  EXPECT_EQ(group_merge_factor(3, 4, 4, 8), 0);    // no whole number of wider groups
+  EXPECT_EQ(group_merge_factor(16, 12, 12, 8), 2);
+  EXPECT_THROW(merge_group_weights(w, 3, 2), Error);
 }
 
 // A conv + SiLU (Mul(y, Sigmoid(y))) on a blocked layout with a partial channel block, into

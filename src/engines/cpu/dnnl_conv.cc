@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/grouped_conv_merge.h"
 #include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/winograd_conv.h"
@@ -206,7 +207,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
 
   auto win = conv_window(n, xs, ys, ws);
   if (!win) return false;
-  const dnnl::memory::desc w_user(win->weight_dims, dt::f32, win->weight_tag);
+  dnnl::memory::desc w_user(win->weight_dims, dt::f32, win->weight_tag);
   bool blocked = b.blocked_layouts();
   // A plain input with few channels (the image into the first conv) is read as it is: oneDNN
   // has direct kernels for it, and reordering it to a channel-blocked layout costs more than the conv.
@@ -295,6 +296,34 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     if (choose()) return true;
   }
   if (!pd) return false;
+  // Groups too narrow for oneDNN's direct kernels (its pick is im2col + sgemm): k of them as one
+  // group with block-diagonal weights, where that gets a direct kernel (grouped_conv_merge.h).
+  Tensor merged_w;
+  int64_t merged_by = 0;
+  if (w && win->group > 1 && w->is_contiguous() && std::string(pd->impl_info_str()).find("gemm") != std::string::npos) {
+    const int64_t k = group_merge_factor(win->group, ws[1], ys[1] / win->group, 8);
+    if (k > 0) {
+      ConvWindow wide = *win;
+      wide.group = win->group / k;
+      wide.weight_dims[0] = wide.group;
+      wide.weight_dims[2] *= k;
+      wide.weight_dims[1] = ys[1] / wide.group;
+      const ConvWindow narrow = *win;
+      const dnnl::memory::desc narrow_w = w_md;
+      *win = wide;
+      w_md = dnnl::memory::desc(wide.weight_dims, dt::f32, tag::any);
+      auto wide_pd = make_pd(src_md);
+      if (wide_pd && std::string(wide_pd->impl_info_str()).find("gemm") == std::string::npos) {
+        pd = wide_pd;
+        merged_by = k;
+        merged_w = merge_group_weights(*w, narrow.group, k);
+        w_user = dnnl::memory::desc(wide.weight_dims, dt::f32, wide.weight_tag);
+      } else {
+        *win = narrow;
+        w_md = narrow_w;
+      }
+    }
+  }
   const std::string out = chain.nodes.empty() ? n.outputs[0] : chain.output;
   for (const Node* c : chain.nodes) b.claim(*c);
   auto step = std::make_unique<ConvStep>();
@@ -306,7 +335,8 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     step->operands_.emplace_back(arg, m);
   }
   step->silu_ = silu;
-  if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
+  if (merged_by) step->weights_ = b.pack("", merged_w, w_user, pd->weights_desc());
+  else if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
     step->has_bias_ = true;
     step->bias_ = b.pack(n.inputs[2], *bias, b_md, pd->bias_desc());
@@ -350,7 +380,8 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
   if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
-  step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) + (silu ? ", silu loop" : "") +
+  step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) +
+                (merged_by ? ", groups merged by " + std::to_string(merged_by) : "") + (silu ? ", silu loop" : "") +
                 (chain.nodes.empty() ? "" : ", " + std::to_string(chain.nodes.size()) + " nodes as post-ops");
   b.add(std::move(step));
   return true;
