@@ -472,6 +472,51 @@ TEST(CpuEngine, SoftmaxLoopsMatchDouble) {
   }
 }
 
+// ConvNeXt's block: depthwise conv → Transpose to NHWC → LayerNorm → products → Transpose back
+// → channel scale → residual Add. The two Transposes are views (the conv's output reordered
+// once to nhwc; the products' rows taken as nhwc), not copies; a Transpose whose input is read
+// again, or which is a graph output, stays a copy. Against the interpreter at 1 and 2 threads.
+TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
+  for (bool shared_input : {false, true}) {
+    Builder b;
+    b.input("x", {2, 16, 9, 7});
+    b.constant("dw", {16, 1, 7, 7}, 1);
+    b.constant("dwb", {16}, 2);
+    b.constant("ln_s", {16}, 3, 0.5f, 1.5f);
+    b.constant("ln_b", {16}, 4);
+    b.constant("w1", {16, 32}, 5);
+    b.constant("w2", {32, 16}, 6);
+    b.constant("gamma", {16, 1, 1}, 7);
+    b.node("Conv", {"x", "dw", "dwb"}, {"c"},
+           {Attribute::make_ints("pads", {3, 3, 3, 3}), Attribute::make_int("group", 16)});
+    b.node("Transpose", {"c"}, {"t"}, {Attribute::make_ints("perm", {0, 2, 3, 1})});
+    b.node("LayerNormalization", {"t", "ln_s", "ln_b"}, {"ln"}, {Attribute::make_int("axis", -1)});
+    b.node("MatMul", {"ln", "w1"}, {"h"});
+    b.node("Relu", {"h"}, {"hr"});
+    b.node("MatMul", {"hr", "w2"}, {"o"});
+    b.node("Transpose", {"o"}, {"ob"}, {Attribute::make_ints("perm", {0, 3, 1, 2})});
+    b.node("Mul", {"ob", "gamma"}, {"sc"});
+    b.node("Add", {"sc", "x"}, {"y"});
+    b.output("y");
+    if (shared_input) {
+      b.node("Relu", {"o"}, {"o2"});  // o read twice: its Transpose copies
+      b.output("o2");
+      b.output("t");  // a graph output: a copy
+    }
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 16, 9, 7}, 8))}};
+    expect_matches_interp(m, feeds);
+    expect_matches_interp(m, feeds, 2);
+    Model opt = m;
+    passes::optimize(opt, {3, {}});
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    Plan plan(opt, {{"x", {2, 16, 9, 7}}}, PlanOptions{}, eng);
+    int copies = 0;
+    for (const auto& k : plan.kernel_choices()) copies += k.find("(Transpose)") != std::string::npos;
+    EXPECT_EQ(copies, shared_input ? 2 : 0);
+  }
+}
+
 // Grouped convs with groups narrower than a vector (ResNeXt's 32 groups of 4 channels): where
 // oneDNN would take its im2col + sgemm kernel (at AVX2), k groups run as one with block-diagonal
 // weights on a direct kernel. Bias, residual and activation fused, stride 1 and 2, widths 2, 4

@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "core/error.h"
+#include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/plan.h"
 #include "engines/cpu/row_kernels.h"
 #include "passes/graph_utils.h"
@@ -108,6 +109,40 @@ class GatherStep : public Step {
   int64_t outer_ = 0, axis_dim_ = 0, inner_ = 0;  // inner_ in bytes
 };
 
+// A 4-D f32 Transpose between NCHW and NHWC (ConvNeXt's around each LayerNorm and its channel
+// products) moves no bytes of its own: NCHW -> NHWC is the input in oneDNN's nhwc layout (the
+// input's producer, a conv, may write it so; else one reorder, faster than the strided copy)
+// read as plain NHWC; NHWC -> NCHW is the plain input's bytes taken as nhwc, which the convs,
+// channel scales and binary ops after it read as they are.
+bool transpose_as_view(PlanBuilder& b, const Node& n, DType dtype, const std::vector<int64_t>& xs,
+                       const std::vector<int64_t>& ys, const std::vector<int64_t>& perm) {
+  // The input read by this node alone: no other reader shares a reorder of it (PlanBuilder caches
+  // them) that a node writing the view in place would overwrite.
+  if (dtype != DType::F32 || xs.size() != 4 || !b.blocked_layouts() || b.graph().output(n.outputs[0]) ||
+      b.graph().output(n.inputs[0]) || b.readers(n.inputs[0]).size() != 1)
+    return false;
+  auto nhwc = [](const std::vector<int64_t>& nchw) {
+    return dnnl::memory::desc(to_dims(nchw), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+  };
+  auto in_arena = [&](int s) {
+    auto kind = b.at(b.root_of(s)).kind;
+    return kind == Slot::Kind::Arena || kind == Slot::Kind::Part;
+  };
+  if (perm == std::vector<int64_t>{0, 2, 3, 1}) {
+    int s = b.as_layout(n.inputs[0], nhwc(xs));
+    if (!in_arena(s)) return false;
+    b.define_part(n.outputs[0], s, ys, plain_md(ys), 0);
+    return true;
+  }
+  if (perm == std::vector<int64_t>{0, 3, 1, 2}) {
+    int s = b.plain(n.inputs[0]);
+    if (!in_arena(s)) return false;
+    b.define_part(n.outputs[0], s, ys, nhwc(ys), 0);
+    return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 bool make_data_movement(PlanBuilder& b, const Node& n) {
@@ -125,6 +160,7 @@ bool make_data_movement(PlanBuilder& b, const Node& n) {
     size_t r = x->second.size();
     auto perm = passes::transpose_perm(n, r);
     if (perm.size() != r) return false;
+    if (transpose_as_view(b, n, x->first, x->second, y->second, perm)) return true;
     auto strides = contiguous_strides(x->second);
     std::vector<int64_t> in_strides;
     for (size_t i = 0; i < r; ++i) {

@@ -131,6 +131,16 @@ bool PlanBuilder::dies_here(const std::string& value) const {
   size_t here = static_cast<size_t>(current_ - graph_.nodes.data());
   for (size_t r : readers(value))
     if (r > here) return false;
+  // A view (a Transpose between NCHW and NHWC) shares its bytes with the value it views.
+  if (kind == Slot::Kind::Part) {
+    const int root = root_of(it->second);
+    for (const auto& [name, id] : by_name_) {
+      if (root_of(id) != root) continue;
+      if (graph_.output(name)) return false;
+      for (size_t r : readers(name))
+        if (r > here) return false;
+    }
+  }
   return true;
 }
 
