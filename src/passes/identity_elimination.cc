@@ -28,6 +28,9 @@ bool is_identity(const Graph& g, const Node& n, const std::map<std::string, int>
     auto in = g.type_of(n.inputs[0]), out = g.type_of(n.outputs[0]);
     return in && out && in->is_tensor() && out->is_tensor() && in->dtype == out->dtype;
   }
+  // One input (torchvision's DenseNet concatenates a dense block's single input before its
+  // first layer): the input itself.
+  if (n.op_type == "Concat" && n.inputs.size() == 1) return n.has_input(0);
   if (n.op_type == "Cast") {
     auto in = g.type_of(n.inputs[0]);
     return in && in->is_tensor() && static_cast<int64_t>(in->dtype) != 0 &&

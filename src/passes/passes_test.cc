@@ -197,6 +197,25 @@ TEST(Identities, RatioZeroDropoutAndZeroPadRemoved) {
   EXPECT_FALSE(eliminate_identities(c.g));
 }
 
+// A Concat of one input (DenseNet's first layer of each block) is its input; of two it stays.
+TEST(Identities, SingleInputConcatRemoved) {
+  Builder b;
+  b.input("x", {1, 4, 3, 3});
+  b.node("Concat", {"x"}, {"c"}, {Attribute::make_int("axis", 1)});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Concat", {"r", "x"}, {"y"}, {Attribute::make_int("axis", 1)});
+  b.output("y");
+  b.finish();
+  Model before = b.m;
+  EXPECT_TRUE(eliminate_identities(b.g));
+  ASSERT_EQ(b.g.nodes.size(), 2u);
+  EXPECT_EQ(b.g.nodes[0].op_type, "Relu");
+  EXPECT_EQ(b.g.nodes[0].inputs[0], "x");
+  EXPECT_EQ(b.g.nodes[1].op_type, "Concat");
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 4, 3, 3}, 5))}};
+  expect_close(run(b.m, feeds), run(before, feeds), 0);
+}
+
 TEST(Identities, DropoutWithUnusedMaskIsRemovedUsedMaskKept) {
   Builder b;
   b.input("x", {4});
