@@ -473,35 +473,42 @@ TEST(CpuEngine, SoftmaxLoopsMatchDouble) {
 }
 
 // ConvNeXt's block: depthwise conv → Transpose to NHWC → LayerNorm → products → Transpose back
-// → channel scale → residual Add. The two Transposes are views (the conv's output reordered
-// once to nhwc; the products' rows taken as nhwc), not copies; a Transpose whose input is read
-// again, or which is a graph output, stays a copy. Against the interpreter at 1 and 2 threads.
+// → channel scale → residual Add, two blocks. The Transposes are views (the conv's output
+// reordered once to nhwc; the products' rows taken as nhwc), not copies, and the second block's
+// depthwise conv reads and writes the first block's nhwc as it is (no reorder of its output);
+// a Transpose whose input is read again, or which is a graph output, stays a copy. Against the
+// interpreter at 1 and 2 threads (and at AVX2 under ctest cpu_engine_test_avx2).
 TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
   for (bool shared_input : {false, true}) {
     Builder b;
     b.input("x", {2, 16, 9, 7});
-    b.constant("dw", {16, 1, 7, 7}, 1);
-    b.constant("dwb", {16}, 2);
     b.constant("ln_s", {16}, 3, 0.5f, 1.5f);
     b.constant("ln_b", {16}, 4);
-    b.constant("w1", {16, 32}, 5);
-    b.constant("w2", {32, 16}, 6);
-    b.constant("gamma", {16, 1, 1}, 7);
-    b.node("Conv", {"x", "dw", "dwb"}, {"c"},
-           {Attribute::make_ints("pads", {3, 3, 3, 3}), Attribute::make_int("group", 16)});
-    b.node("Transpose", {"c"}, {"t"}, {Attribute::make_ints("perm", {0, 2, 3, 1})});
-    b.node("LayerNormalization", {"t", "ln_s", "ln_b"}, {"ln"}, {Attribute::make_int("axis", -1)});
-    b.node("MatMul", {"ln", "w1"}, {"h"});
-    b.node("Relu", {"h"}, {"hr"});
-    b.node("MatMul", {"hr", "w2"}, {"o"});
-    b.node("Transpose", {"o"}, {"ob"}, {Attribute::make_ints("perm", {0, 3, 1, 2})});
-    b.node("Mul", {"ob", "gamma"}, {"sc"});
-    b.node("Add", {"sc", "x"}, {"y"});
-    b.output("y");
+    std::string in = "x";
+    for (std::string k : {"1", "2"}) {
+      const uint32_t seed = k == "1" ? 10 : 20;
+      b.constant("dw" + k, {16, 1, 7, 7}, seed);
+      b.constant("dwb" + k, {16}, seed + 1);
+      b.constant("w1" + k, {16, 32}, seed + 2);
+      b.constant("w2" + k, {32, 16}, seed + 3);
+      b.constant("gamma" + k, {16, 1, 1}, seed + 4);
+      b.node("Conv", {in, "dw" + k, "dwb" + k}, {"c" + k},
+             {Attribute::make_ints("pads", {3, 3, 3, 3}), Attribute::make_int("group", 16)});
+      b.node("Transpose", {"c" + k}, {"t" + k}, {Attribute::make_ints("perm", {0, 2, 3, 1})});
+      b.node("LayerNormalization", {"t" + k, "ln_s", "ln_b"}, {"ln" + k}, {Attribute::make_int("axis", -1)});
+      b.node("MatMul", {"ln" + k, "w1" + k}, {"h" + k});
+      b.node("Relu", {"h" + k}, {"hr" + k});
+      b.node("MatMul", {"hr" + k, "w2" + k}, {"o" + k});
+      b.node("Transpose", {"o" + k}, {"ob" + k}, {Attribute::make_ints("perm", {0, 3, 1, 2})});
+      b.node("Mul", {"ob" + k, "gamma" + k}, {"sc" + k});
+      b.node("Add", {"sc" + k, in}, {"y" + k});
+      in = "y" + k;
+    }
+    b.output("y2");
     if (shared_input) {
-      b.node("Relu", {"o"}, {"o2"});  // o read twice: its Transpose copies
-      b.output("o2");
-      b.output("t");  // a graph output: a copy
+      b.node("Relu", {"o1"}, {"o1r"});  // o1 read twice: its Transpose copies
+      b.output("o1r");
+      b.output("t1");  // a graph output: a copy
     }
     Model m = b.finish();
     std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 16, 9, 7}, 8))}};
@@ -511,9 +518,15 @@ TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
     passes::optimize(opt, {3, {}});
     dnnl::engine eng(dnnl::engine::kind::cpu, 0);
     Plan plan(opt, {{"x", {2, 16, 9, 7}}}, PlanOptions{}, eng);
-    int copies = 0;
-    for (const auto& k : plan.kernel_choices()) copies += k.find("(Transpose)") != std::string::npos;
+    int copies = 0, second_conv_reorders = 0;
+    for (const auto& k : plan.kernel_choices()) {
+      copies += k.find("(Transpose)") != std::string::npos;
+      second_conv_reorders += k.find("reorder 'c2'") != std::string::npos || k.find("reorder 'y1'") != std::string::npos;
+    }
     EXPECT_EQ(copies, shared_input ? 2 : 0);
+    if (!shared_input) {
+      EXPECT_EQ(second_conv_reorders, 0);
+    }
   }
 }
 
@@ -555,6 +568,41 @@ TEST(CpuEngine, NarrowGroupConvsMatchInterpreter) {
       EXPECT_EQ(k.find("gemm"), std::string::npos) << k;
     }
     EXPECT_EQ(convs, 1) << c.channels << " channels in " << c.group << " groups";
+  }
+}
+
+// RegNet's bottleneck: 1x1 conv → 3x3 conv of 16-channel groups → 1x1 conv. Where the 1x1
+// convs write nhwc (oneDNN's brgemm kernels, AVX-512) the grouped conv reads and writes nhwc
+// too: no reorder between the three. Against the interpreter at 1 and 2 threads.
+TEST(CpuEngine, WideGroupConvBetweenNhwcConvsMatchesInterpreter) {
+  Builder b;
+  b.input("x", {1, 32, 14, 14});
+  b.constant("w1", {64, 32, 1, 1}, 1);
+  b.constant("wg", {64, 16, 3, 3}, 2);
+  b.constant("w3", {32, 64, 1, 1}, 3);
+  b.node("Conv", {"x", "w1"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Conv", {"r1", "wg"}, {"g"}, {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", 4)});
+  b.node("Relu", {"g"}, {"rg"});
+  b.node("Conv", {"rg", "w3"}, {"c3"});
+  b.node("Add", {"c3", "x"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 32, 14, 14}, 4))}};
+  expect_matches_interp(m, feeds);
+  expect_matches_interp(m, feeds, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {1, 32, 14, 14}}}, PlanOptions{}, eng);
+  bool brgemm_1x1 = false;
+  int between = 0;
+  for (const auto& k : plan.kernel_choices()) {
+    brgemm_1x1 |= k.find("brgconv_1x1") != std::string::npos;
+    between += k.find("reorder 'r1'") != std::string::npos || k.find("reorder 'rg'") != std::string::npos;
+  }
+  if (brgemm_1x1) {
+    EXPECT_EQ(between, 0);
   }
 }
 

@@ -1,6 +1,7 @@
 // Conv and hodu.FusedConv on oneDNN: the primitive is created and the weights
 // reordered into its preferred layout once per plan; bias, the residual (sum
 // post-op) and the activation (eltwise post-ops) run inside the convolution.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -249,6 +250,12 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
                           win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
   const WinogradPolicy wino_policy = winograd_policy();
+  const bool depthwise = win->group > 1 && win->group == xs[1] && ws[1] == 1 && ys[1] == xs[1];
+  const bool unit_strides = std::all_of(win->strides.begin(), win->strides.end(), [](int64_t s) { return s == 1; });
+  const bool wide_groups = win->group > 1 && ws[1] >= 16 && ys[1] / win->group >= 16 && unit_strides;
+  auto nhwc_md = [&](const std::vector<int64_t>& d) {
+    return spatial == 2 ? dnnl::memory::desc(to_dims(d), dt::f32, tag::nhwc) : dnnl::memory::desc();
+  };
   // The kernel for the post-ops set now: a oneDNN primitive in `pd`, or true when hodu's own
   // Winograd conv took the node (it does the conv's activation, not the chain after it).
   auto choose = [&]() -> bool {
@@ -285,6 +292,22 @@ bool make_conv(PlanBuilder& b, const Node& n) {
         ys[2] * ys[3] >= onednn::kWinogradMinPixels && !concat_part) {
       pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
       if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
+    }
+    // A depthwise conv of an nhwc input (ConvNeXt's, after channels-last products viewed back
+    // as NCHW: data_movement.cc) reads and writes nhwc where oneDNN has a jit kernel for it,
+    // sparing the reorders to and from its channel-blocked pick (AVX2). So does a stride-1
+    // grouped conv of 16 channels a group or more between nhwc 1x1 convs (RegNet's, AVX-512:
+    // its nhwc kernel within 3 % of the blocked one; narrower groups and stride 2 measured
+    // slower than the blocked kernel and its two reorders).
+    if (!pd && (depthwise || wide_groups) && blocked && layout_md(xslot) == nhwc_md(xs)) {
+      const dnnl::memory::desc any_dst = dst_md;
+      dst_md = nhwc_md(ys);
+      pd = make_pd(nhwc_md(xs));
+      const std::string impl = pd ? pd->impl_info_str() : "";
+      if (!pd || impl.find("jit") == std::string::npos || impl.find("gemm") != std::string::npos) {
+        pd.reset();
+        dst_md = any_dst;
+      }
     }
     if (!pd) pd = make_pd(src_md);
     return false;
