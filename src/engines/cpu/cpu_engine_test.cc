@@ -294,6 +294,20 @@ TEST(CpuEngine, SmallCnnUsesOneDnnWithoutFallback) {
   EXPECT_GT(plan.arena_bytes(), 0u);
 }
 
+// `m` on the cpu engine against the interpreter at 1 and 2 threads, then the kernels its plan
+// for the feeds' shapes picks (Plan::kernel_choices, reorders included).
+std::vector<std::string> checked_kernel_choices(const Model& m, const std::map<std::string, RuntimeValue>& feeds) {
+  expect_matches_interp(m, feeds);
+  expect_matches_interp(m, feeds, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {}});
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const auto& [name, v] : feeds) shapes[name] = v.tensor.shape();
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, shapes, PlanOptions{}, eng);
+  return plan.kernel_choices();
+}
+
 // A model exported with free batch/height/width (torch's dynamic axes) is optimized per input
 // shape, not first without shapes: the residual Add + Relu after a conv (x + f(x), as torch
 // writes it) is the conv's sum post-op, as with a static model, not a separate loop with
@@ -511,15 +525,8 @@ TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
       b.output("t1");  // a graph output: a copy
     }
     Model m = b.finish();
-    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 16, 9, 7}, 8))}};
-    expect_matches_interp(m, feeds);
-    expect_matches_interp(m, feeds, 2);
-    Model opt = m;
-    passes::optimize(opt, {3, {}});
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    Plan plan(opt, {{"x", {2, 16, 9, 7}}}, PlanOptions{}, eng);
     int copies = 0, second_conv_reorders = 0;
-    for (const auto& k : plan.kernel_choices()) {
+    for (const auto& k : checked_kernel_choices(m, {{"x", RuntimeValue(random_tensor({2, 16, 9, 7}, 8))}})) {
       copies += k.find("(Transpose)") != std::string::npos;
       second_conv_reorders += k.find("reorder 'c2'") != std::string::npos || k.find("reorder 'y1'") != std::string::npos;
     }
@@ -554,15 +561,8 @@ TEST(CpuEngine, NarrowGroupConvsMatchInterpreter) {
     }
     b.output(out);
     Model m = b.finish();
-    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, c.channels, 11, 10}, 3))}};
-    expect_matches_interp(m, feeds);
-    expect_matches_interp(m, feeds, 2);
-    Model opt = m;
-    passes::optimize(opt, {3, {}});
-    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-    Plan plan(opt, {{"x", {2, c.channels, 11, 10}}}, PlanOptions{}, eng);
     int convs = 0;
-    for (const auto& k : plan.kernel_choices()) {
+    for (const auto& k : checked_kernel_choices(m, {{"x", RuntimeValue(random_tensor({2, c.channels, 11, 10}, 3))}})) {
       if (k.find("Conv") == std::string::npos) continue;
       ++convs;
       EXPECT_EQ(k.find("gemm"), std::string::npos) << k;
@@ -588,16 +588,9 @@ TEST(CpuEngine, WideGroupConvBetweenNhwcConvsMatchesInterpreter) {
   b.node("Add", {"c3", "x"}, {"y"});
   b.output("y");
   Model m = b.finish();
-  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 32, 14, 14}, 4))}};
-  expect_matches_interp(m, feeds);
-  expect_matches_interp(m, feeds, 2);
-  Model opt = m;
-  passes::optimize(opt, {3, {}});
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  Plan plan(opt, {{"x", {1, 32, 14, 14}}}, PlanOptions{}, eng);
   bool brgemm_1x1 = false;
   int between = 0;
-  for (const auto& k : plan.kernel_choices()) {
+  for (const auto& k : checked_kernel_choices(m, {{"x", RuntimeValue(random_tensor({1, 32, 14, 14}, 4))}})) {
     brgemm_1x1 |= k.find("brgconv_1x1") != std::string::npos;
     between += k.find("reorder 'r1'") != std::string::npos || k.find("reorder 'rg'") != std::string::npos;
   }
