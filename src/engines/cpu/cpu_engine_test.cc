@@ -492,7 +492,7 @@ TEST(CpuEngine, SoftmaxLoopsMatchDouble) {
 // depthwise conv reads and writes the first block's nhwc as it is (no reorder of its output);
 // a Transpose whose input is read again, or which is a graph output, stays a copy. Against the
 // interpreter at 1 and 2 threads (and at AVX2 under ctest cpu_engine_test_avx2).
-TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
+TEST(CpuEngine, ChannelsLastBlockWithTransposeViewsMatchesInterpreter) {
   for (bool shared_input : {false, true}) {
     Builder b;
     b.input("x", {2, 16, 9, 7});
@@ -541,7 +541,7 @@ TEST(CpuEngine, ChannelsLastTransposesAreViewsAndMatchInterpreter) {
 // oneDNN would take its im2col + sgemm kernel (at AVX2), k groups run as one with block-diagonal
 // weights on a direct kernel. Bias, residual and activation fused, stride 1 and 2, widths 2, 4
 // and 12, against the interpreter (also under ctest cpu_engine_test_avx2).
-TEST(CpuEngine, NarrowGroupConvsMatchInterpreter) {
+TEST(CpuEngine, NarrowGroupConvMatchesInterpreter) {
   struct Case {
     int64_t channels, group, stride;
   };
