@@ -19,7 +19,8 @@ struct Slot {
 }  // namespace
 
 MemoryPlan plan_memory(const std::vector<PlanBuffer>& buffers, int64_t alignment) {
-  // Buffers joined in place share one slot whose lifetime is their union.
+  // Buffers joined in place share one slot whose lifetime is their union and whose size is
+  // their largest.
   std::vector<int> slot_of(buffers.size(), -1);
   std::vector<Slot> slots;
   MemoryPlan plan;
@@ -31,8 +32,13 @@ MemoryPlan plan_memory(const std::vector<PlanBuffer>& buffers, int64_t alignment
     if (b.reuse >= 0) {
       HODU_CHECK(static_cast<size_t>(b.reuse) < i, ErrorCode::Internal, "memory plan: buffer {} reuses a later one", i);
       Slot& s = slots[slot_of[b.reuse]];
-      HODU_CHECK(s.last == b.first_step && s.bytes >= bytes, ErrorCode::Internal,
-                 "memory plan: buffer {} cannot reuse buffer {} in place", i, b.reuse);
+      HODU_CHECK(s.last == b.first_step, ErrorCode::Internal,
+                 "memory plan: buffer {} (steps {}..{}) cannot reuse buffer {} in place: its slot lives steps {}..{}", i,
+                 b.first_step, b.last_step, b.reuse, s.first, s.last);
+      // The slot is as large as its largest buffer (a conv writing oneDNN's 16-channel
+      // blocks over a residual in the plain layout needs the rounded-up channels), as
+      // hk_plan does for run-time sizes.
+      s.bytes = std::max(s.bytes, bytes);
       s.last = std::max(s.last, b.last_step);
       slot_of[i] = slot_of[b.reuse];
       continue;

@@ -25,8 +25,8 @@ struct MemoryPlan {
 };
 
 // In-place requests are honoured when legal: the reused buffer's last step is
-// the requester's first step and it is at least as large. Throws Internal on a
-// request that is not legal (a codegen bug).
+// the requester's first step (their shared slot grows to the larger of the two).
+// Throws Internal on a request that is not legal (a codegen bug).
 MemoryPlan plan_memory(const std::vector<PlanBuffer>& buffers, int64_t alignment = 64);
 
 }  // namespace hodu::compilers::c
