@@ -99,6 +99,39 @@ TEST(WinogradPackedGemm, MatchesDoubleProduct) {
     check(13, 21, 37, false, true, true, act, 1);
 }
 
+// gemm_few_rows (an RNN's recurrent product: a few rows, A's rows `a_row` apart, C's `c_row`
+// apart) against a double-precision product: 1 to 7 rows (tiles of 3), column counts off its
+// 32-column tile (a single 16-column panel at the end, a partial panel), columns past n unwritten.
+TEST(WinogradPackedGemm, FewRowsMatchDoubleProduct) {
+  if (!available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2)";
+  for (int64_t m : {1, 2, 3, 4, 7})
+    for (int64_t n : {1, 12, 16, 32, 48, 80, 100})
+      for (int64_t k : {1, 4, 33}) {
+        std::mt19937 rng(static_cast<uint32_t>(m * 131 + n * 17 + k));
+        std::normal_distribution<float> d(0.0f, 1.0f);
+        const int64_t a_row = k + 3, c_row = n + 5;
+        std::vector<float> a(static_cast<size_t>(m * a_row)), b(static_cast<size_t>(k * n)),
+            c(static_cast<size_t>(m * c_row), 7.0f);
+        for (auto* v : {&a, &b})
+          for (auto& x : *v) x = d(rng);
+        Aligned pb(packed_size(k, n));
+        pack_b(b.data(), n, 1, k, n, pb.data());
+        gemm_few_rows(m, n, k, a.data(), a_row, pb.data(), c.data(), c_row);
+        for (int64_t r = 0; r < m; ++r) {
+          for (int64_t j = 0; j < n; ++j) {
+            double s = 0, mag = 0;
+            for (int64_t i = 0; i < k; ++i) {
+              s += static_cast<double>(a[r * a_row + i]) * b[i * n + j];
+              mag += std::fabs(static_cast<double>(a[r * a_row + i]) * b[i * n + j]);
+            }
+            ASSERT_NEAR(c[r * c_row + j], s, 1e-6 * (1 + mag)) << "m " << m << " n " << n << " k " << k << " at " << r
+                                                               << ", " << j;
+          }
+          for (int64_t j = n; j < c_row; ++j) ASSERT_EQ(c[r * c_row + j], 7.0f) << "column " << j << " written";
+        }
+      }
+}
+
 TEST(WinogradPackedGemm, ActivationNames) {
   Act act;
   float p0, p1;

@@ -2,21 +2,29 @@
 // activations with alpha/beta, clip, LSTM peepholes and input_forget, GRU linear_before_reset,
 // initial states, sequence_lens, layout 0/1.
 //
-// Where oneDNN's RNN primitives compute exactly ONNX's cell (rnn_onednn.cc decides) they run
-// the whole sequence. Everywhere else (other activations, clip, input_forget, sequence_lens,
-// weights that are inputs) a hand loop: the input projection of every step at once
-// (one oneDNN matmul, W packed once, both biases folded in), then per step the recurrent
-// product h·Rᵀ (a GEMV per batch row for small batches, a oneDNN matmul otherwise) and one
-// fused loop over the gates (activations on vector_math's exp).
+// A hand loop: the input projection of every step at once (one oneDNN matmul, W packed once,
+// both biases folded in), then per step the recurrent product h·Rᵀ and one fused loop over the
+// gates (activations on vector_math's exp). On AVX2 and up the recurrent product is
+// packed_gemm's (Rᵀ packed once; gemm_few_rows for up to 4 batch rows), else a GEMV per batch
+// row for small batches, a oneDNN matmul otherwise.
+//
+// oneDNN's RNN primitives (rnn_onednn.cc) run the nodes whose cell they compute exactly where
+// they are faster: AVX-512 at batches above 4 (its brgemm kernels). Below AVX-512 oneDNN 2.6
+// calls its sgemm per step, and at a few batch rows its per-step cost is above the loop's; the
+// loop measured 10-40 % less CPU time at batch 1-3 on both ISAs, 10-20 % less at AVX2 on
+// batches 8-16, and 10-25 % more at AVX-512 on those (docs/performance.md).
 #include "engines/cpu/rnn.h"
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -28,12 +36,13 @@ using vector_math::fast_exp;
 // costs more than the product of a few rows).
 constexpr int64_t kGemvBatch = 4;
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void clip_in_place(float* x, int64_t n, float c) {
+HODU_ISA_BODY void clip_in_place_body(float* x, int64_t n, float c) {
   for (int64_t i = 0; i < n; ++i) x[i] = x[i] < -c ? -c : (x[i] > c ? c : x[i]);
 }
+HODU_ISA_VARIANTS(void, clip_in_place, (float* x, int64_t n, float c), (x, n, c))
 
 // f(x) in place over x[0, n): the switch outside the loops so that each one vectorizes.
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void activate(const RnnAct& a, float* x, int64_t n) {
+HODU_ISA_BODY void activate_body(const RnnAct& a, float* x, int64_t n) {
   const float al = a.alpha, be = a.beta;
   switch (a.kind) {
     case RnnAct::Sigmoid:
@@ -75,17 +84,17 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default"))) void activate(c
       break;
   }
 }
+HODU_ISA_VARIANTS(void, activate, (const RnnAct& a, float* x, int64_t n), (a, x, n))
 
 // LSTM cell after the products: g = [i, o, f, c] pre-activations (x part + h part + biases);
 // c, h updated in place.
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void lstm_peep(float* g, const float* p,
-                                                                               const float* c, int64_t H) {
+HODU_ISA_BODY void lstm_peep_body(float* g, const float* p, const float* c, int64_t H) {
   for (int64_t j = 0; j < H; ++j) g[j] += p[j] * c[j];
   for (int64_t j = 0; j < H; ++j) g[2 * H + j] += p[2 * H + j] * c[j];
 }
+HODU_ISA_VARIANTS(void, lstm_peep, (float* g, const float* p, const float* c, int64_t H), (g, p, c, H))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void lstm_state(const float* g, float* c,
-                                                                                float* cand, int64_t H, bool coupled) {
+HODU_ISA_BODY void lstm_state_body(const float* g, float* c, float* cand, int64_t H, bool coupled) {
   // cand holds act_g(c~) on entry, the new c on exit (in c too).
   for (int64_t j = 0; j < H; ++j) {
     float f = coupled ? 1.0f - g[j] : g[2 * H + j];
@@ -94,22 +103,24 @@ __attribute__((target_clones("avx512f", "avx2,fma", "default"))) void lstm_state
     cand[j] = cn;
   }
 }
+HODU_ISA_VARIANTS(void, lstm_state, (const float* g, float* c, float* cand, int64_t H, bool coupled),
+                  (g, c, cand, H, coupled))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void add_rows(float* y, const float* a,
-                                                                              const float* b, int64_t n) {
+HODU_ISA_BODY void add_rows_body(float* y, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] + (b ? b[i] : 0.0f);
 }
+HODU_ISA_VARIANTS(void, add_rows, (float* y, const float* a, const float* b, int64_t n), (y, a, b, n))
 
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void mul_rows(float* y, const float* a,
-                                                                              const float* b, int64_t n) {
+HODU_ISA_BODY void mul_rows_body(float* y, const float* a, const float* b, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
 }
+HODU_ISA_VARIANTS(void, mul_rows, (float* y, const float* a, const float* b, int64_t n), (y, a, b, n))
 
 // GRU: h = (1 - z) ⊙ n + z ⊙ h.
-__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void gru_state(const float* z, const float* n,
-                                                                               float* h, int64_t H) {
+HODU_ISA_BODY void gru_state_body(const float* z, const float* n, float* h, int64_t H) {
   for (int64_t j = 0; j < H; ++j) h[j] = (1.0f - z[j]) * n[j] + z[j] * h[j];
 }
+HODU_ISA_VARIANTS(void, gru_state, (const float* z, const float* n, float* h, int64_t H), (z, n, h, H))
 
 // y[r] = W[r, :]·x + bias[r] for rows [0, rows), split over threads when large.
 void gemv(const float* w, const float* x, const float* bias, float* y, int64_t rows, int64_t cols, int threads) {
@@ -179,6 +190,7 @@ class RnnStep : public Step {
     const int64_t G = spec_.gates, H = spec_.hidden, I = spec_.input, S = spec_.seq, Bn = spec_.batch;
     const int64_t GH = G * H;
     constant_ = W && R && (B || !n.has_input(3)) && (P || !spec_.peepholes);
+    packed_ = packed_gemm::available();
     if (constant_) load(W, R, B, P);
     else {
       w_.resize(static_cast<size_t>(spec_.dirs * GH * I));
@@ -195,7 +207,7 @@ class RnnStep : public Step {
       if (S * Bn > kGemvBatch)
         dir.proj.make(b, S * Bn, I, GH, w_.data() + d * GH * I, dir.xbias.data(), constant_);
       // GRU without linear_before_reset: z and r only (the candidate's product needs r first).
-      if (Bn > kGemvBatch)
+      if (Bn > kGemvBatch && !packed_)
         dir.rec.make(b, Bn, H, gru && !spec_.linear_before_reset ? 2 * H : GH, r_.data() + d * GH * H, nullptr,
                      constant_);
     }
@@ -308,6 +320,7 @@ class RnnStep : public Step {
  private:
   struct Dir {
     std::vector<float> xbias, rbn;
+    Tensor rpk;  // Rᵀ packed for packed_gemm (packed_ only; 64-byte aligned, as its loads need)
     Product proj, rec;
   };
 
@@ -339,7 +352,20 @@ class RnnStep : public Step {
       dir.xbias.resize(static_cast<size_t>(GH));
       for (int64_t i = 0; i < GH; ++i) dir.xbias[i] = wb[i] + (gru && i >= 2 * H ? 0.0f : rb[i]);
       if (gru) dir.rbn.assign(rb + 2 * H, rb + 3 * H);
+      if (packed_) {
+        // Rᵀ (H x rows, element (k, j) = R[j, k]) in packed_gemm's panels.
+        const int64_t rows = rec_rows();
+        if (!dir.rpk.defined()) dir.rpk = Tensor::empty(DType::F32, {packed_gemm::packed_size(H, rows)});
+        packed_gemm::pack_b(r_.data() + d * GH * H, 1, H, H, rows, dir.rpk.data<float>());
+      }
     }
+  }
+
+  // Columns of the recurrent product: GRU without linear_before_reset has z and r only (the
+  // candidate's product needs r first).
+  int64_t rec_rows() const {
+    const bool split = spec_.cell == RnnSpec::Gru && !spec_.linear_before_reset;
+    return split ? 2 * spec_.hidden : spec_.gates * spec_.hidden;
   }
 
   // gh = h·Rᵀ for the batch rows active at step t (GRU without linear_before_reset: the z and r
@@ -347,7 +373,30 @@ class RnnStep : public Step {
   void recurrent(RunState& rs, Dir& dir, const float* r, bool full, int64_t t) {
     const int64_t G = spec_.gates, H = spec_.hidden, Bn = spec_.batch, GH = G * H;
     const bool split = spec_.cell == RnnSpec::Gru && !spec_.linear_before_reset;
-    const int64_t rows = split ? 2 * H : GH;
+    const int64_t rows = rec_rows();
+    if (packed_) {
+      // Every batch row at once, gh rows GH wide (rows past their sequence_lens are computed and
+      // ignored). Threads only for a product worth a parallel region.
+      const int threads = Bn * rows * H >= (1 << 17) ? rs.threads : 1;
+      if (Bn <= kGemvBatch) {
+        // Columns split over the threads in blocks of two panels (gemm_few_rows' tile).
+        const int64_t block = 2 * packed_gemm::kPanel;
+        const int64_t blocks = (rows + block - 1) / block;
+        const float* pb = dir.rpk.data<float>();
+        auto run = [&](int64_t c0, int64_t c1) {
+          packed_gemm::gemm_few_rows(Bn, c1 - c0, H, h_.data(), H, pb + c0 * H, gh_.data() + c0, GH);
+        };
+        if (threads <= 1 || blocks < 2) {
+          run(0, rows);
+        } else {
+          const int64_t per = (blocks + threads - 1) / threads;
+          parallel_for((blocks + per - 1) / per, threads,
+                       [&](int64_t i) { run(i * per * block, std::min(rows, (i + 1) * per * block)); });
+        }
+      } else
+        packed_gemm::gemm(Bn, rows, H, {h_.data(), H, 8}, dir.rpk.data<float>(), {gh_.data(), GH, 8}, {}, threads);
+      return;
+    }
     if (Bn > kGemvBatch) {
       if (split) {
         // rec writes [Bn, 2H] rows; gh_ rows are GH wide.
@@ -429,6 +478,9 @@ class RnnStep : public Step {
 
   RnnSpec spec_;
   bool constant_ = true;
+  // The recurrent product on packed_gemm (AVX2 and up, HODU_MAX_ISA permitting): one call for
+  // every batch row, Rᵀ packed once; else GEMVs or a oneDNN matmul.
+  bool packed_ = false;
   int weight_at_[4] = {-1, -1, -1, -1};  // W, R, B, P read at run time: index into reads
   std::vector<float> w_, r_, p_, bias_;
   std::vector<Dir> dirs_;
@@ -537,12 +589,20 @@ std::optional<RnnSpec> rnn_spec(PlanBuilder& b, const Node& n) {
   return s;
 }
 
+bool loop_preferred(const RnnSpec& spec) {
+  return packed_gemm::available() && (spec.batch <= kGemvBatch || vector_math::cpu_isa() != vector_math::Isa::Avx512);
+}
+
 bool make_rnn(PlanBuilder& b, const Node& n) {
   auto spec = rnn_spec(b, n);
   if (!spec) return false;
   auto c = [&](size_t i) { return n.has_input(i) ? passes::constant_of(b.graph(), n.inputs[i]) : nullptr; };
   const Tensor *W = c(1), *R = c(2), *B = c(3), *P = spec->peepholes ? c(7) : nullptr;
-  if (W && R && (B || !n.has_input(3)) && (P || !spec->peepholes) && make_onednn_rnn(b, n, *spec)) return true;
+  const char* force = std::getenv("HODU_CPU_RNN");
+  const std::string mode = force ? force : "";
+  const bool try_onednn = mode == "onednn" || (mode != "loop" && !loop_preferred(*spec));
+  if (try_onednn && W && R && (B || !n.has_input(3)) && (P || !spec->peepholes) && make_onednn_rnn(b, n, *spec))
+    return true;
   b.add(std::make_unique<RnnStep>(b, n, std::move(*spec), W, R, B, P));
   return true;
 }

@@ -31,7 +31,11 @@ struct RnnSpec {
 // nullopt otherwise (the interpreter's kernel reports what is wrong).
 std::optional<RnnSpec> rnn_spec(PlanBuilder& b, const Node& n);
 // Adds a step running the node on oneDNN's RNN primitive when it matches the spec exactly
-// (rnn_onednn.cc); false otherwise. HODU_CPU_RNN=loop: never (tests run both).
+// (rnn_onednn.cc); false otherwise.
 bool make_onednn_rnn(PlanBuilder& b, const Node& n, const RnnSpec& spec);
+// Whether the engine's loop runs a node oneDNN could (it is faster there: AVX2 and up at
+// batches up to 4, below AVX-512 at any batch). HODU_CPU_RNN=loop|onednn overrides it (tests
+// run both).
+bool loop_preferred(const RnnSpec& spec);
 
 }  // namespace hodu::cpu

@@ -8,11 +8,9 @@
 // packed. One primitive per direction (a bidirectional node runs left-to-right, then
 // right-to-left) over the time-major [S, B, I] input; outputs copied into ONNX's layout.
 //
-// oneDNN runs the whole sequence in its own kernels (input GEMM over all steps, fused gates): as
-// fast as the engine's loop or faster at every size measured (one step of one row, Silero VAD's
-// LSTM: 8.2 against 9.4 us; a bidirectional GRU of 50 steps: 5.5 against 12.3 ms), so it runs
-// every node it matches.
-#include <cstdlib>
+// oneDNN runs the whole sequence in its own kernels (input GEMM over all steps, fused gates).
+// rnn.cc's make_rnn asks for it where it is faster than the engine's loop (AVX-512, batches
+// above 4), or always with HODU_CPU_RNN=onednn.
 #include <cstring>
 
 #include "core/error.h"
@@ -132,9 +130,6 @@ bool matches(const PlanBuilder& b, const Node& n, const RnnSpec& s) {
 }  // namespace
 
 bool make_onednn_rnn(PlanBuilder& b, const Node& n, const RnnSpec& spec) {
-  const char* force = std::getenv("HODU_CPU_RNN");
-  std::string mode = force ? force : "";
-  if (mode == "loop") return false;
   if (!matches(b, n, spec)) return false;
   const int64_t S = spec.seq, Bn = spec.batch, H = spec.hidden, I = spec.input, G = spec.gates;
   const auto order = gate_order(spec.cell);

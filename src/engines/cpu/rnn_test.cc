@@ -2,12 +2,14 @@
 // directions, layouts, batch sizes on both sides of the GEMV/matmul switch, sequence lengths,
 // biases, initial states, sequence_lens, clip, activations with alpha/beta, GRU
 // linear_before_reset, LSTM peepholes and input_forget, weights as constants or inputs; the
-// engine's loop and oneDNN's primitives (HODU_CPU_RNN) each.
+// engine's loop and oneDNN's primitives (HODU_CPU_RNN) each, and the default choice between them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
 #include "engines/cpu/test_util.h"
+#include "kernels/cpu/packed_gemm.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
 namespace {
@@ -184,18 +186,43 @@ TEST(CpuRnn, LargeHiddenSizeOnTwoThreadsMatchesInterpreter) {
   }
 }
 
-// Without HODU_CPU_RNN: oneDNN wherever it computes ONNX's cell, the loop elsewhere (a clip).
-TEST(CpuRnn, OneDnnWhereItMatches) {
-  for (bool clip : {false, true}) {
-    RnnCase c;
-    c.seq = 3;
-    c.bias = true;
-    c.clip = clip ? 0.5f : 0.0f;
-    Built m = build(c, 3);
-    auto p = expect_matches_interpreter(m.model, m.feeds, 1e-4, 1e-5);
-    EXPECT_EQ(p->count("onednn rnn"), clip ? 0 : 1);
-    EXPECT_EQ(p->count("cpu rnn loop"), clip ? 1 : 0);
-  }
+// The loop's recurrent product at the batch sizes and hidden sizes where its tiles change:
+// 1-5 rows (tiles of 3 rows on AVX2 and up, GEMVs below), gate columns of whole 32-column tiles,
+// a 16-column panel left over and a partial panel (LSTM 4·20 = 80, GRU 3·20 = 60, RNN 20).
+TEST(CpuRnn, LoopAtEveryBatchAndPanelTailMatchesInterpreter) {
+  ScopedEnv env("HODU_CPU_RNN", "loop");
+  for (std::string op : {"RNN", "GRU", "LSTM"})
+    for (int64_t batch : {1, 2, 3, 4, 5}) {
+      RnnCase c;
+      c.op = op, c.direction = "bidirectional", c.batch = batch, c.seq = 6, c.input = 7, c.hidden = 20;
+      c.bias = c.init = true;
+      c.lbr = op == "GRU" && batch % 2 == 0;
+      SCOPED_TRACE(describe(c));
+      Built m = build(c, static_cast<uint32_t>(batch + 40));
+      auto p = expect_matches_interpreter(m.model, m.feeds, 1e-4, 2e-5);
+      EXPECT_EQ(p->count("cpu rnn loop"), 1);
+    }
+}
+
+// Without HODU_CPU_RNN: the loop where it is faster (AVX2 and up: batches up to 4, and every
+// batch below AVX-512; any CPU: a cell oneDNN does not compute, a clip), oneDNN elsewhere.
+TEST(CpuRnn, DefaultChoiceBetweenLoopAndOneDnn) {
+  const bool packed = packed_gemm::available();
+  const bool avx512 = vector_math::cpu_isa() == vector_math::Isa::Avx512;
+  for (int64_t batch : {1, 6})
+    for (bool clip : {false, true}) {
+      RnnCase c;
+      c.seq = 3;
+      c.batch = batch;
+      c.bias = true;
+      c.clip = clip ? 0.5f : 0.0f;
+      SCOPED_TRACE(describe(c));
+      Built m = build(c, 3);
+      auto p = expect_matches_interpreter(m.model, m.feeds, 1e-4, 1e-5);
+      const bool loop = clip || (packed && (batch <= 4 || !avx512));
+      EXPECT_EQ(p->count("onednn rnn"), loop ? 0 : 1);
+      EXPECT_EQ(p->count("cpu rnn loop"), loop ? 1 : 0);
+    }
 }
 
 TEST(CpuRnn, BadSequenceLengthGivesAnError) {

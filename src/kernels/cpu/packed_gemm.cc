@@ -214,6 +214,48 @@ void block(int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t n, int64_t k,
   }
 }
 
+// Rows [0, M) of C, columns [j0, j0 + 16·P) (P panels from `b`, the first panel's block), all of k.
+template <int M, int P>
+HODU_AVX2 void few_rows_tile(int64_t k, const float* a, int64_t a_row, const float* b, float* c, int64_t c_row,
+                             int64_t cols) {
+  __m256 acc[M][2 * P];
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v) acc[r][v] = _mm256_setzero_ps();
+  for (int64_t i = 0; i < k; ++i) {
+    __m256 bv[2 * P];
+#pragma GCC unroll 8
+    for (int q = 0; q < P; ++q) {
+      bv[2 * q] = _mm256_load_ps(b + (q * k + i) * kPanel);
+      bv[2 * q + 1] = _mm256_load_ps(b + (q * k + i) * kPanel + 8);
+    }
+#pragma GCC unroll 8
+    for (int r = 0; r < M; ++r) {
+      const __m256 av = _mm256_broadcast_ss(a + r * a_row + i);
+#pragma GCC unroll 8
+      for (int v = 0; v < 2 * P; ++v) acc[r][v] = _mm256_fmadd_ps(av, bv[v], acc[r][v]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int r = 0; r < M; ++r)
+#pragma GCC unroll 8
+    for (int v = 0; v < 2 * P; ++v) {
+      const int64_t j = v * 8;
+      if (j + 8 <= cols) _mm256_storeu_ps(c + r * c_row + j, acc[r][v]);
+      else if (j < cols) _mm256_maskstore_ps(c + r * c_row + j, lanes_below(cols - j), acc[r][v]);
+    }
+}
+
+template <int M>
+HODU_AVX2 void few_rows(int64_t n, int64_t k, const float* a, int64_t a_row, const float* pb, float* c, int64_t c_row) {
+  const int64_t panels = (n + kPanel - 1) / kPanel;
+  int64_t p = 0;
+  for (; p + 2 <= panels; p += 2)
+    few_rows_tile<M, 2>(k, a, a_row, pb + p * k * kPanel, c + p * kPanel, c_row, std::min(2 * kPanel, n - p * kPanel));
+  if (p < panels) few_rows_tile<M, 1>(k, a, a_row, pb + p * k * kPanel, c + p * kPanel, c_row, n - p * kPanel);
+}
+
 HODU_AVX2 void activate_avx2(float* y, int64_t n, const Epilogue& ep) {
   int64_t j = 0;
   for (; j + 8 <= n; j += 8) _mm256_storeu_ps(y + j, activate8(_mm256_loadu_ps(y + j), ep));
@@ -288,6 +330,18 @@ void gemm(int64_t m, int64_t n, int64_t k, const MatrixA& a, const float* packed
     const int64_t i = u / cb, j = u % cb;
     block(i * row_block, std::min(m, (i + 1) * row_block), j * panel_block, std::min(panels, (j + 1) * panel_block), n,
           k, a, packed_b, c, ep);
+  }
+}
+
+void gemm_few_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, const float* packed_b, float* c,
+                   int64_t c_row) {
+  for (int64_t r = 0; r < m; r += 3) {
+    const int64_t rows = std::min<int64_t>(3, m - r);
+    const float* ar = a + r * a_row;
+    float* cr = c + r * c_row;
+    if (rows == 3) few_rows<3>(n, k, ar, a_row, packed_b, cr, c_row);
+    else if (rows == 2) few_rows<2>(n, k, ar, a_row, packed_b, cr, c_row);
+    else few_rows<1>(n, k, ar, a_row, packed_b, cr, c_row);
   }
 }
 

@@ -52,6 +52,13 @@ bool available();
 void gemm(int64_t m, int64_t n, int64_t k, const MatrixA& a, const float* packed_b, const MatrixC& c,
           const Epilogue& ep, int threads);
 
+// C (m x n, row-major, rows c_row apart) = A (m x k, row-major, rows a_row apart) · B for a few
+// rows (an RNN's recurrent product, one row per batch entry): every row of A against two panels
+// of B at a time (3 rows x 32 columns in 12 accumulators; gemm()'s 6x16 tile would spend half
+// its multiply-adds on rows that are not there). One thread; the same sums as gemm().
+void gemm_few_rows(int64_t m, int64_t n, int64_t k, const float* a, int64_t a_row, const float* packed_b, float* c,
+                   int64_t c_row);
+
 // The activation alone over y[0, n) in place (what gemm's epilogue applies), for tests.
 void activate(float* y, int64_t n, const Epilogue& ep);
 
