@@ -16,6 +16,9 @@ honours no cap (its rows run at the host ISA: an AVX2 hodu row beside it on an
 AVX-512 CPU is hodu's AVX2 code against ORT's AVX-512 code).
 --corpus DIR: every .onnx under DIR too (the zoo in bench/models, real models).
 --shape NAME=DxD: the shape of a model input with symbolic dims (else 1 per dim).
+--inputs-from DIR [--size-index N]: a model's inputs from DIR/<model>/<size>/inputs/<input>.npy
+where that folder exists (the wild corpus's recorded inputs, ~/.cache/hodu/wild/data: real audio
+and tokens at the sizes tests/wild/models.json binds; N picks the size in sorted order, default 0).
 --markdown FILE: the table as Markdown with the CPU it ran on and the command.
 
 --engine cpu native: one row per hodu engine, all timed in the same interleaved
@@ -95,6 +98,8 @@ def main():
     ap.add_argument("--corpus", nargs="*", default=[], help="folders whose .onnx models are benchmarked too")
     ap.add_argument("--shape", action="append", default=[], help="NAME=DxD for inputs with symbolic dims")
     ap.add_argument("--markdown", default="", help="also write the table as Markdown here")
+    ap.add_argument("--inputs-from", default="", help="DIR/<model>/<size>/inputs/<input>.npy where present")
+    ap.add_argument("--size-index", type=int, default=0, help="which <size> folder of --inputs-from (sorted)")
     ap.add_argument("models", nargs="*")
     args = ap.parse_args()
     # `--max-isa host avx2 a.onnx` or `--engine cpu a.onnx`: nargs="+" takes the models too;
@@ -131,6 +136,12 @@ def main():
         name = os.path.splitext(os.path.basename(model))[0]
         with tempfile.TemporaryDirectory() as tmp:
             feeds, outputs = make_inputs(model, tmp, 0)
+            sizes = sorted(glob.glob(os.path.join(args.inputs_from, name, "*", "inputs"))) if args.inputs_from else []
+            if sizes:
+                given = sizes[min(args.size_index, len(sizes) - 1)]
+                feeds = [(n, os.path.join(given, sanitize(n) + ".npy")) if os.path.isfile(
+                    os.path.join(given, sanitize(n) + ".npy")) else (n, p) for n, p in feeds]
+                print(f"{name}: inputs from {given}", flush=True)
             rng = np.random.default_rng(0)
             for n, p in feeds:  # inputs given a shape: regenerated at it
                 if n in shapes:

@@ -211,11 +211,14 @@ class RnnStep : public Step {
         dir.rec.make(b, Bn, H, gru && !spec_.linear_before_reset ? 2 * H : GH, r_.data() + d * GH * H, nullptr,
                      constant_);
     }
-    gx_.resize(static_cast<size_t>(S * Bn * GH));
-    gh_.resize(static_cast<size_t>(Bn * GH));
-    tmp_.resize(static_cast<size_t>(Bn * 2 * H));
-    h_.resize(static_cast<size_t>(Bn * H));
-    c_.resize(static_cast<size_t>(Bn * H));
+    for (auto& dir : dirs_) {
+      dir.gx.resize(static_cast<size_t>(S * Bn * GH));
+      dir.gh.resize(static_cast<size_t>(Bn * GH));
+      dir.tmp.resize(static_cast<size_t>(Bn * 2 * H));
+      dir.h.resize(static_cast<size_t>(Bn * H));
+      dir.c.resize(static_cast<size_t>(Bn * H));
+      if (spec_.dirs == 2) dir.stream = dnnl::stream(b.engine());
+    }
     for (size_t i = 0; i < 3; ++i) {
       in_[i] = -1;
       out_[i] = -1;
@@ -280,40 +283,48 @@ class RnnStep : public Step {
     const float* c0 = in_[2] >= 0 ? static_cast<const float*>(rs.slots[reads[in_[2]]].data()) : nullptr;
     float* yh = out_[1] >= 0 ? static_cast<float*>(rs.slots[writes[out_[1]]].data()) : nullptr;
     float* yc = out_[2] >= 0 ? static_cast<float*>(rs.slots[writes[out_[2]]].data()) : nullptr;
-    for (int64_t d = 0; d < D; ++d) {
+    // One direction on `threads` threads, its oneDNN products on `stream`.
+    auto direction = [&](int64_t d, int threads, dnnl::stream& stream) {
       Dir& dir = dirs_[d];
       const bool reverse = spec_.reverse || d == 1;
       // Input projection of every step (rows in X's order).
       if (S * Bn > kGemvBatch) {
-        dir.proj.run(rs.stream, x, gx_.data(), w_.data() + d * GH * I, dir.xbias.data());
+        dir.proj.run(stream, x, dir.gx.data(), w_.data() + d * GH * I, dir.xbias.data());
       } else {
         for (int64_t r = 0; r < S * Bn; ++r)
-          gemv(w_.data() + d * GH * I, x + r * I, dir.xbias.data(), gx_.data() + r * GH, GH, I, rs.threads);
+          gemv(w_.data() + d * GH * I, x + r * I, dir.xbias.data(), dir.gx.data() + r * GH, GH, I, threads);
       }
       for (int64_t b = 0; b < Bn; ++b) {
-        if (h0) std::memcpy(&h_[b * H], h0 + state_at(d, b), H * sizeof(float));
-        else std::fill_n(&h_[b * H], H, 0.0f);
-        if (c0) std::memcpy(&c_[b * H], c0 + state_at(d, b), H * sizeof(float));
-        else std::fill_n(&c_[b * H], H, 0.0f);
+        if (h0) std::memcpy(&dir.h[b * H], h0 + state_at(d, b), H * sizeof(float));
+        else std::fill_n(&dir.h[b * H], H, 0.0f);
+        if (c0) std::memcpy(&dir.c[b * H], c0 + state_at(d, b), H * sizeof(float));
+        else std::fill_n(&dir.c[b * H], H, 0.0f);
       }
       const float* r = r_.data() + d * GH * H;
       for (int64_t step = 0; step < S; ++step) {
         const int64_t t = reverse ? S - 1 - step : step;
-        recurrent(rs, dir, r, full, t);
+        recurrent(stream, threads, dir, r, full, t);
         for (int64_t b = 0; b < Bn; ++b) {
           if (t >= lens[b]) {
             if (y) std::fill_n(y + y_at(t, d, b), H, 0.0f);
             continue;
           }
-          cell(dir, d, r, gx_.data() + x_row(t, b) * GH, gh_.data() + b * GH, &h_[b * H], &c_[b * H],
-               &tmp_[b * 2 * H]);
-          if (y) std::memcpy(y + y_at(t, d, b), &h_[b * H], H * sizeof(float));
+          cell(dir, d, r, dir.gx.data() + x_row(t, b) * GH, dir.gh.data() + b * GH, &dir.h[b * H], &dir.c[b * H],
+               &dir.tmp[b * 2 * H]);
+          if (y) std::memcpy(y + y_at(t, d, b), &dir.h[b * H], H * sizeof(float));
         }
       }
       for (int64_t b = 0; b < Bn; ++b) {
-        if (yh) std::memcpy(yh + state_at(d, b), &h_[b * H], H * sizeof(float));
-        if (yc) std::memcpy(yc + state_at(d, b), &c_[b * H], H * sizeof(float));
+        if (yh) std::memcpy(yh + state_at(d, b), &dir.h[b * H], H * sizeof(float));
+        if (yc) std::memcpy(yc + state_at(d, b), &dir.c[b * H], H * sizeof(float));
       }
+    };
+    // Two directions on two threads at once, as ONNX Runtime runs them: a step's recurrent
+    // product of a few rows is too small to split, so one thread per direction halves the run.
+    if (D == 2 && rs.threads >= 2) {
+      parallel_for(2, 2, [&](int64_t d) { direction(d, 1, dirs_[d].stream); });
+    } else {
+      for (int64_t d = 0; d < D; ++d) direction(d, rs.threads, rs.stream);
     }
   }
 
@@ -322,6 +333,9 @@ class RnnStep : public Step {
     std::vector<float> xbias, rbn;
     Tensor rpk;  // Rᵀ packed for packed_gemm (packed_ only; 64-byte aligned, as its loads need)
     Product proj, rec;
+    // The direction's own buffers and stream: two directions may run at once.
+    std::vector<float> gx, gh, tmp, h, c, scratch;
+    dnnl::stream stream;
   };
 
   // Copies W, R, P and the folded biases in (B null: zeros). Sizes were checked at plan time for
@@ -370,21 +384,21 @@ class RnnStep : public Step {
 
   // gh = h·Rᵀ for the batch rows active at step t (GRU without linear_before_reset: the z and r
   // gates only; the candidate's product needs r first).
-  void recurrent(RunState& rs, Dir& dir, const float* r, bool full, int64_t t) {
+  void recurrent(dnnl::stream& stream, int threads_here, Dir& dir, const float* r, bool full, int64_t t) {
     const int64_t G = spec_.gates, H = spec_.hidden, Bn = spec_.batch, GH = G * H;
     const bool split = spec_.cell == RnnSpec::Gru && !spec_.linear_before_reset;
     const int64_t rows = rec_rows();
     if (packed_) {
       // Every batch row at once, gh rows GH wide (rows past their sequence_lens are computed and
       // ignored). Threads only for a product worth a parallel region.
-      const int threads = Bn * rows * H >= (1 << 17) ? rs.threads : 1;
+      const int threads = Bn * rows * H >= (1 << 17) ? threads_here : 1;
       if (Bn <= kGemvBatch) {
         // Columns split over the threads in blocks of two panels (gemm_few_rows' tile).
         const int64_t block = 2 * packed_gemm::kPanel;
         const int64_t blocks = (rows + block - 1) / block;
         const float* pb = dir.rpk.data<float>();
         auto run = [&](int64_t c0, int64_t c1) {
-          packed_gemm::gemm_few_rows(Bn, c1 - c0, H, h_.data(), H, pb + c0 * H, gh_.data() + c0, GH);
+          packed_gemm::gemm_few_rows(Bn, c1 - c0, H, dir.h.data(), H, pb + c0 * H, dir.gh.data() + c0, GH);
         };
         if (threads <= 1 || blocks < 2) {
           run(0, rows);
@@ -393,27 +407,29 @@ class RnnStep : public Step {
           parallel_for((blocks + per - 1) / per, threads,
                        [&](int64_t i) { run(i * per * block, std::min(rows, (i + 1) * per * block)); });
         }
-      } else
-        packed_gemm::gemm(Bn, rows, H, {h_.data(), H, 8}, dir.rpk.data<float>(), {gh_.data(), GH, 8}, {}, threads);
+      } else {
+        packed_gemm::gemm(Bn, rows, H, {dir.h.data(), H, 8}, dir.rpk.data<float>(), {dir.gh.data(), GH, 8}, {},
+                          threads);
+      }
       return;
     }
     if (Bn > kGemvBatch) {
       if (split) {
-        // rec writes [Bn, 2H] rows; gh_ rows are GH wide.
-        dir.rec.run(rs.stream, h_.data(), tmp2(Bn * 2 * H), r, nullptr);
-        for (int64_t b = 0; b < Bn; ++b) std::memcpy(&gh_[b * GH], &scratch_[b * 2 * H], 2 * H * sizeof(float));
+        // rec writes [Bn, 2H] rows; gh rows are GH wide.
+        dir.rec.run(stream, dir.h.data(), tmp2(dir, Bn * 2 * H), r, nullptr);
+        for (int64_t b = 0; b < Bn; ++b) std::memcpy(&dir.gh[b * GH], &dir.scratch[b * 2 * H], 2 * H * sizeof(float));
       } else {
-        dir.rec.run(rs.stream, h_.data(), gh_.data(), r, nullptr);
+        dir.rec.run(stream, dir.h.data(), dir.gh.data(), r, nullptr);
       }
       return;
     }
     for (int64_t b = 0; b < Bn; ++b)
-      if (full || t < lens_[b]) gemv(r, &h_[b * H], nullptr, &gh_[b * GH], rows, H, rs.threads);
+      if (full || t < lens_[b]) gemv(r, &dir.h[b * H], nullptr, &dir.gh[b * GH], rows, H, threads_here);
   }
 
-  float* tmp2(int64_t n) {
-    if (static_cast<int64_t>(scratch_.size()) < n) scratch_.resize(static_cast<size_t>(n));
-    return scratch_.data();
+  float* tmp2(Dir& dir, int64_t n) {
+    if (static_cast<int64_t>(dir.scratch.size()) < n) dir.scratch.resize(static_cast<size_t>(n));
+    return dir.scratch.data();
   }
 
   // One batch row's cell: gx its projected input (biases in), gh its recurrent product; h, c updated.
@@ -484,7 +500,6 @@ class RnnStep : public Step {
   int weight_at_[4] = {-1, -1, -1, -1};  // W, R, B, P read at run time: index into reads
   std::vector<float> w_, r_, p_, bias_;
   std::vector<Dir> dirs_;
-  std::vector<float> gx_, gh_, tmp_, h_, c_, scratch_;
   std::vector<int64_t> lens_;
   int in_[3], out_[3];  // sequence_lens, initial_h, initial_c: index into reads; Y, Y_h, Y_c: into writes
 };
