@@ -12,12 +12,19 @@ namespace {
 using alg = dnnl::algorithm;
 constexpr size_t kMaxPostOps = 16;  // oneDNN 2.6 takes up to 32 post-ops in all
 
-// value op c (or c op value when `value_first` is false) as alpha * value + beta.
+// value op c (or c op value when `value_first` is false) as one eltwise post-op: alpha * value + beta,
+// or a clip.
 std::optional<EltwisePostOp> linear(const std::string& op, bool value_first, float c) {
   if (op == "Add") return EltwisePostOp{alg::eltwise_linear, 1.0f, c};
   if (op == "Mul") return EltwisePostOp{alg::eltwise_linear, c, 0.0f};
   if (op == "Sub") return value_first ? EltwisePostOp{alg::eltwise_linear, 1.0f, -c} : EltwisePostOp{alg::eltwise_linear, -1.0f, c};
   if (op == "Div" && value_first && c != 0.0f) return EltwisePostOp{alg::eltwise_linear, 1.0f / c, 0.0f};
+  // Max/Min with a constant as a one-sided clip (openWakeWord's embedding: conv, LeakyRelu,
+  // Max(x, -0.4); the unfused Max kept the conv's output plain below AVX-512, with reorders and a
+  // reference pooling after it).
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  if (op == "Max") return EltwisePostOp{alg::eltwise_clip_v2, c, inf};
+  if (op == "Min") return EltwisePostOp{alg::eltwise_clip_v2, -inf, c};
   return std::nullopt;
 }
 
