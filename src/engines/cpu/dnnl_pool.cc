@@ -6,6 +6,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <vector>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
@@ -157,64 +158,78 @@ std::optional<PoolWindow> pool_window(const Node& n, const std::vector<int64_t>&
   return w;
 }
 
-// MaxPool of u8/s8 over 2-D windows (ONNX Runtime's QOperator models pool the quantized
-// activations): a plain-layout loop, one (image, channel) plane per task. A max of integers is
-// exact, so the interpreter's values; oneDNN 2.6 has only its reference kernel for plain int8
-// pooling (2.4x slower than the interpreter's on ResNet-18's 112x112 maxpool).
+// MaxPool over 2-D windows of a plain NCHW tensor, one (image, channel) plane per task: u8/s8
+// (ONNX Runtime's QOperator models pool the quantized activations; oneDNN 2.6 has only its
+// reference kernel for plain int8 pooling, 2.4x slower than the interpreter's on ResNet-18's
+// 112x112 maxpool) and f32 where oneDNN has no jit kernel for the plain layout (below AVX-512:
+// its simple_nchw took 16 ms for quantized SqueezeNet's first 3x3/2 pool, 64x111x111). Each
+// output row is the max over the window's (kh, kw) of a strided run of an input row, the
+// runs' bounds computed once: the inner loop has no branch. A max is exact: the interpreter's
+// values (a NaN input is skipped, as by its kernel).
 template <typename T>
 void max_pool_planes(const T* x, T* y, int64_t planes, const int64_t* p, int threads) {
   const int64_t H = p[0], W = p[1], OH = p[2], OW = p[3], KH = p[4], KW = p[5], SH = p[6], SW = p[7], PT = p[8],
                 PL = p[9], DH = p[10], DW = p[11];
+  // Output columns [lo[kw], hi[kw]) read column ow * SW - PL + kw * DW inside the row.
+  std::vector<int64_t> lo(static_cast<size_t>(KW)), hi(static_cast<size_t>(KW));
+  for (int64_t kw = 0; kw < KW; ++kw) {
+    const int64_t off = kw * DW - PL;  // iw = ow * SW + off
+    lo[kw] = off >= 0 ? 0 : std::min(OW, (-off + SW - 1) / SW);
+    hi[kw] = W - 1 - off < 0 ? 0 : std::min(OW, (W - 1 - off) / SW + 1);
+  }
   parallel_for(planes, threads, [&](int64_t q) {
     const T* xp = x + q * H * W;
     T* yp = y + q * OH * OW;
-    for (int64_t oh = 0; oh < OH; ++oh)
-      for (int64_t ow = 0; ow < OW; ++ow) {
-        T m = std::numeric_limits<T>::lowest();
-        for (int64_t kh = 0; kh < KH; ++kh) {
-          const int64_t ih = oh * SH - PT + kh * DH;
-          if (ih < 0 || ih >= H) continue;
-          for (int64_t kw = 0; kw < KW; ++kw) {
-            const int64_t iw = ow * SW - PL + kw * DW;
-            if (iw >= 0 && iw < W) m = std::max(m, xp[ih * W + iw]);
-          }
+    for (int64_t oh = 0; oh < OH; ++oh) {
+      T* yr = yp + oh * OW;
+      std::fill_n(yr, OW, std::numeric_limits<T>::lowest());
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * SH - PT + kh * DH;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const T* xr = xp + ih * W + kw * DW - PL;
+          for (int64_t ow = lo[kw]; ow < hi[kw]; ++ow) yr[ow] = std::max(yr[ow], xr[ow * SW]);
         }
-        yp[oh * OW + ow] = m;
       }
+    }
   });
 }
 
-class Int8MaxPoolStep : public Step {
+class PlaneMaxPoolStep : public Step {
  public:
   void run(RunState& rs) override {
     const Tensor& x = rs.slots[reads[0]].tensor();
     Tensor& y = rs.slots[writes[0]].value.tensor;
     const int th = planes_ * p_[2] * p_[3] >= (1 << 14) ? rs.threads : 1;
-    if (s8_)
+    if (dtype_ == DType::I8)
       max_pool_planes(x.data<int8_t>(), y.data<int8_t>(), planes_, p_.data(), th);
-    else
+    else if (dtype_ == DType::U8)
       max_pool_planes(x.data<uint8_t>(), y.data<uint8_t>(), planes_, p_.data(), th);
+    else
+      max_pool_planes(x.data<float>(), y.data<float>(), planes_, p_.data(), th);
   }
-  bool s8_ = false;
+  DType dtype_ = DType::F32;
   int64_t planes_ = 0;
   std::array<int64_t, 12> p_{};  // H W OH OW KH KW SH SW pad_top pad_left dil_h dil_w
 };
 
-bool make_int8_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, std::vector<int64_t>>& x,
-                        const std::pair<DType, std::vector<int64_t>>& y) {
+// MaxPool on PlaneMaxPoolStep over a plain input (u8/s8 always; f32 where oneDNN's kernel for
+// the plain layout is a reference one).
+bool make_plane_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, std::vector<int64_t>>& x,
+                         const std::pair<DType, std::vector<int64_t>>& y) {
   const auto& xs = x.second;
   const auto& ys = y.second;
   if (xs.size() != 4 || ys.size() != 4 || y.first != x.first || ys[0] != xs[0] || ys[1] != xs[1]) return false;
   auto win = pool_window(n, xs, ys);
   if (!win || win->alg != dnnl::algorithm::pooling_max) return false;
-  auto step = std::make_unique<Int8MaxPoolStep>();
-  step->s8_ = x.first == DType::I8;
+  auto step = std::make_unique<PlaneMaxPoolStep>();
+  step->dtype_ = x.first;
   step->planes_ = xs[0] * xs[1];
   step->p_ = {xs[2],          xs[3],          ys[2],          ys[3],           win->kernel[0],       win->kernel[1],
               win->strides[0], win->strides[1], win->pad_l[0], win->pad_l[1], win->dilations[0] + 1, win->dilations[1] + 1};
   step->reads = {b.plain(n.inputs[0])};
   step->writes = {b.define(n.outputs[0], x.first, ys)};
-  step->label = n.describe() + ": cpu int8 max pool";
+  step->label = n.describe() + (x.first == DType::F32 ? ": cpu plain max pool" : ": cpu int8 max pool");
   b.add(std::move(step));
   return true;
 }
@@ -226,7 +241,7 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   if (!global && op != "MaxPool" && op != "AveragePool") return false;
   if (n.outputs.size() > 1 && !n.outputs[1].empty()) return op == "MaxPool" && make_max_pool_indices(b, n);
   auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
-  if (x && y && op == "MaxPool" && (x->first == DType::U8 || x->first == DType::I8)) return make_int8_max_pool(b, n, *x, *y);
+  if (x && y && op == "MaxPool" && (x->first == DType::U8 || x->first == DType::I8)) return make_plane_max_pool(b, n, *x, *y);
   if (!x || !y || x->first != DType::F32) return false;
   const auto& xs = x->second;
   const auto& ys = y->second;
@@ -260,6 +275,10 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   } catch (const dnnl::error&) {
     return false;
   }
+  const std::string impl = pd.impl_info_str();
+  if (max && !global && spatial == 2 && src_md == plain_md(xs) &&
+      (reference_impl(impl.c_str()) || impl.rfind("simple_nchw", 0) == 0) && make_plane_max_pool(b, n, *x, *y))
+    return true;
   auto step = std::make_unique<PoolStep>();
   step->prim_ = dnnl::pooling_v2_forward(pd);
   step->reads = {b.slot(n.inputs[0])};

@@ -1,0 +1,56 @@
+// MaxPool of a plain f32 NCHW tensor against the interpreter: strides, pads, dilations,
+// ceil_mode, windows reaching past the edges. Below AVX-512 (ctest cpu_engine_test_avx2) oneDNN
+// 2.6 has only its simple_nchw kernel for that layout and the plan takes the engine's plane
+// loop (dnnl_pool.cc); no plan runs a reference pooling.
+#include <gtest/gtest.h>
+
+#include "engines/cpu/test_util.h"
+
+namespace hodu::cpu {
+namespace {
+
+using testing::GraphBuilder;
+using testing::PlannedModel;
+using testing::random_floats;
+
+struct PoolCase {
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  bool ceil = false;
+};
+
+TEST(CpuPool, PlainMaxPoolMatchesInterpreter) {
+  const std::vector<PoolCase> cases = {
+      {{3, 3}, {2, 2}, {0, 0, 0, 0}, {1, 1}, true},   // SqueezeNet's 3x3/2, ceil_mode
+      {{2, 2}, {2, 2}, {0, 0, 0, 0}, {1, 1}, false},  // openWakeWord's 2x2/2
+      {{3, 3}, {1, 1}, {1, 1, 1, 1}, {1, 1}, false},  // padded, stride 1
+      {{3, 2}, {2, 3}, {1, 0, 2, 1}, {2, 1}, false},  // uneven pads, dilation, mixed strides
+      {{1, 3}, {1, 2}, {0, 2, 0, 2}, {1, 1}, true},   // a pad as wide as the window's reach
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const PoolCase& c = cases[i];
+    SCOPED_TRACE("case " + std::to_string(i));
+    GraphBuilder b;
+    b.input("x", DType::F32, std::vector<int64_t>{2, 5, 13, 11});
+    b.node("MaxPool", {"x"}, {"y"},
+           {Attribute::make_ints("kernel_shape", c.kernel), Attribute::make_ints("strides", c.strides),
+            Attribute::make_ints("pads", c.pads), Attribute::make_ints("dilations", c.dilations),
+            Attribute::make_int("ceil_mode", c.ceil ? 1 : 0)});
+    b.output("y");
+    Model m = b.finish();
+    std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 5, 13, 11}, 7 + i, 2.0f))}};
+    auto want = interp::Interpreter(m).run(feeds);
+    PlannedModel p(m, feeds, 2);
+    std::string steps;
+    for (const auto& k : p.kernels()) steps += k + "\n";
+    SCOPED_TRACE(steps);
+    EXPECT_EQ(p.count("simple_nchw"), 0);
+    EXPECT_EQ(p.count("onednn ref"), 0);
+    EXPECT_EQ(p.count(": interp"), 0);
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), 1u);
+    testing::expect_close(got[0], want[0], 0.0, 0.0, "y");
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu
