@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "formats/model_io.h"
+
 namespace hodu {
 namespace {
 
@@ -66,6 +68,29 @@ TEST(Session, ChecksInputsWithClearMessages) {
   // batch bound to 2 by x, 3 by b
   EXPECT_NE(error_of(*s, {{"x", f32({2, 3}, 0)}, {"b", f32({3, 3}, 0)}}).find("binds 'batch' to 2"),
             std::string::npos);
+}
+
+// A model the session loads itself drops the initializers nothing reads (a quantized export's
+// float weights) before the engine prepares; one that is an overridable input stays, and a
+// caller's Model (from_model) is left as it is.
+TEST(Session, LoadedModelDropsInitializersNothingReads) {
+  Model m = add_model();
+  m.graph.inputs.erase(m.graph.inputs.begin() + 1);  // b: an initializer
+  m.graph.initializers.emplace_back("b", f32({2, 3}, 10));
+  m.graph.initializers.emplace_back("unread", f32({4, 4}, 0));
+  m.graph.inputs.push_back({"dflt", ValueType::tensor(DType::F32, Shape{2}), ""});
+  m.graph.initializers.emplace_back("dflt", f32({2}, 0));
+  m.graph.inputs[0].type = ValueType::tensor(DType::F32, Shape{2, 3});
+  m.graph.outputs[0].type = ValueType::tensor(DType::F32, Shape{2, 3});
+  auto loaded = Session::from_bytes(export_onnx(m, 0), {});
+  EXPECT_NE(loaded->model().graph.initializer("b"), nullptr);
+  EXPECT_NE(loaded->model().graph.initializer("dflt"), nullptr);
+  EXPECT_EQ(loaded->model().graph.initializer("unread"), nullptr);
+  auto out = loaded->run({{"x", f32({2, 3}, 1)}});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].value.tensor.to_doubles(), (std::vector<double>{11, 13, 15, 17, 19, 21}));
+  auto given = Session::from_model(m, {});
+  EXPECT_NE(given->model().graph.initializer("unread"), nullptr);
 }
 
 TEST(Session, UnknownEngineIsAnError) {
