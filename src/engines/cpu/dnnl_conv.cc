@@ -11,6 +11,7 @@
 #include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/winograd_conv.h"
+#include "kernels/cpu/packed_gemm.h"
 #include "kernels/cpu/winograd.h"
 #include "passes/graph_utils.h"
 
@@ -159,6 +160,15 @@ class ConvStep : public Step {
         silu_in_place(y + c * kChunk, std::min(kChunk, n - c * kChunk));
       });
     }
+    if (after_.act != packed_gemm::Act::None) {
+      // GELU(0) = 0: a blocked layout's zero channels stay zero.
+      float* y = static_cast<float*>(dst_.get_data_handle());
+      const int64_t n = static_cast<int64_t>(dst_.get_desc().get_size() / sizeof(float));
+      constexpr int64_t kChunk = 16384;
+      parallel_for((n + kChunk - 1) / kChunk, n >= kChunk ? rs.threads : 1, [&](int64_t c) {
+        packed_gemm::activate(y + c * kChunk, std::min(kChunk, n - c * kChunk), after_);
+      });
+    }
   }
 
   dnnl::convolution_forward prim_;
@@ -172,6 +182,7 @@ class ConvStep : public Step {
   dnnl::reorder w_reorder_;
   bool has_bias_ = false, has_z_ = false;
   bool silu_ = false;  // SiLU by hodu's loop after the primitive, not oneDNN's post-op
+  packed_gemm::Epilogue after_;  // GELU after a gemm convolution (its post-op is scalar)
 };
 
 }  // namespace
@@ -228,10 +239,26 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   PostOpChain chain = act == "Silu" ? PostOpChain{} : post_op_chain(b, n.outputs[0], eltwise_ops_of(act_po));
   dnnl::primitive_attr attr;
   std::vector<std::pair<int, float>> operands;  // the binary post-ops' one-element operands
+  // A fresh attr and list each time: copies of a dnnl::post_ops share one list (appending the
+  // chain to a copy appended it to act_po, so a retry without the chain kept it, the chain's nodes
+  // then also running as steps), and oneDNN 2.6's set_post_ops keeps an attr's old post-ops when
+  // given an empty list.
   auto set_post_ops = [&] {
-    dnnl::post_ops po = act_po;
+    dnnl::post_ops po;
+    for (int i = 0; i < act_po.len(); ++i) {
+      float scale = 1.0f, alpha = 0.0f, beta = 0.0f;
+      if (act_po.kind(i) == dnnl::primitive::kind::sum) {
+        act_po.get_params_sum(i, scale);
+        po.append_sum(scale);
+      } else {
+        dnnl::algorithm alg;
+        act_po.get_params_eltwise(i, scale, alg, alpha, beta);
+        po.append_eltwise(scale, alg, alpha, beta);
+      }
+    }
     operands.clear();
     append_post_ops(po, chain.ops, static_cast<int>(ys.size()), operands);
+    attr = dnnl::primitive_attr();
     attr.set_post_ops(po);
   };
   const bool silu = act == "Silu";
@@ -347,6 +374,21 @@ bool make_conv(PlanBuilder& b, const Node& n) {
       }
     }
   }
+  // oneDNN's gemm convolution (a 1-D conv of one input channel below AVX-512: audio1d's first,
+  // kernel 11, stride 4) computes an erf GELU post-op with libm's erff one element at a time:
+  // 1.8 ms for 128k outputs, the conv itself 0.07 ms. The GELU runs after it on packed_gemm's
+  // AVX2 loop instead (0.21 ms both).
+  packed_gemm::Epilogue after;
+  if (chain.nodes.empty() && (act == "Gelu" || act == "GeluTanh") && packed_gemm::available() &&
+      std::string(pd->impl_info_str()).find("gemm") != std::string::npos &&
+      packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()), &after.act,
+                                 &after.p0, &after.p1)) {
+    act_po = dnnl::post_ops();
+    if (has_z) act_po.append_sum(1.0f);
+    set_post_ops();
+    pd = make_pd(src_md);
+    if (!pd) return false;
+  }
   const std::string out = chain.nodes.empty() ? n.outputs[0] : chain.output;
   for (const Node* c : chain.nodes) b.claim(*c);
   auto step = std::make_unique<ConvStep>();
@@ -358,6 +400,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     step->operands_.emplace_back(arg, m);
   }
   step->silu_ = silu;
+  step->after_ = after;
   if (merged_by) step->weights_ = b.pack("", merged_w, w_user, pd->weights_desc());
   else if (w) step->weights_ = b.pack(n.inputs[1], *w, w_user, pd->weights_desc());
   if (bias) {
@@ -405,6 +448,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   step->writes = {dst};
   step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) +
                 (merged_by ? ", groups merged by " + std::to_string(merged_by) : "") + (silu ? ", silu loop" : "") +
+                (after.act != packed_gemm::Act::None ? ", gelu loop" : "") +
                 (chain.nodes.empty() ? "" : ", " + std::to_string(chain.nodes.size()) + " nodes as post-ops");
   b.add(std::move(step));
   return true;

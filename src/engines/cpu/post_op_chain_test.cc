@@ -52,5 +52,40 @@ TEST(PostOpChain, MaxMinWithConstantAfterConvMatchesInterpreter) {
     }
 }
 
+// A 1-D conv of one input channel and torch's erf GELU (x * 0.5 * (1 + erf(x / sqrt 2)), fused
+// into the conv at -O3; audio models' first conv): below AVX-512 oneDNN runs it as its gemm
+// convolution, whose GELU post-op is scalar; the GELU then runs after it on packed_gemm's loop
+// (ctest cpu_engine_test_avx2 takes that path).
+TEST(PostOpChain, GemmConvGeluMatchesInterpreter) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 1, 4003});
+  b.constant("w", random_floats({32, 1, 11}, 1, 0.5f));
+  b.constant("bias", random_floats({32}, 2));
+  b.constant("sqrt2", Tensor::scalar<float>(DType::F32, 1.41421356f));
+  b.constant("one", Tensor::scalar<float>(DType::F32, 1.0f));
+  b.constant("half", Tensor::scalar<float>(DType::F32, 0.5f));
+  b.node("Conv", {"x", "w", "bias"}, {"c"}, {Attribute::make_ints("pads", {5, 5}), Attribute::make_ints("strides", {4})});
+  b.node("Div", {"c", "sqrt2"}, {"d"});
+  b.node("Erf", {"d"}, {"e"});
+  b.node("Add", {"e", "one"}, {"a"});
+  b.node("Mul", {"c", "a"}, {"m"});
+  b.node("Mul", {"m", "half"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({1, 1, 4003}, 4, 2.0f))}};
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, 2);
+  std::string steps;
+  for (const auto& k : p.kernels()) steps += k + "\n";
+  SCOPED_TRACE(steps);
+  // One step: the conv with its GELU (a post-op, or the loop after a gemm convolution).
+  EXPECT_EQ(p.count("(hodu.FusedConv)"), 1);
+  for (const char* op : {"(Div)", "(Erf)", "(Add)", "(Mul)", "(Gelu)", "(FusedElementwise)"}) EXPECT_EQ(p.count(op), 0) << op;
+  EXPECT_EQ(p.count("gemm"), p.count("gelu loop"));
+  auto got = p.run(feeds);
+  ASSERT_EQ(got.size(), 1u);
+  testing::expect_close(got[0], want[0], 1e-5, 1e-5, "y");
+}
+
 }  // namespace
 }  // namespace hodu::cpu
