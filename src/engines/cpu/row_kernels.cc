@@ -1,5 +1,6 @@
 #include "engines/cpu/row_kernels.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "kernels/cpu/isa_dispatch.h"
@@ -93,15 +94,37 @@ HODU_ISA_VARIANTS(void, affine_lanes,
 
 HODU_ISA_BODY void scale_rows_body(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v,
                                    bool scalar_per_row, int64_t begin, int64_t end) {
-  for (int64_t r = begin; r < end; ++r) {
-    const float* xr = x + r * len;
-    float* yr = y + r * len;
-    if (scalar_per_row) {
+  if (scalar_per_row) {
+    for (int64_t r = begin; r < end; ++r) {
       const float s = v[r];
-      for (int64_t j = 0; j < len; ++j) yr[j] = xr[j] * s;
+      for (int64_t j = 0; j < len; ++j) y[r * len + j] = x[r * len + j] * s;
+    }
+    return;
+  }
+  // The rows sharing one vector in one run each (no division per row); the blocked layouts'
+  // 8- and 16-lane rows with the lanes known, so each row is one vector multiply.
+  for (int64_t r = begin; r < end;) {
+    const int64_t group = r / rows_per_v, group_end = std::min(end, (group + 1) * rows_per_v);
+    const float* vr = v + group * len;
+    if (len == 8 || len == 16) {
+      // Products into a local row before the stores: y may be x (in place), and the compiler
+      // then needs no overlap check to keep the row in one register.
+      float vv[16], t[16];
+      for (int64_t j = 0; j < 16; ++j) vv[j] = vr[j < len ? j : 0];
+      if (len == 8) {
+        for (; r < group_end; ++r) {
+          for (int64_t j = 0; j < 8; ++j) t[j] = x[r * 8 + j] * vv[j];
+          for (int64_t j = 0; j < 8; ++j) y[r * 8 + j] = t[j];
+        }
+      } else {
+        for (; r < group_end; ++r) {
+          for (int64_t j = 0; j < 16; ++j) t[j] = x[r * 16 + j] * vv[j];
+          for (int64_t j = 0; j < 16; ++j) y[r * 16 + j] = t[j];
+        }
+      }
     } else {
-      const float* vr = v + r / rows_per_v * len;
-      for (int64_t j = 0; j < len; ++j) yr[j] = xr[j] * vr[j];
+      for (; r < group_end; ++r)
+        for (int64_t j = 0; j < len; ++j) y[r * len + j] = x[r * len + j] * vr[j];
     }
   }
 }
