@@ -35,7 +35,14 @@ bool fuse_conv(Graph& g) {
   std::set<size_t> removed;
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     Node& conv = g.nodes[k];
-    if (conv.op_type != "Conv" || !conv.domain.empty() || removed.count(k)) continue;
+    if (removed.count(k)) continue;
+    // A FusedConv of an earlier run over symbolic shapes (a model with dynamic dims, optimized
+    // again once its input shapes are known) still takes the residual Add it could not
+    // match then: it has no Z and no activation (that would come before the Add).
+    const bool late = conv.op_type == "FusedConv" && conv.domain == "hodu" &&
+                        conv.get_string("activation", "").empty() &&
+                        (conv.inputs.size() < 4 || conv.inputs[3].empty());
+    if (!late && (conv.op_type != "Conv" || !conv.domain.empty())) continue;
     auto type = g.type_of(conv.outputs[0]);
     if (!type || !type->is_tensor() || type->dtype != DType::F32) continue;
     std::string y = conv.outputs[0];
@@ -56,6 +63,7 @@ bool fuse_conv(Graph& g) {
         next = sole_reader(g, uses, readers, y);
       }
     }
+    if (late && z.empty()) continue;
     std::optional<Activation> act;
     if (next >= 0 && (act = as_activation(g, g.nodes[next]))) {
       absorbed.insert(next);

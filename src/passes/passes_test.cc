@@ -340,6 +340,54 @@ TEST(ConvFusion, ConvBatchNormAddReluBecomesOneFusedConv) {
   EXPECT_EQ(count_op(o1.graph, "BatchNormalization"), 1);
 }
 
+// A model with dynamic dims (torch's exports: batch, height and width) is optimized once over
+// its symbolic shapes, where the conv's output and the residual cannot be shown equal, and
+// again by the cpu engine once the shapes are known: the second run gives the FusedConv of the
+// first its residual Add, and the Relu after it.
+TEST(ConvFusion, FusedConvOfSymbolicShapesTakesItsResidualOnceShapesAreKnown) {
+  Builder b;
+  b.input("x", {-1, 4, -1, -1});
+  b.g.inputs[0].type.shape = Shape({Dim::sym("n"), Dim(4), Dim::sym("h"), Dim::sym("w")});
+  b.constant("w", {4, 4, 3, 3}, 1);
+  b.constant("cb", {4}, 2);
+  b.node("Conv", {"x", "w", "cb"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Add", {"c", "x"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  b.finish();
+  Model sym = b.m;
+  optimize(sym, {2, {}});
+  verify_model(sym);
+  ASSERT_EQ(count_op(sym.graph, "FusedConv"), 1);
+  ASSERT_EQ(count_op(sym.graph, "Add"), 1);  // not matched over symbolic shapes
+  Model known = sym;
+  optimize(known, {2, {{"x", {1, 4, 6, 5}}}});
+  verify_model(known);
+  ASSERT_EQ(known.graph.nodes.size(), 1u);
+  const Node& n = known.graph.nodes[0];
+  EXPECT_EQ(n.op_type, "FusedConv");
+  ASSERT_EQ(n.inputs.size(), 4u);
+  EXPECT_EQ(n.inputs[3], "x");
+  EXPECT_EQ(n.get_string("activation", ""), "Relu");
+  EXPECT_EQ(n.outputs[0], "y");
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 4, 6, 5}, 9))}};
+  expect_close(run(known, feeds), run(b.m, feeds));
+  // A FusedConv with an activation keeps it: the Add after it is not its residual.
+  Builder a;
+  a.input("x", {1, 4, 6, 5});
+  a.constant("w", {4, 4, 3, 3}, 1);
+  a.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  a.node("Relu", {"c"}, {"r"});
+  a.node("Add", {"r", "x"}, {"y"});
+  a.output("y");
+  a.finish();
+  Model twice = a.m;
+  optimize(twice, {2, {}});
+  optimize(twice, {2, {{"x", {1, 4, 6, 5}}}});
+  EXPECT_EQ(count_op(twice.graph, "Add"), 1);
+  expect_close(run(twice, feeds), run(a.m, feeds));
+}
+
 // SqueezeNet's fire modules: Concat → Conv becomes two convs summed (the second takes the
 // first as its residual), Concat → MaxPool → Conv pools the parts first; a Concat that is
 // also read elsewhere, or feeds a conv with a larger output, stays.
