@@ -8,6 +8,14 @@
 #include "engines/cpu/test_util.h"
 
 namespace hodu::cpu {
+
+// From row_kernels.h, which the tests (built without OpenMP) cannot include: its parallel_for
+// pragma warns there. A signature that drifts fails to link.
+void blocked_means(const float* x, float* y, int64_t pixels, int64_t block, int64_t begin, int64_t end);
+void nhwc_means(const float* x, float* y, int64_t pixels, int64_t channels, int64_t begin, int64_t end);
+void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
+                int64_t begin, int64_t end);
+
 namespace {
 
 using testing::GraphBuilder;
@@ -144,6 +152,93 @@ TEST(MobileBlocks, BatchChannelScaleMatchesInterpreter) {
       auto got = p.run(feeds);
       ASSERT_EQ(got.size(), 2u);
       for (size_t i = 0; i < 2; ++i) testing::expect_close(got[i], want[i], 1e-5, 1e-6, m.graph.outputs[i].name);
+    }
+  }
+}
+
+// GlobalAveragePool of a depthwise conv (squeeze-excite) and ReduceMean over H, W of a 1x1 conv
+// (MnasNet's head) read the convs' outputs where they lie, no reorder (RowKernels.* below test
+// the blocked loop directly: which layout a small conv writes is oneDNN's choice): channel counts that fill their blocks and that leave the
+// last one part empty, more than 16 channels (nhwc's tasks of 16), pixel counts odd and even.
+TEST(MobileBlocks, MeansOverPixelsOfConvOutputsMatchInterpreter) {
+  for (int64_t channels : {13, 20, 32, 48}) {
+    for (int64_t side : {5, 8}) {
+      SCOPED_TRACE("channels " + std::to_string(channels) + ", " + std::to_string(side) + "x" + std::to_string(side));
+      GraphBuilder b;
+      b.input("x", DType::F32, std::vector<int64_t>{3, 3, side, side + 1});
+      b.constant("w", random_floats({channels, 3, 3, 3}, 1, 0.5f));
+      b.constant("w1", random_floats({channels, 3, 1, 1}, 2, 0.5f));
+      b.constant("axes", Tensor::from_vector<int64_t>(DType::I64, {2}, {-1, 2}));
+      b.constant("wd", random_floats({channels, 1, 3, 3}, 4, 0.5f));
+      b.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+      b.node("Conv", {"c", "wd"}, {"d"}, {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", channels)});
+      b.node("Relu", {"d"}, {"r"});
+      b.node("GlobalAveragePool", {"r"}, {"g"});
+      b.node("Conv", {"x", "w1"}, {"c1"});
+      b.node("ReduceMean", {"c1", "axes"}, {"m"}, {Attribute::make_int("keepdims", 0)});
+      b.output("g");
+      b.output("m");
+      Model m = b.finish();
+      std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({3, 3, side, side + 1}, 3))}};
+      auto want = interp::Interpreter(m).run(feeds);
+      PlannedModel p(m, feeds, 2);
+      EXPECT_EQ(p.count("cpu blocked mean") + p.count("cpu nhwc mean"), 2);
+      EXPECT_EQ(p.count("reorder 'r'") + p.count("reorder 'c1'"), 0);  // read in the convs' layouts
+      auto got = p.run(feeds);
+      ASSERT_EQ(got.size(), 2u);
+      for (size_t i = 0; i < 2; ++i) testing::expect_close(got[i], want[i], 1e-5, 1e-6, m.graph.outputs[i].name);
+    }
+  }
+}
+
+// The loops under those steps against sums in double, at the CPU's ISA and (ctest
+// cpu_engine_test_avx2) at AVX2: nChw8c/16c rows, nhwc images in tasks of 16 channels with a
+// partial last one, pixel counts below, at and past the loops' unroll; the channel scale's
+// 8/16-lane rows in place, several rows per vector.
+TEST(RowKernels, ChannelMeansAndScaleMatchPlainLoops) {
+  for (int64_t pixels : {1, 3, 4, 7, 49}) {
+    for (int64_t block : {8, 16}) {
+      SCOPED_TRACE("block " + std::to_string(block) + ", pixels " + std::to_string(pixels));
+      const int64_t rows = 5;
+      Tensor xt = random_floats({rows, pixels, block}, 11);
+      const float* x = xt.data<float>();
+      std::vector<float> y(rows * block, -1.0f);
+      blocked_means(x, y.data(), pixels, block, 1, rows);  // row 0 left alone
+      for (int64_t l = 0; l < block; ++l) EXPECT_EQ(y[l], -1.0f);
+      for (int64_t r = 1; r < rows; ++r)
+        for (int64_t l = 0; l < block; ++l) {
+          double sum = 0;
+          for (int64_t p = 0; p < pixels; ++p) sum += x[(r * pixels + p) * block + l];
+          EXPECT_NEAR(y[r * block + l], sum / pixels, 1e-6) << "row " << r << " lane " << l;
+        }
+      // In place: y = x * v[r / 3], three rows a vector.
+      Tensor vt = random_floats({2, block}, 12);
+      const float* v = vt.data<float>();
+      std::vector<float> z(x, x + rows * pixels * block);
+      scale_rows(z.data(), v, z.data(), block, 3, false, 0, rows);
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t j = 0; j < block; ++j) EXPECT_EQ(z[r * block + j], x[r * block + j] * v[r / 3 * block + j]);
+    }
+    for (int64_t channels : {13, 16, 40}) {
+      SCOPED_TRACE("nhwc, channels " + std::to_string(channels) + ", pixels " + std::to_string(pixels));
+      const int64_t images = 2, chunks = (channels + 15) / 16;
+      Tensor xt = random_floats({images, pixels, channels}, 13);
+      const float* x = xt.data<float>();
+      std::vector<float> y(images * channels, -1.0f);
+      nhwc_means(x, y.data(), pixels, channels, 0, images * chunks);
+      for (int64_t n = 0; n < images; ++n)
+        for (int64_t c = 0; c < channels; ++c) {
+          double sum = 0;
+          for (int64_t p = 0; p < pixels; ++p) sum += x[(n * pixels + p) * channels + c];
+          EXPECT_NEAR(y[n * channels + c], sum / pixels, 1e-6) << "image " << n << " channel " << c;
+        }
+      // Channels holding the same values get the same mean, bit for bit, the last partial task's
+      // too (SqueezeNet's saturated head: a softmax over tied logits).
+      std::vector<float> same(pixels * channels), m(channels);
+      for (int64_t p = 0; p < pixels; ++p)
+        for (int64_t c = 0; c < channels; ++c) same[p * channels + c] = 1e9f + 977.0f * static_cast<float>(p % 7);
+      nhwc_means(same.data(), m.data(), pixels, channels, 0, chunks);
+      for (int64_t c = 1; c < channels; ++c) EXPECT_EQ(m[c], m[0]) << "channel " << c;
     }
   }
 }

@@ -1,6 +1,7 @@
 #include "engines/cpu/row_kernels.h"
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 
 #include "kernels/cpu/isa_dispatch.h"
@@ -132,6 +133,81 @@ HODU_ISA_VARIANTS(void, scale_rows,
                   (const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v, bool scalar_per_row,
                    int64_t begin, int64_t end),
                   (x, v, y, len, rows_per_v, scalar_per_row, begin, end))
+
+HODU_ISA_BODY void blocked_means_body(const float* x, float* y, int64_t pixels, int64_t block, int64_t begin,
+                                      int64_t end) {
+  // Four partial sums of a block each (the adds' latency), the lanes a compile-time count.
+  const float scale = 1.0f / static_cast<float>(pixels);
+  for (int64_t r = begin; r < end; ++r) {
+    const float* xr = x + r * pixels * block;
+    float acc[4][16] = {};
+    int64_t p = 0;
+    if (block == 16) {
+      for (; p + 4 <= pixels; p += 4)
+        for (int64_t k = 0; k < 4; ++k)
+          for (int64_t l = 0; l < 16; ++l) acc[k][l] += xr[(p + k) * 16 + l];
+      for (; p < pixels; ++p)
+        for (int64_t l = 0; l < 16; ++l) acc[0][l] += xr[p * 16 + l];
+    } else {
+      for (; p + 4 <= pixels; p += 4)
+        for (int64_t k = 0; k < 4; ++k)
+          for (int64_t l = 0; l < 8; ++l) acc[k][l] += xr[(p + k) * 8 + l];
+      for (; p < pixels; ++p)
+        for (int64_t l = 0; l < 8; ++l) acc[0][l] += xr[p * 8 + l];
+    }
+    for (int64_t l = 0; l < block; ++l) y[r * block + l] = ((acc[0][l] + acc[1][l]) + (acc[2][l] + acc[3][l])) * scale;
+  }
+}
+HODU_ISA_VARIANTS(void, blocked_means,
+                  (const float* x, float* y, int64_t pixels, int64_t block, int64_t begin, int64_t end),
+                  (x, y, pixels, block, begin, end))
+
+HODU_ISA_BODY void nhwc_means_body(const float* x, float* y, int64_t pixels, int64_t channels, int64_t begin,
+                                   int64_t end) {
+  // Task r: image r / chunks, channels [16 c, 16 c + 16) of it (c = r % chunks), summed in
+  // registers down the pixels (partial sums in y would wait on their own stores).
+  const int64_t chunks = (channels + 15) / 16;
+  const float scale = 1.0f / static_cast<float>(pixels);
+  for (int64_t r = begin; r < end; ++r) {
+    const int64_t c0 = r % chunks * 16, width = std::min<int64_t>(16, channels - c0);
+    const float* xr = x + r / chunks * pixels * channels + c0;
+    float* yr = y + r / chunks * channels + c0;
+    if (width == 16) {
+      using V = vector_math::Floats16;
+      V a0 = {}, a1 = {}, v0, v1;
+      int64_t p = 0;
+      for (; p + 2 <= pixels; p += 2) {
+        std::memcpy(&v0, xr + p * channels, sizeof v0);
+        std::memcpy(&v1, xr + (p + 1) * channels, sizeof v1);
+        a0 += v0;
+        a1 += v1;
+      }
+      if (p < pixels) {
+        std::memcpy(&v0, xr + p * channels, sizeof v0);
+        a0 += v0;
+      }
+      a0 = (a0 + a1) * scale;
+      std::memcpy(yr, &a0, sizeof a0);
+    } else {
+      // The last channels: the same sums in the same order as the vectors' lanes, so equal
+      // channels give equal means (a softmax over a degenerate head's tied logits saw the last
+      // 8 of 1000 channels one ulp apart).
+      float a0[16] = {}, a1[16] = {};
+      int64_t p = 0;
+      for (; p + 2 <= pixels; p += 2)
+        for (int64_t l = 0; l < width; ++l) {
+          a0[l] += xr[p * channels + l];
+          a1[l] += xr[(p + 1) * channels + l];
+        }
+      if (p < pixels)
+        for (int64_t l = 0; l < width; ++l) a0[l] += xr[p * channels + l];
+      for (int64_t l = 0; l < width; ++l) yr[l] = (a0[l] + a1[l]) * scale;
+    }
+  }
+}
+HODU_ISA_VARIANTS(void, nhwc_means,
+                  (const float* x, float* y, int64_t pixels, int64_t channels, int64_t begin, int64_t end),
+                  (x, y, pixels, channels, begin, end))
 
 HODU_ISA_BODY void max_pool_blocked_rows_body(const float* x, float* y, const BlockedPool2d& p, int64_t begin,
                                               int64_t end) {

@@ -33,6 +33,15 @@ using vector_math::silu_in_place;  // y = y · sigmoid(y) in place, AVX-512/AVX2
 using vector_math::BlockedPool2d;
 void max_pool_blocked_rows(const float* x, float* y, const BlockedPool2d& p, int64_t begin, int64_t end);
 
+// The mean over `pixels` of each channel-block row of a channel-blocked tensor (nChw8c/16c):
+// y[r, l] = sum_p x[(r * pixels + p) * block + l] / pixels for rows (image, block) r in
+// [begin, end), `block` 8 or 16. GlobalAveragePool (and ReduceMean over H, W) in the layout a
+// conv left, without a reorder.
+void blocked_means(const float* x, float* y, int64_t pixels, int64_t block, int64_t begin, int64_t end);
+// The same over nhwc x [N, pixels, channels] into y [N, channels]: task r is image r / chunks,
+// channels [16 c, 16 c + 16) (c = r % chunks, chunks = ceil(channels / 16)), r in [begin, end).
+void nhwc_means(const float* x, float* y, int64_t pixels, int64_t channels, int64_t begin, int64_t end);
+
 // Runs f(i) for i in [0, n) on `threads` OpenMP threads.
 template <typename F>
 void parallel_for(int64_t n, int threads, F&& f) {
