@@ -617,10 +617,11 @@ TEST(CpuEngine, MergeGroupWeightsIsBlockDiagonal) {
 }
 
 // A conv + SiLU (Mul(y, Sigmoid(y))) on a blocked layout with a partial channel block, into
-// another conv: the SiLU loop runs over the padding channels too and must leave them zero.
-TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {
+// another conv: the SiLU loop runs over the padding channels too and must leave them zero. At
+// 40x45 the loop's 43200 values split into chunks of whole vectors, a multiple of the threads.
+Model conv_silu_chain(int64_t side) {
   Builder b;
-  b.input("x", Shape({Dim(1), Dim(8), Dim(12), Dim(12)}));
+  b.input("x", Shape({Dim(1), Dim(8), Dim(side), Dim(side + 5 * (side > 12))}));
   b.constant("w1", {20, 8, 3, 3}, 41);
   b.constant("b1", {20}, 42);
   b.constant("w2", {20, 1, 3, 3}, 43);  // depthwise over the 20 channels
@@ -633,7 +634,14 @@ TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {
   b.node("Mul", {"s2", "c2"}, {"a2"});
   b.node("Conv", {"a2", "w3"}, {"y"});
   b.output("y");
-  Model m = b.finish();
+  return b.finish();
+}
+
+TEST(CpuEngine, ConvSiluChainMatchesInterpreter) {
+  Model big = conv_silu_chain(40);
+  for (int threads : {1, 2, 3})
+    expect_matches_interp(big, {{"x", RuntimeValue(random_tensor({1, 8, 40, 45}, 47))}}, threads);
+  Model m = conv_silu_chain(12);
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 12, 12}, 45))}});
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({1, 8, 12, 12}, 46))}}, 2);
   passes::optimize(m, {3, {}});

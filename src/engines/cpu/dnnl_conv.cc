@@ -155,9 +155,14 @@ class ConvStep : public Step {
       // Over every byte of dst, padding included: silu(0) = 0 keeps a blocked layout's zero channels.
       float* y = static_cast<float*>(dst_.get_data_handle());
       const int64_t n = static_cast<int64_t>(dst_.get_desc().get_size() / sizeof(float));
-      constexpr int64_t kChunk = 16384;
-      parallel_for((n + kChunk - 1) / kChunk, rs.threads, [&](int64_t c) {
-        silu_in_place(y + c * kChunk, std::min(kChunk, n - c * kChunk));
+      // Chunks of about 16384 values, as many as a multiple of the threads from two chunks' worth
+      // on (at 2 threads, 7x7x672's three chunks of 16384 ran two on one thread while the other
+      // waited), each whole 16-value vectors.
+      int64_t chunks = std::max<int64_t>(1, (n + 8191) / 16384);
+      if (rs.threads > 1 && n >= 32768) chunks = (chunks + rs.threads - 1) / rs.threads * rs.threads;
+      const int64_t chunk = ((n + chunks - 1) / chunks + 15) / 16 * 16;
+      parallel_for((n + chunk - 1) / chunk, rs.threads, [&](int64_t c) {
+        silu_in_place(y + c * chunk, std::min(chunk, n - c * chunk));
       });
     }
     if (after_.act != packed_gemm::Act::None) {
