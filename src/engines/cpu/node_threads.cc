@@ -2,6 +2,7 @@
 // more on cores other processes keep busy: a worker that is not running holds up the join for a
 // scheduler tick), so a node whose work is a few microseconds runs on one thread: a model of
 // tiny nodes (Silero VAD: ~30 steps of 1-10 µs) is then bound by its arithmetic.
+#include <algorithm>
 #include <cstdlib>
 
 #include "engines/cpu/plan.h"
@@ -47,7 +48,15 @@ int64_t node_work(const Graph& g, const Node& n) {
     return s && !s->empty() ? s->back() : -1;
   };
   int64_t per = kElementWork;
-  if (op == "Conv" || op == "FusedConv" || op == "ConvInteger") per = weight_row(1);
+  if (op == "Conv" || op == "FusedConv" || op == "ConvInteger") {
+    per = weight_row(1);
+    // One output pixel per image (a squeeze-excite 1x1 conv over [N, C, 1, 1], the GEMV form):
+    // each weight is read once, from memory, per multiply-add, so it counts as an element of
+    // anything else (MobileNetV3's 240 -> 960 took 60-70 µs on one thread).
+    auto ys = passes::static_shape(g, n.outputs[0]);
+    if (per > 0 && ys && ys->size() > 2 && (*ys)[0] > 0 && (*ys)[1] > 0 && out == (*ys)[0] * (*ys)[1])
+      per = std::max(per, per * kElementWork / std::max<int64_t>(1, (*ys)[0]));
+  }
   else if (op == "QLinearConv") per = weight_row(3);
   else if (op == "MatMul" || op == "FusedMatMul" || op == "Gemm" || op == "FusedGemm" || op == "MatMulInteger" ||
            op == "QLinearMatMul")
