@@ -781,10 +781,15 @@ TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
   b.node("MatMul", {"t", "w5"}, {"u"});
   b.output("u");
   Model m = b.finish();
-  for (int64_t one_row : {1, 2}) {  // a single token: a one-pixel conv
+  for (int64_t one_row : {1, 2}) {  // a single token: a one-pixel conv (at most 4 rows: on every ISA)
     std::map<std::string, RuntimeValue> small{{"x", RuntimeValue(random_tensor({2, one_row, 96}, 79))},
                                               {"t", RuntimeValue(random_tensor({2 * one_row, 3}, 80))}};
     expect_matches_interp(m, small, 2);
+    auto one = prepare_cpu(m, 1)->run(small), two = prepare_cpu(m, 2)->run(small);
+    ASSERT_EQ(one.size(), two.size());
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_EQ(std::memcmp(one[i].tensor.raw_data(), two[i].tensor.raw_data(), one[i].tensor.nbytes()), 0)
+          << "output " << i << " differs between one and two threads at " << one_row << " row(s)";
   }
   const int64_t rows = 37;
   std::map<std::string, RuntimeValue> feeds{{"x", RuntimeValue(random_tensor({2, rows, 96}, 77))},
@@ -812,6 +817,23 @@ TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
   const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
   if (isa && std::string(isa) == "AVX2") {
     EXPECT_EQ(as_conv(), 6) << "under an AVX2 cap every product here has constant weights";
+  }
+  {  // a classifier at batch 1 (one row of constant weights' product) on the 1x1 conv at any ISA
+    Builder h;
+    h.input("f", Shape({Dim(1), Dim(1280)}));
+    h.constant("wh", {1000, 1280}, 82);
+    h.constant("bh", {1000}, 83);
+    h.node("Gemm", {"f", "wh", "bh"}, {"logits"}, {Attribute::make_int("transB", 1)});
+    h.output("logits");
+    Model head = h.finish();
+    std::map<std::string, RuntimeValue> f{{"f", RuntimeValue(random_tensor({1, 1280}, 84))}};
+    expect_matches_interp(head, f, 2);
+    std::map<std::string, std::vector<int64_t>> fs{{"f", {1, 1280}}};
+    passes::optimize(head, {3, fs});
+    Plan plan(head, fs, PlanOptions{}, eng);
+    int n = 0;
+    for (const auto& k : plan.kernel_choices()) n += k.find(", as 1x1 conv") != std::string::npos;
+    EXPECT_EQ(n, 1) << "a one-row product with constant weights runs as the 1x1 conv";
   }
   {
     MatMulEnv gemm("gemm");

@@ -2,7 +2,8 @@
 // constant B is packed once per plan (alpha folded in), a constant bias/C is
 // the primitive's bias (beta folded in), a variable C a binary post-op, and
 // the activation eltwise post-ops; a residual Z (FusedMatMul/FusedGemm input 3)
-// is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512)
+// is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512),
+// or the product has at most 4 rows (onednn::kMaxConvRows),
 // a 2-D product with constant B runs as oneDNN's 1x1 convolution over channels-last rows
 // (weights packed once: kernels/cpu/matmul_as_conv.h), any other 2-D product as fixed tiles, one sgemm
 // call each (onednn::TiledMatMul).
@@ -220,9 +221,10 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   auto step = std::make_unique<MatMulStep>();
   std::string impl = pd.impl_info_str();
   std::optional<dnnl::convolution_forward::primitive_desc> conv;
+  const bool few_rows = as[0] <= onednn::kMaxConvRows;  // a batch-1 classifier: any 1x1 kernel
   if (bconst && matmul_as_conv_allowed() && r == 2 && !ta && (addend.empty() || bias_vector) &&
-      impl.rfind("gemm", 0) == 0)
-    conv = onednn::conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr);
+      (impl.rfind("gemm", 0) == 0 || few_rows))
+    conv = onednn::conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr, few_rows);
   if (conv) {
     step->conv_ = dnnl::convolution_forward(*conv);
     impl = std::string(conv->impl_info_str()) + ", as 1x1 conv";

@@ -16,9 +16,14 @@
 
 namespace hodu::onednn {
 
+// A product of at most this many rows with constant weights (a classifier at batch 1) runs as
+// the 1x1 conv on every ISA: at AVX-512 oneDNN 2.6's brgemm matmul streamed a 1280x1000 head's
+// weights 15-22 % slower than its 1x1 conv (EfficientNet-B0, MobileNetV2/V3, MnasNet).
+constexpr int64_t kMaxConvRows = 4;
+
 // HODU_CPU_MATMUL: auto (unset) or conv let a product with constant weights run as the 1x1
-// conv where oneDNN's matmul is its sgemm; gemm keeps oneDNN's matmul. False with `error` set
-// for any other value.
+// conv where oneDNN's matmul is its sgemm, or of at most kMaxConvRows rows; gemm keeps oneDNN's
+// matmul. False with `error` set for any other value.
 inline bool matmul_as_conv_allowed(std::string* error) {
   const char* v = std::getenv("HODU_CPU_MATMUL");
   const std::string s = v ? v : "";
@@ -26,16 +31,19 @@ inline bool matmul_as_conv_allowed(std::string* error) {
   if (s != "gemm")
     *error = "HODU_CPU_MATMUL=" + s +
              ": expected auto (a product with constant weights runs as oneDNN's 1x1 convolution where oneDNN's "
-             "matmul is its sgemm, i.e. below AVX-512), conv (the same) or gemm (oneDNN's matmul always)";
+             "matmul is its sgemm, i.e. below AVX-512, or of at most 4 rows), conv (the same) or gemm (oneDNN's "
+             "matmul always)";
   return false;
 }
 
 // The conv computing [m, k] x [k, n] (+ bias [n]) under `attr` (its post-ops: a residual's sum,
 // the activation); nullopt where oneDNN answers with anything but its AVX2 jit 1x1 kernel (the
-// SSE4.1 one measured no faster than the sgemm there: bench/matmul_conv_bench.cc).
+// SSE4.1 one measured no faster than the sgemm there: bench/matmul_conv_bench.cc), or with
+// `any_1x1_kernel` any of its jit/brgemm 1x1 kernels (kMaxConvRows).
 inline std::optional<dnnl::convolution_forward::primitive_desc> conv_1x1_pd(const dnnl::engine& eng, int64_t m,
                                                                              int64_t k, int64_t n, bool bias,
-                                                                             const dnnl::primitive_attr& attr) {
+                                                                             const dnnl::primitive_attr& attr,
+                                                                             bool any_1x1_kernel = false) {
   using tag = dnnl::memory::format_tag;
   constexpr auto f32 = dnnl::memory::data_type::f32;
   dnnl::memory::desc src({1, k, 1, m}, f32, tag::nhwc), dst({1, n, 1, m}, f32, tag::nhwc);
@@ -46,7 +54,10 @@ inline std::optional<dnnl::convolution_forward::primitive_desc> conv_1x1_pd(cons
     auto desc = bias ? dnnl::convolution_forward::desc(prop, alg, src, w, b, dst, {1, 1}, {0, 0}, {0, 0})
                      : dnnl::convolution_forward::desc(prop, alg, src, w, dst, {1, 1}, {0, 0}, {0, 0});
     dnnl::convolution_forward::primitive_desc pd(desc, attr, eng);
-    if (std::string(pd.impl_info_str()) != "jit_1x1:avx2" || pd.src_desc() != src || pd.dst_desc() != dst)
+    const std::string impl = pd.impl_info_str();
+    const bool taken = impl == "jit_1x1:avx2" ||
+                       (any_1x1_kernel && (impl.rfind("jit_1x1:", 0) == 0 || impl.rfind("brgconv_1x1:", 0) == 0));
+    if (!taken || pd.src_desc() != src || pd.dst_desc() != dst)
       return std::nullopt;
     return pd;
   } catch (const dnnl::error&) {
