@@ -47,6 +47,7 @@ class CpuExecutable : public Executable {
     options_.verbose = env_flag("HODU_CPU_VERBOSE");
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
     options_.release_weights = o.exclusive_weights;
+    options_.single_plan = all_inputs_static(base_);
     options_.state_in_place = o.update_state_in_place;
     reseed_ = o.reseed_each_run;
     options_.opt_level = level_;

@@ -905,6 +905,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain && acc_shape[1] == M);
   step->prim_ = dnnl::convolution_forward(pd);
   step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
+  b.consumed_at_plan_time(n.inputs[w_in]);  // read into w_s8 only: the original may go
   if (requantized && !e.bias.empty()) {
     step->bias_ = pack_constant(b.engine(), Tensor::from_vector(DType::I32, {M}, e.bias), b_md, pd.bias_desc());
     step->has_bias_ = true;
@@ -1025,6 +1026,7 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
   step->direct_ = requantized || (e.kind == Epilogue::Int32 && e.mode == Int8Weights::Plain);
   step->prim_ = dnnl::matmul(pd);
   step->weights_ = pack_constant(b.engine(), w_s8, w_user, pd.weights_desc());
+  b.consumed_at_plan_time(n.inputs[b_in]);  // read into w_s8 only: the original may go
   step->zero_points_ = std::move(zps);
   step->reads = {b.plain(n.inputs[0])};
   for (auto& z : step->zero_points_)

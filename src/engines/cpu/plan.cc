@@ -316,11 +316,16 @@ PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, cons
                                  const dnnl::memory::desc& to) {
   PackedConstant p = pack_constant(engine(), t, from, to);
   if (!value.empty() && current_ && plan_.options_.release_weights && t.nbytes() >= kReleaseMinBytes) {
-    // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original.
+    // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original,
+    // unless this plan is the model's only one.
     try {
       dnnl::reorder::primitive_desc(engine(), to, engine(), from);
     } catch (const dnnl::error&) {
-      packed_[value].packers.push_back(kNotReversible);
+      if (plan_.options_.single_plan) {
+        consumed_at_plan_time(value);
+      } else {
+        packed_[value].packers.push_back(kNotReversible);
+      }
       return p;
     }
     Packing& k = packed_[value];
@@ -332,6 +337,23 @@ PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, cons
     }
   }
   return p;
+}
+
+void PlanBuilder::consumed_at_plan_time(const std::string& value) {
+  if (value.empty() || !current_ || !plan_.options_.release_weights) return;
+  Packing& k = packed_[value];
+  if (!plan_.options_.single_plan) {
+    k.packers.push_back(kNotReversible);
+    return;
+  }
+  const Tensor* t = graph_.initializer(value);
+  if (!t || t->nbytes() < kReleaseMinBytes) {
+    k.packers.push_back(kNotReversible);
+    return;
+  }
+  k.packers.push_back(static_cast<size_t>(current_ - graph_.nodes.data()));
+  k.rebuildable = false;
+  if (!k.original.defined()) k.original = *t;
 }
 
 void PlanBuilder::release_packed_inputs(const Node& n) {
@@ -351,6 +373,15 @@ void PlanBuilder::release_packed_inputs(const Node& n) {
                  storage_users_[storage] == 1;
     bool all_packed = std::set<size_t>(k.packers.begin(), k.packers.end()) == std::set<size_t>(all.begin(), all.end());
     if (whole && all_packed && !graph_.output(value) && !graph_.input(value)) {
+      if (!k.rebuildable) {
+        // The model's only plan (PlanOptions::single_plan) read it for good: nothing reads it again.
+        storage->release([value](void*) {
+          fail(ErrorCode::Internal, "weight '{}' was read after the cpu engine released it (a model with static input "
+               "shapes is planned once)", value);
+        });
+        packed_.erase(it);
+        continue;
+      }
       // Rebuilt, if anything reads the original again (a plan for new shapes), from the packed copy.
       storage->release([copy = k.copy, from = k.from, eng = engine()](void* block) mutable {
         dnnl::memory dst(from, eng, block);

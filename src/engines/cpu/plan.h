@@ -87,6 +87,10 @@ struct PlanOptions {
   bool blocked_layouts = true;
   // EngineOptions::exclusive_weights: a weight that every reader packs is released once packed.
   bool release_weights = false;
+  // Every input of the model has a static shape, so this is the model's only plan (the Session
+  // refuses other shapes): with release_weights, a weight packed in a form that cannot give the
+  // original back (Winograd's transformed weights, int8 weights split or offset) is released too.
+  bool single_plan = false;
   // EngineOptions::update_state_in_place: an output "<x>.next" is written into the tensor fed as
   // input "<x>" where its producer is the last reader of "<x>" (or reads it elementwise).
   bool state_in_place = false;
@@ -212,6 +216,10 @@ class PlanBuilder {
   // value's exact copy lets its original go (PlanOptions::release_weights).
   PackedConstant pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
                       const dnnl::memory::desc& to);
+  // The current node read constant `value` only at plan time, into a form of its own (int8
+  // weights split or offset, derived tensors): with PlanOptions::single_plan its original may go
+  // once every reader has done so; otherwise the original stays.
+  void consumed_at_plan_time(const std::string& value);
 
  private:
   friend class Plan;
@@ -222,6 +230,7 @@ class PlanBuilder {
   static constexpr size_t kReleaseMinBytes = 64 << 10;  // smaller constants are not worth a rebuild path
   struct Packing {
     std::vector<size_t> packers;  // nodes that packed the value exactly (or kNotReversible)
+    bool rebuildable = true;      // false: a packer's form has no way back (single_plan only)
     PackedConstant copy;
     dnnl::memory::desc from;
     Tensor original;

@@ -55,6 +55,8 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   if (!s.tile) return false;
   const int64_t scratch = winograd::scratch_floats(s);
   auto conv = std::make_unique<winograd::Conv>(s, c.weights, c.bias, c.ep);
+  // The transformed weights are the conv's own copy: the original may go (PlanOptions::single_plan).
+  b.consumed_at_plan_time(n.inputs[1]);
   const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
   const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);
   auto step = std::make_unique<WinogradConvStep>(std::move(conv));
