@@ -1348,6 +1348,43 @@ TEST(CpuEngine, StaticModelReleasesEveryPackedWeightAndMatchesInterpreter) {
   }
 }
 
+// A classifier head of a few rows against a large weight (VGG-11's is 411 MB) streams the
+// weight where it lies: no packed copy, whose making held the weights twice (peak RSS past ONNX
+// Runtime's). More rows keep oneDNN's packed product. A plan for another batch that packs the
+// weight and gives its bytes back (exclusive weights) leaves the streaming plan reading them rebuilt.
+TEST(CpuEngine, LargeHeadOfFewRowsStreamsItsWeightsUnpacked) {
+  Builder b;
+  b.input("x", Shape({Dim::sym("batch"), Dim(16384)}));
+  b.constant("w", {1024, 16384}, 41, -0.05f, 0.05f);  // 64 MiB, [N, K] as torch's Linear exports it
+  b.constant("bias", {1024}, 42);
+  b.node("Gemm", {"x", "w", "bias"}, {"g"}, {Attribute::make_int("transB", 1)});
+  b.node("Relu", {"g"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  auto feeds = [](int64_t batch, uint32_t seed) {
+    return std::map<std::string, RuntimeValue>{{"x", RuntimeValue(random_tensor({batch, 16384}, seed))}};
+  };
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  for (int64_t batch : {1, 3, 8}) {
+    Model opt = m;
+    passes::optimize(opt, {3, {{"x", {batch, 16384}}}});
+    Plan plan(opt, {{"x", {batch, 16384}}}, PlanOptions{}, eng);
+    int streamed = 0;
+    for (const auto& c : plan.kernel_choices()) streamed += c.find("cpu stream gemv") != std::string::npos;
+    EXPECT_EQ(streamed, batch <= 4 ? 1 : 0) << "batch " << batch;
+  }
+  EngineOptions o;
+  o.threads = 2;
+  o.exclusive_weights = true;
+  auto exe = make_cpu_engine()->prepare(m, o);
+  for (int64_t batch : {1, 3, 8, 1}) {
+    auto f = feeds(batch, 50 + static_cast<uint32_t>(batch));
+    auto want = run_interp(m, f);
+    auto got = exe->run(f);
+    EXPECT_LE(rel_l2(got[0].tensor, want[0].tensor), 1e-5) << "batch " << batch;
+  }
+}
+
 TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
   Model m = small_cnn();
   auto exe = prepare_cpu(m, 2);

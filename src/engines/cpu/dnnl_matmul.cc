@@ -6,11 +6,14 @@
 // or the product has at most 4 rows (onednn::kMaxConvRows),
 // a 2-D product with constant B runs as oneDNN's 1x1 convolution over channels-last rows
 // (weights packed once: kernels/cpu/matmul_as_conv.h), any other 2-D product as fixed tiles, one sgemm
-// call each (onednn::TiledMatMul).
+// call each (onednn::TiledMatMul). A few rows against a large constant [N, K] B (Gemm's transB)
+// read B where it lies, row by row (StreamGemvStep).
+#include <algorithm>
 #include <cstring>
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/row_kernels.h"
 #include "kernels/cpu/matmul_as_conv.h"
 #include "kernels/cpu/tiled_matmul.h"
 #include "passes/graph_utils.h"
@@ -83,6 +86,38 @@ std::vector<int64_t> pad_rank(std::vector<int64_t> s, size_t r) {
 }
 
 // HODU_CPU_MATMUL allows the 1x1 conv (kernels/cpu/matmul_as_conv.h); a bad value is an error.
+// y = x·Wᵀ + bias (then Relu) for a few rows x against a large constant W [N, K], as torch's
+// Linear exports to Gemm with transB: the product streams W once per run whatever W's layout,
+// so W is read where it lies. A packed copy bought no speed and held the weights twice while
+// it was made (VGG-11's 411 MB classifier weight took the peak RSS past ONNX Runtime's).
+class StreamGemvStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    const float* w = w_.data<float>();  // through the tensor: bytes another plan released come back
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    const int64_t chunks = (n_ + kRows - 1) / kRows;
+    parallel_for(chunks, rs.threads, [&](int64_t c) {
+      const int64_t begin = c * kRows, end = std::min(n_, begin + kRows);
+      for (int64_t m = 0; m < m_; ++m) {  // the chunk of W stays in cache for the next row of x
+        float* ym = y + m * n_;
+        gemv_rows(w, x + m * k_, bias, ym, begin, end, k_);
+        if (relu_)
+          for (int64_t o = begin; o < end; ++o) ym[o] = std::max(ym[o], 0.0f);
+      }
+    });
+  }
+  static constexpr int64_t kRows = 16;  // rows of W a task: 1.6 MB at VGG's K = 25088
+  Tensor w_;
+  std::vector<float> bias_;  // [N] (beta folded in) or empty
+  int64_t m_ = 0, n_ = 0, k_ = 0;
+  bool relu_ = false;
+};
+// Streamed, not packed: a B of at least this many bytes against at most this many rows of A.
+constexpr size_t kStreamMinBytes = size_t(64) << 20;
+constexpr int64_t kStreamRowsMax = 4;
+
 bool matmul_as_conv_allowed() {
   std::string error;
   if (onednn::matmul_as_conv_allowed(&error)) return true;
@@ -148,6 +183,26 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     as = {rows, as[r - 1]};
     bs = {bs[r - 2], bs[r - 1]};
     r = 2;
+  }
+  if (bconst && r == 2 && tb && !ta && alpha == 1.0f && residual.empty() && (addend.empty() || bias_vector) &&
+      (act.empty() || (act == "Relu" && act_params.empty())) && as[0] <= kStreamRowsMax &&
+      bconst->nbytes() >= kStreamMinBytes && bconst->is_contiguous()) {
+    auto step = std::make_unique<StreamGemvStep>();
+    step->w_ = *bconst;
+    step->m_ = as[0];
+    step->n_ = bs[0];
+    step->k_ = bs[1];
+    step->relu_ = act == "Relu";
+    if (bias_vector) {
+      Tensor c = cconst->contiguous();
+      step->bias_.assign(c.data<float>(), c.data<float>() + c.numel());
+      for (float& v : step->bias_) v *= beta;
+    }
+    step->reads = {b.plain(n.inputs[0])};
+    step->writes = {b.define(n.outputs[0], DType::F32, ys)};
+    step->label = n.describe() + ": cpu stream gemv";
+    b.add(std::move(step));
+    return true;
   }
   dnnl::memory::desc a_md = view_md(as, ta);
   dnnl::memory::desc b_user = view_md(bs, tb);

@@ -51,7 +51,36 @@ HODU_ISA_VARIANTS(void, layer_norm_row,
 HODU_ISA_BODY void gemv_rows_body(const float* w, const float* x, const float* bias, float* y, int64_t row_begin,
                                   int64_t row_end, int64_t cols) {
   const int64_t body = cols / kLanes * kLanes;
-  for (int64_t o = row_begin; o < row_end; ++o) {
+  // Four rows at a time: x is loaded once for four rows and their sums are independent chains of
+  // multiply-adds (one row alone waits on its own adds: VGG-11's 4096 x 25088 classifier streamed
+  // at half the speed of oneDNN's packed product). Each row is summed in the same order as alone:
+  // the same bits.
+  constexpr int64_t kRows = 4;
+  int64_t o = row_begin;
+  for (; o + kRows <= row_end; o += kRows) {
+    const float* r0 = w + o * cols;
+    const float* r1 = r0 + cols;
+    const float* r2 = r1 + cols;
+    const float* r3 = r2 + cols;
+    float a0[kLanes] = {}, a1[kLanes] = {}, a2[kLanes] = {}, a3[kLanes] = {};
+    for (int64_t j = 0; j < body; j += kLanes)
+      for (int64_t l = 0; l < kLanes; ++l) {
+        const float v = x[j + l];
+        a0[l] += r0[j + l] * v;
+        a1[l] += r1[j + l] * v;
+        a2[l] += r2[j + l] * v;
+        a3[l] += r3[j + l] * v;
+      }
+    float s[kRows] = {lanes_sum(a0), lanes_sum(a1), lanes_sum(a2), lanes_sum(a3)};
+    for (int64_t j = body; j < cols; ++j) {
+      s[0] += r0[j] * x[j];
+      s[1] += r1[j] * x[j];
+      s[2] += r2[j] * x[j];
+      s[3] += r3[j] * x[j];
+    }
+    for (int64_t k = 0; k < kRows; ++k) y[o + k] = bias ? s[k] + bias[o + k] : s[k];
+  }
+  for (; o < row_end; ++o) {
     const float* row = w + o * cols;
     float acc[kLanes] = {};
     for (int64_t j = 0; j < body; j += kLanes)
