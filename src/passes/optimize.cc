@@ -53,6 +53,7 @@ void optimize(Model& model, const OptimizeOptions& requested) {
     fold_transposes(g);
     fold_conv_batchnorm(g);
     infer_types(g);
+    drop_padding_only_conv_taps(g);
     split_concat_convs(g);
     infer_types(g);
     fuse_gelu(g);

@@ -58,6 +58,11 @@ bool fold_conv_batchnorm(Graph& g);
 // goes when nothing else reads it). For `hodu pack`, not run by optimize().
 bool pretranspose_gemm_weights(Graph& g);
 
+// Conv kernel taps that read only padding for every output position (DeepLab's ASPP: 3x3 convs
+// dilated past a small map's size) dropped: a smaller kernel, pads moved to match. Needs the
+// conv input's static shape.
+bool drop_padding_only_conv_taps(Graph& g);
+
 // Conv of a channel Concat (read by nothing else) → one Conv per part, added (fuse_conv then
 // makes each Add the next conv's residual); a pool of such a Concat → the Concat of the
 // pooled parts. Only where the conv's output is no larger than the Concat.

@@ -462,6 +462,73 @@ TEST(ConcatConvSplit, FireModulesLoseTheirConcats) {
   EXPECT_EQ(count_op(o2.graph, "Concat"), 1);
 }
 
+// DeepLab's ASPP: 3x3 convs dilated past the map's size read only padding off their centre.
+TEST(ConvDeadTaps, DilatedPastTheMapBecomeSmallerKernels) {
+  Builder b;
+  b.input("x", {1, 8, 20, 20});
+  b.input("p", {1, 8, 1, 1});
+  b.constant("w", {6, 8, 3, 3}, 1);
+  b.constant("bias", {6}, 2);
+  auto conv = [&](const std::string& y, const std::string& x, std::vector<int64_t> d, std::vector<int64_t> pads,
+                  int64_t stride = 1) {
+    b.node("Conv", {x, "w", "bias"}, {y},
+           {Attribute::make_ints("dilations", d), Attribute::make_ints("pads", pads),
+            Attribute::make_ints("strides", {stride, stride}), Attribute::make_ints("kernel_shape", {3, 3})});
+  };
+  conv("d24", "x", {24, 24}, {24, 24, 24, 24});     // centre only: 1x1
+  conv("d36s2", "x", {36, 36}, {36, 36, 36, 36}, 2);  // strided: 1x1, its output still 10x10
+  conv("d12", "x", {12, 12}, {12, 12, 12, 12});     // every tap reads the map somewhere: kept
+  conv("rows", "x", {20, 1}, {20, 1, 20, 1});       // dead along H only: 1x3
+  conv("pooled", "p", {1, 1}, {1, 1, 1, 1});        // a 1x1 map: its centre tap
+  for (const char* y : {"d24", "d36s2", "d12", "rows", "pooled"}) b.output(y);
+  b.finish();
+  Model opt = b.m;
+  EXPECT_TRUE(drop_padding_only_conv_taps(opt.graph));
+  verify_model(opt);
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 20, 20}, 3))},
+                                               {"p", RuntimeValue(random_tensor({1, 8, 1, 1}, 4))}};
+  expect_close(run(opt, feeds), run(b.m, feeds), 1e-6);
+  auto node = [&](const std::string& y) -> const Node& { return opt.graph.nodes[opt.graph.producer_of(y)]; };
+  auto kernel = [&](const std::string& y) { return opt.graph.initializer(node(y).inputs[1])->shape(); };
+  EXPECT_EQ(kernel("d24"), (std::vector<int64_t>{6, 8, 1, 1}));
+  EXPECT_EQ(node("d24").get_ints("pads"), (std::vector<int64_t>{0, 0, 0, 0}));
+  EXPECT_EQ(node("d24").get_ints("kernel_shape"), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(kernel("d36s2"), (std::vector<int64_t>{6, 8, 1, 1}));
+  EXPECT_EQ(kernel("d12"), (std::vector<int64_t>{6, 8, 3, 3}));
+  EXPECT_EQ(kernel("rows"), (std::vector<int64_t>{6, 8, 1, 3}));
+  EXPECT_EQ(node("rows").get_ints("pads"), (std::vector<int64_t>{0, 1, 0, 1}));
+  EXPECT_EQ(node("rows").get_ints("dilations"), (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(kernel("pooled"), (std::vector<int64_t>{6, 8, 1, 1}));
+  EXPECT_FALSE(drop_padding_only_conv_taps(opt.graph));  // nothing left to drop
+  // As the engines run it: optimized without shapes first (convs fused), then with them.
+  Builder lazy;
+  lazy.g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape({Dim(1), Dim(8), Dim::sym("h"), Dim::sym("w")})), ""});
+  lazy.constant("w", {6, 8, 3, 3}, 1);
+  lazy.node("Conv", {"x", "w"}, {"c"}, {Attribute::make_ints("dilations", {24, 24}), Attribute::make_ints("pads", {24, 24, 24, 24})});
+  lazy.node("Relu", {"c"}, {"y"});
+  lazy.output("y");
+  lazy.finish();
+  Model fused = lazy.m;
+  optimize(fused, {2, {}});
+  ASSERT_EQ(count_op(fused.graph, "FusedConv"), 1);
+  EXPECT_EQ(fused.graph.initializer(fused.graph.nodes[fused.graph.producer_of("y")].inputs[1])->shape(),
+            (std::vector<int64_t>{6, 8, 3, 3}));  // free h, w: kept
+  Model bound = fused;
+  optimize(bound, {2, {{"x", {1, 8, 20, 20}}}});
+  EXPECT_EQ(bound.graph.initializer(bound.graph.nodes[bound.graph.producer_of("y")].inputs[1])->shape(),
+            (std::vector<int64_t>{6, 8, 1, 1}));
+  std::map<std::string, RuntimeValue> xf = {{"x", RuntimeValue(random_tensor({1, 8, 20, 20}, 5))}};
+  expect_close(run(bound, xf), run(lazy.m, xf), 1e-6);
+  // Free spatial dims: nothing is known, nothing changes.
+  Builder f;
+  f.g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape({Dim(1), Dim(8), Dim::sym("h"), Dim::sym("w")})), ""});
+  f.constant("w", {6, 8, 3, 3}, 1);
+  f.node("Conv", {"x", "w"}, {"y"}, {Attribute::make_ints("dilations", {24, 24}), Attribute::make_ints("pads", {24, 24, 24, 24})});
+  f.output("y");
+  f.finish();
+  EXPECT_FALSE(drop_padding_only_conv_taps(f.g));
+}
+
 TEST(ConvFusion, ClipAndSiluActivations) {
   Builder b;
   b.input("x", {1, 2, 5, 5});
