@@ -206,6 +206,55 @@ class PrenormEncoder(nn.Module):
         return self.head(self.enc(self.emb(ids)))
 
 
+class ConformerBlock(nn.Module):
+    """One Conformer block (d 96, 4 heads): half-step SiLU feed-forward, self-attention, the
+    convolution module (pointwise conv, GLU, depthwise Conv1d k=15, BatchNorm1d, SiLU, pointwise
+    conv), a second half-step feed-forward, LayerNorm."""
+
+    def __init__(self, d=96, heads=4, k=15):
+        super().__init__()
+        self.ff1 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+        self.ln_att = nn.LayerNorm(d)
+        self.att = nn.MultiheadAttention(d, heads, batch_first=True)
+        self.ln_conv = nn.LayerNorm(d)
+        self.pw1 = nn.Conv1d(d, 2 * d, 1)
+        self.dw = nn.Conv1d(d, d, k, padding=k // 2, groups=d)
+        self.bn = nn.BatchNorm1d(d)
+        self.pw2 = nn.Conv1d(d, d, 1)
+        self.ff2 = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 4 * d), nn.SiLU(), nn.Linear(4 * d, d))
+        self.ln_out = nn.LayerNorm(d)
+
+    def forward(self, x):
+        x = x + 0.5 * self.ff1(x)
+        h = self.ln_att(x)
+        x = x + self.att(h, h, h, need_weights=False)[0]
+        c = self.ln_conv(x).transpose(1, 2)
+        c = F.glu(self.pw1(c), dim=1)
+        c = self.pw2(F.silu(self.bn(self.dw(c))))
+        x = x + c.transpose(1, 2)
+        x = x + 0.5 * self.ff2(x)
+        return self.ln_out(x)
+
+
+class Conformer(nn.Module):
+    """A small Conformer speech encoder over [batch, frames, 80] filterbanks: Conv2d subsampling
+    by 4 (two stride-2 3x3 convs), a linear projection, 2 Conformer blocks, log-softmax over 64
+    tokens."""
+
+    def __init__(self):
+        super().__init__()
+        self.sub = nn.Sequential(nn.Conv2d(1, 32, 3, 2), nn.ReLU(), nn.Conv2d(32, 32, 3, 2), nn.ReLU())
+        self.proj = nn.Linear(32 * 19, 96)
+        self.blocks = nn.Sequential(ConformerBlock(), ConformerBlock())
+        self.head = nn.Linear(96, 64)
+
+    def forward(self, feats):
+        y = self.sub(feats.unsqueeze(1))  # [b, 32, frames', 19]
+        b, c, t, f = y.shape
+        y = self.proj(y.permute(0, 2, 1, 3).reshape(b, t, c * f))
+        return torch.log_softmax(self.head(self.blocks(y)), -1)
+
+
 def _deeplabv3_mbv3():
     import torchvision
     return SegmentationOut(torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
@@ -253,6 +302,7 @@ BUILDERS = {
     "mnasnet0_5": lambda: _torchvision("mnasnet0_5"),
     "shufflenet_v2_x1_0": lambda: _torchvision("shufflenet_v2_x1_0"),
     "prenorm_encoder": PrenormEncoder,
+    "conformer": Conformer,
 }
 SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
