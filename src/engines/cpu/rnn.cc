@@ -2,7 +2,8 @@
 // activations with alpha/beta, clip, LSTM peepholes and input_forget, GRU linear_before_reset,
 // initial states, sequence_lens, layout 0/1.
 //
-// A hand loop: the input projection of every step at once (one oneDNN matmul, W packed once,
+// A hand loop: the input projection of every step at once (one oneDNN matmul, below AVX-512 its
+// 1x1 conv as kernels/cpu/matmul_as_conv.h says, W packed once,
 // both biases folded in), then per step the recurrent product h·Rᵀ and one fused loop over the
 // gates (activations on vector_math's exp). On AVX2 and up the recurrent product is
 // packed_gemm's (Rᵀ packed once; gemm_few_rows for up to 4 batch rows), else a GEMV per batch
@@ -24,6 +25,7 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
 #include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/matmul_as_conv.h"
 #include "kernels/cpu/packed_gemm.h"
 #include "passes/graph_utils.h"
 
@@ -138,7 +140,7 @@ void gemv(const float* w, const float* x, const float* bias, float* y, int64_t r
 // A [M, K] × Wᵀ product with W [N, K] row-major: oneDNN matmul, W packed once when constant
 // (else read in place at each run, with the bias).
 struct Product {
-  dnnl::matmul prim;
+  dnnl::primitive prim;  // oneDNN's matmul, or below AVX-512 its 1x1 conv (constant weights)
   dnnl::memory src, dst, w_plain, b_plain;
   PackedConstant weights, bias;
   bool has_bias = false, packed = false;
@@ -146,6 +148,25 @@ struct Product {
     dnnl::memory::desc a_md = plain_md({M, K}), d_md = plain_md({M, N});
     dnnl::memory::desc w_user({K, N}, dt::f32, tag::ba), w_any({K, N}, dt::f32, tag::any);
     dnnl::memory::desc b_md({1, N}, dt::f32, tag::ab);
+    std::string env_error;  // reported by the matmuls (dnnl_matmul.cc)
+    if (constant && onednn::matmul_as_conv_allowed(&env_error)) {
+      // Below AVX-512 oneDNN's matmul is its sgemm: the 1x1 conv reads W packed once
+      // (kernels/cpu/matmul_as_conv.h). bilstm2's 200 x 512 x 1024 projections at avx2.
+      if (auto cpd = onednn::conv_1x1_pd(b.engine(), M, K, N, bias_data != nullptr, dnnl::primitive_attr())) {
+        prim = dnnl::convolution_forward(*cpd);
+        packed = true;
+        has_bias = bias_data != nullptr;
+        Tensor wt = Tensor::from_bytes(DType::F32, {N, K}, w, static_cast<size_t>(N * K) * sizeof(float));
+        weights = pack_constant(b.engine(), wt, onednn::conv_1x1_weights(K, N, true), cpd->weights_desc());
+        if (bias_data) {
+          Tensor bt = Tensor::from_bytes(DType::F32, {N}, bias_data, static_cast<size_t>(N) * sizeof(float));
+          bias = pack_constant(b.engine(), bt, dnnl::memory::desc({N}, dt::f32, tag::a), cpd->bias_desc());
+        }
+        src = dnnl::memory(cpd->src_desc(), b.engine(), nullptr);
+        dst = dnnl::memory(cpd->dst_desc(), b.engine(), nullptr);
+        return;
+      }
+    }
     const auto& w_md = constant ? w_any : w_user;
     auto desc = bias_data ? dnnl::matmul::desc(a_md, w_md, b_md, d_md) : dnnl::matmul::desc(a_md, w_md, d_md);
     dnnl::matmul::primitive_desc pd(desc, b.engine());
