@@ -310,6 +310,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
       wc.weights = w->data<float>();
       wc.bias = bias ? bias->data<float>() : nullptr;
       wc.has_z = has_z;
+      wc.concat_part = concat_part;
       if (w->is_contiguous() && (!bias || bias->is_contiguous()) &&
           packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()),
                                      &wc.ep.act, &wc.ep.p0, &wc.ep.p1) &&

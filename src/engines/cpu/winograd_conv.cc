@@ -1,5 +1,6 @@
 // 3x3 stride-1 convolutions on hodu's AVX2 Winograd F(2x2,3x3)/F(4x4,3x3) kernels (kernels/cpu/winograd_avx2.h)
-// where oneDNN 2.6 has no Winograd: CPUs (or HODU_MAX_ISA caps) at AVX2. HODU_CPU_WINOGRAD picks.
+// where oneDNN 2.6 has no Winograd: CPUs (or HODU_MAX_ISA caps) at AVX2, and on AVX-512 a Concat's
+// nhwc parts, which oneDNN's Winograd cannot write. HODU_CPU_WINOGRAD picks.
 #include <cstdlib>
 #include <string>
 
@@ -7,7 +8,9 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/blocked_layout.h"
+#include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/winograd_avx2.h"
+#include "kernels/cpu/winograd.h"
 
 namespace hodu::cpu {
 namespace {
@@ -51,14 +54,28 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   s.ow = ys[3];
   s.pad_top = c.pad_top;
   s.pad_left = c.pad_left;
-  s.tile = winograd::tile_for(winograd_policy(), s);
+  // An input in nhwc (AVX-512's brgemm convs write it) is read and written as it lies where the
+  // channels are whole vectors of 8.
+  const auto nhwc_x = dnnl::memory::desc(to_dims(xs), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+  s.nhwc = layout_md(b.at(b.slot(n.inputs[0]))) == nhwc_x && s.cin % 8 == 0 && s.cout % 8 == 0;
+  WinogradPolicy policy = winograd_policy();
+  // On AVX-512 oneDNN's Winograd takes the 3x3 convs, except a Concat's parts (they share one
+  // layout, and its Winograd's is its own), which ran its direct brgemm kernel: DenseNet-121's
+  // 128 -> 32 convs at 56x56 ... 14x14 (23.0 ms of its 53.9 at 1 thread, nhwc, against 16.6 on
+  // this kernel capped at AVX2). There hodu's kernel takes them in nhwc, at the size rule's
+  // outputs and input channels.
+  if (policy == WinogradPolicy::Auto && c.concat_part && s.nhwc && vector_math::cpu_isa() == vector_math::Isa::Avx512 &&
+      s.oh * s.ow >= onednn::kWinogradMinPixels && s.cin >= 16)
+    policy = WinogradPolicy::Hodu;
+  s.tile = winograd::tile_for(policy, s);
   if (!s.tile) return false;
   const int64_t scratch = winograd::scratch_floats(s);
   auto conv = std::make_unique<winograd::Conv>(s, c.weights, c.bias, c.ep);
   // The transformed weights are the conv's own copy: the original may go (PlanOptions::single_plan).
   b.consumed_at_plan_time(n.inputs[1]);
-  const auto md_x = onednn::channel_blocked_md(to_dims(xs), 8);
-  const auto md_y = onednn::channel_blocked_md(to_dims(ys), 8);
+  const auto md_x = s.nhwc ? nhwc_x : onednn::channel_blocked_md(to_dims(xs), 8);
+  const auto md_y = s.nhwc ? dnnl::memory::desc(to_dims(ys), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc)
+                           : onednn::channel_blocked_md(to_dims(ys), 8);
   auto step = std::make_unique<WinogradConvStep>(std::move(conv));
   const int src = b.as_layout(n.inputs[0], md_x);
   step->reads = {src};
@@ -78,7 +95,8 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys, md_y);
   // Scratch in the arena, alive during this step only: shared with every other step's values.
   step->writes = {dst, b.define("", DType::F32, {scratch})};
-  step->label = n.describe() + (s.tile == 4 ? ": cpu winograd F(4x4,3x3) avx2" : ": cpu winograd F(2x2,3x3) avx2");
+  step->label = n.describe() + (s.tile == 4 ? ": cpu winograd F(4x4,3x3) avx2" : ": cpu winograd F(2x2,3x3) avx2") +
+                (s.nhwc ? " nhwc" : "");
   b.add(std::move(step));
   return true;
 }

@@ -22,6 +22,9 @@ struct WinogradConv {
   const float* bias = nullptr;  // [cout] or null
   packed_gemm::Epilogue ep;     // the activation
   bool has_z = false;           // a residual in input 3, added before the activation
+  // A part of a channel Concat (oneDNN's Winograd writes a layout of its own, so such convs run
+  // its direct kernel): on AVX-512 an nhwc part of 16+ input channels takes hodu's kernel in nhwc.
+  bool concat_part = false;
 };
 // Plans `n` on hodu's F(4,3) kernel when the policy and the CPU allow it; false otherwise.
 bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c);

@@ -75,7 +75,9 @@ HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, int64_t tiles_
   constexpr int A = M + 2;
   const std::integral_constant<int, M> tag;
   const int64_t cblocks = cin_p / 8;
-  const float* xc = x + ((n * cblocks + cb) * s.h * s.w) * 8;
+  // A pixel's 8 channels of block cb: nChw8c's planes of 8, or nhwc's rows of cin.
+  const int64_t pix = s.nhwc ? cin_p : 8;
+  const float* xc = s.nhwc ? x + n * s.h * s.w * cin_p + cb * 8 : x + ((n * cblocks + cb) * s.h * s.w) * 8;
   const int64_t h0 = ti * M - s.pad_top;
   const int64_t pos_stride = tiles * cin_p;
   for (int64_t tj = 0; tj < tiles_w; ++tj) {
@@ -87,7 +89,7 @@ HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, int64_t tiles_
       const int64_t ih = h0 + r;
       for (int c = 0; c < A; ++c) {
         const int64_t iw = w0 + c;
-        d[r][c] = inside || (ih >= 0 && ih < s.h && iw >= 0 && iw < s.w) ? _mm256_loadu_ps(xc + (ih * s.w + iw) * 8)
+        d[r][c] = inside || (ih >= 0 && ih < s.h && iw >= 0 && iw < s.w) ? _mm256_loadu_ps(xc + (ih * s.w + iw) * pix)
                                                                           : _mm256_setzero_ps();
       }
     }
@@ -124,7 +126,9 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
   constexpr int A = M + 2;
   const std::integral_constant<int, M> tag;
   const int64_t cblocks = cout_p / 8;
-  const size_t plane = static_cast<size_t>(((n * cblocks + cb) * s.oh * s.ow) * 8);
+  const int64_t pix = s.nhwc ? cout_p : 8;
+  const size_t plane = static_cast<size_t>(s.nhwc ? n * s.oh * s.ow * cout_p + cb * 8
+                                                  : ((n * cblocks + cb) * s.oh * s.ow) * 8);
   float* yc = y + plane;
   const float* zc = z ? z + plane : nullptr;
   const __m256 b = _mm256_loadu_ps(bias + cb * 8);
@@ -156,13 +160,13 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
     for (int r = 0; r < rmax; ++r)
       for (int c = 0; c < cmax; ++c) {
         __m256 v = _mm256_load_ps(out[r][c]);
-        if (zc) v = _mm256_add_ps(v, _mm256_loadu_ps(zc + ((oh0 + r) * s.ow + ow0 + c) * 8));
+        if (zc) v = _mm256_add_ps(v, _mm256_loadu_ps(zc + ((oh0 + r) * s.ow + ow0 + c) * pix));
         _mm256_store_ps(out[r][c], inline_act ? activate_common(v, ep) : v);
       }
     if (!inline_act) packed_gemm::activate(&out[0][0][0], M * M * 8, ep);
     for (int r = 0; r < rmax; ++r)
       for (int c = 0; c < cmax; ++c)
-        _mm256_storeu_ps(yc + ((oh0 + r) * s.ow + ow0 + c) * 8, _mm256_and_ps(_mm256_load_ps(out[r][c]), keep));
+        _mm256_storeu_ps(yc + ((oh0 + r) * s.ow + ow0 + c) * pix, _mm256_and_ps(_mm256_load_ps(out[r][c]), keep));
   }
 }
 

@@ -22,6 +22,8 @@ struct ConvShape {
   int64_t oh = 0, ow = 0;             // output (oh = h + pads - 2 for a 3x3 stride-1 conv)
   int64_t pad_top = 0, pad_left = 0;  // the bottom/right padding follows from oh/ow
   int tile = 4;                       // outputs per tile side: 2 (F(2x2,3x3)) or 4 (F(4x4,3x3))
+  // x, z and y channels-last (nhwc) instead of nChw8c; cin and cout then multiples of 8.
+  bool nhwc = false;
 };
 
 class Conv {
