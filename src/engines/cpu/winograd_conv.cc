@@ -62,10 +62,11 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
   // On AVX-512 oneDNN's Winograd takes the 3x3 convs, except a Concat's parts (they share one
   // layout, and its Winograd's is its own), which ran its direct brgemm kernel: DenseNet-121's
   // 128 -> 32 convs at 56x56 ... 14x14 (23.0 ms of its 53.9 at 1 thread, nhwc, against 16.6 on
-  // this kernel capped at AVX2). There hodu's kernel takes them in nhwc, at the size rule's
-  // outputs and input channels.
+  // this kernel capped at AVX2). There hodu's kernel takes them in nhwc from 20x20 outputs (F(4,3)'s
+  // size) and 16 input channels: smaller maps split poorly over 2 threads (SqueezeNet's 13x13
+  // fire convs ran slower there than on oneDNN's kernel).
   if (policy == WinogradPolicy::Auto && c.concat_part && s.nhwc && vector_math::cpu_isa() == vector_math::Isa::Avx512 &&
-      s.oh * s.ow >= onednn::kWinogradMinPixels && s.cin >= 16)
+      s.oh * s.ow >= 400 && s.cin >= 16)
     policy = WinogradPolicy::Hodu;
   s.tile = winograd::tile_for(policy, s);
   if (!s.tile) return false;
