@@ -5,7 +5,9 @@
 #include <limits>
 #include <new>
 
+#include "core/error.h"
 #include "core/weight_arena.h"
+#include "kernels/cpu/matmul_as_conv.h"
 
 namespace hodu::cpu {
 
@@ -100,6 +102,13 @@ PackedConstant pack_constant(dnnl::engine& eng, const Tensor& t, const dnnl::mem
   dnnl::reorder(src_mem, p.mem).execute(s, src_mem, p.mem);
   s.wait();
   return p;
+}
+
+bool matmul_as_conv_allowed() {
+  std::string error;
+  if (onednn::matmul_as_conv_allowed(&error)) return true;
+  if (!error.empty()) throw Error(ErrorCode::InvalidArgument, error);
+  return false;
 }
 
 }  // namespace hodu::cpu

@@ -71,4 +71,8 @@ inline bool reference_impl(const char* impl) { return std::string(impl).rfind("r
 // keep their interpreter kernels (dnnl_int8.cc).
 bool int8_exact_isa();
 
+// HODU_CPU_MATMUL allows a product with constant weights to run as oneDNN's 1x1 conv
+// (kernels/cpu/matmul_as_conv.h); InvalidArgument for a value it does not know.
+bool matmul_as_conv_allowed();
+
 }  // namespace hodu::cpu

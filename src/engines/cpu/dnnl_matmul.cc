@@ -118,13 +118,6 @@ class StreamGemvStep : public Step {
 constexpr size_t kStreamMinBytes = size_t(64) << 20;
 constexpr int64_t kStreamRowsMax = 4;
 
-bool matmul_as_conv_allowed() {
-  std::string error;
-  if (onednn::matmul_as_conv_allowed(&error)) return true;
-  if (!error.empty()) throw Error(ErrorCode::InvalidArgument, error);
-  return false;
-}
-
 }  // namespace
 
 bool make_matmul(PlanBuilder& b, const Node& n) {

@@ -321,11 +321,7 @@ PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, cons
     try {
       dnnl::reorder::primitive_desc(engine(), to, engine(), from);
     } catch (const dnnl::error&) {
-      if (plan_.options_.single_plan) {
-        consumed_at_plan_time(value);
-      } else {
-        packed_[value].packers.push_back(kNotReversible);
-      }
+      consumed_at_plan_time(value);
       return p;
     }
     Packing& k = packed_[value];

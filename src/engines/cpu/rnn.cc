@@ -148,8 +148,7 @@ struct Product {
     dnnl::memory::desc a_md = plain_md({M, K}), d_md = plain_md({M, N});
     dnnl::memory::desc w_user({K, N}, dt::f32, tag::ba), w_any({K, N}, dt::f32, tag::any);
     dnnl::memory::desc b_md({1, N}, dt::f32, tag::ab);
-    std::string env_error;  // reported by the matmuls (dnnl_matmul.cc)
-    if (constant && onednn::matmul_as_conv_allowed(&env_error)) {
+    if (constant && matmul_as_conv_allowed()) {
       // Below AVX-512 oneDNN's matmul is its sgemm: the 1x1 conv reads W packed once
       // (kernels/cpu/matmul_as_conv.h). bilstm2's 200 x 512 x 1024 projections at avx2.
       if (auto cpd = onednn::conv_1x1_pd(b.engine(), M, K, N, bias_data != nullptr, dnnl::primitive_attr())) {
