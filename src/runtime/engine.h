@@ -36,6 +36,9 @@ struct EngineOptions {
   // SessionOptions::reseed_each_run: random ops draw new numbers on each run (run k's seed is
   // `seed` mixed with k; run 0 draws what it would without this), reproducibly from the start.
   bool reseed_each_run = false;
+  // SessionOptions::opt_level: passes::optimize's level for an engine that optimizes an
+  // unoptimized model itself (-1: its default).
+  int opt_level = -1;
 };
 
 class Executable {

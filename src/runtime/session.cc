@@ -83,6 +83,8 @@ void drop_unread_initializers(Graph& g) {
 
 Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bool owns_weights)
     : model_(std::move(model)) {
+  HODU_CHECK(options.opt_level >= -1 && options.opt_level <= 3, ErrorCode::InvalidArgument,
+             "optimization level {} is out of range (0..3, or -1 for the engine's default)", options.opt_level);
   MemoryManager::instance();  // tensors allocated from here on are counted in memory_stats("cpu")
   // A model the session loaded itself: initializers nothing reads (exporters leave a quantized
   // model's float weights beside its integer ones: 87 of a dynamically quantized ResNet-34's
@@ -121,7 +123,7 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
     // Choose every node's kernel up front: an impossible kernel policy fails here, before any run.
     dispatch_graph(*dispatcher_, model_->graph, engine_name_);
     EngineOptions eo{dispatcher_->execution().device, threads_, options.seed, dispatcher_, owns_weights,
-                     options.update_state_in_place, options.reseed_each_run};
+                     options.update_state_in_place, options.reseed_each_run, options.opt_level};
     executable_ = engine->prepare(*model_, eo);
   };
   update_state_in_place_ = options.update_state_in_place;

@@ -36,6 +36,10 @@ struct SessionOptions {
   // mixed with k, so a session replays the same sequence from its start. Off, every run draws
   // the same numbers (the seed is mixed with the node only).
   bool reseed_each_run = false;
+  // Graph optimization level (passes::optimize, 0-3) for an engine that optimizes the model
+  // itself, when the model was not optimized before (-1: the engine's default). The cpu engine
+  // applies it per input shape to a model with free input dims (`hodu run -O N`).
+  int opt_level = -1;
 };
 
 struct NamedValue {

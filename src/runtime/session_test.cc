@@ -104,6 +104,22 @@ TEST(Session, UnknownEngineIsAnError) {
   }
 }
 
+TEST(Session, OptimizationLevelOutOfRangeIsAnError) {
+  SessionOptions o;
+  o.opt_level = 4;
+  try {
+    Session::from_model(add_model(), o);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("optimization level 4 is out of range"), std::string::npos);
+  }
+  o.opt_level = 1;
+  auto s = Session::from_model(add_model(), o);
+  auto out = s->run({{"x", f32({2, 3}, 0)}, {"b", f32({2, 3}, 10)}});
+  EXPECT_FLOAT_EQ(out[0].value.tensor.data<float>()[5], 5 + 15);
+}
+
 }  // namespace
 }  // namespace hodu
 

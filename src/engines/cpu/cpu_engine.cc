@@ -32,7 +32,7 @@ class CpuExecutable : public Executable {
     base_ = model;
     bool rewritten = engine_rewrites(base_, level_);
     if (level_ < 0) {
-      level_ = kDefaultOptLevel;
+      level_ = o.opt_level >= 0 ? o.opt_level : kDefaultOptLevel;
       // Inputs with free dims: each plan optimizes the model for its shapes (new_plan), and
       // a graph fused here without them would keep fusions that needed them undone (a conv's
       // residual Add fused into an elementwise loop instead of the conv's sum post-op).

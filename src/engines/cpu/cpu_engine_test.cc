@@ -341,6 +341,40 @@ TEST(CpuEngine, DynamicShapeResidualBlockFusesIntoTheConv) {
   }
 }
 
+// EngineOptions::opt_level (SessionOptions', `hodu run -O N`) is the level a model with free
+// input dims is optimized at per input shape: level 1 fuses nothing, level 3 what level 2 does.
+TEST(CpuEngine, DynamicShapeModelIsOptimizedAtTheRequestedLevel) {
+  Builder b;
+  b.input("x", Shape({Dim::sym("n"), Dim(8), Dim::sym("h"), Dim::sym("w")}));
+  b.constant("w1", {8, 8, 3, 3}, 1);
+  b.constant("b1", {8}, 2);
+  b.node("Conv", {"x", "w1", "b1"}, {"c1"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.node("Add", {"x", "c1"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 8, 10, 10}, 6))}};
+  const auto want = run_interp(m, feeds);
+  for (int level : {1, 3}) {
+    EngineOptions o;
+    o.threads = 1;
+    o.opt_level = level;
+    auto exe = make_cpu_engine()->prepare(m, o);
+    Profiler profiler;
+    profiler.start();
+    auto got = exe->run(feeds);
+    profiler.stop();
+    std::vector<std::string> ops;
+    for (const auto& e : profiler.events())
+      if (e.category == "Node" && e.op != "Reorder") ops.push_back(e.op);
+    const auto fused = std::vector<std::string>{"FusedConv"};
+    if (level == 1) EXPECT_NE(ops, fused);
+    else EXPECT_EQ(ops, fused);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_LT(rel_l2(got[0].tensor, want[0].tensor), 1e-5) << "level " << level;
+  }
+}
+
 // Max pooling of a conv's blocked output runs hodu's own loop: padding, ceil_mode, strides,
 // a channel count that leaves a partial block and two images, checked against the interpreter.
 TEST(CpuEngine, MaxPoolOnBlockedLayoutMatchesInterpreter) {
