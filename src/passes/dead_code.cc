@@ -4,6 +4,27 @@
 
 namespace hodu::passes {
 
+namespace {
+
+// Initializers not in `read` (overridable inputs stay: the caller may feed them).
+bool drop_initializers_outside(Graph& g, const std::set<std::string>& read) {
+  const size_t before = g.initializers.size();
+  std::vector<std::pair<std::string, Tensor>> kept;
+  for (auto& [name, t] : g.initializers)
+    if (read.count(name) || g.input(name)) kept.emplace_back(name, std::move(t));
+  g.initializers = std::move(kept);
+  return g.initializers.size() != before;
+}
+
+}  // namespace
+
+bool drop_unread_initializers(Graph& g) {
+  std::set<std::string> read;
+  for (const auto& n : g.nodes) read.merge(reads_of(n));
+  for (const auto& o : g.outputs) read.insert(o.name);
+  return drop_initializers_outside(g, read);
+}
+
 bool eliminate_dead_code(Graph& g) {
   bool changed = false;
   // Backwards: a node is live when one of its outputs is read by a live node or is a graph output.
@@ -22,13 +43,7 @@ bool eliminate_dead_code(Graph& g) {
   }
   if (!dead.empty()) changed = true;
   erase_nodes(g, dead);
-  // Unused initializers (overridable inputs stay: the caller may feed them).
-  std::vector<std::pair<std::string, Tensor>> kept;
-  for (auto& [name, t] : g.initializers) {
-    if (live.count(name) || g.input(name)) kept.emplace_back(name, std::move(t));
-    else changed = true;
-  }
-  g.initializers = std::move(kept);
+  changed |= drop_initializers_outside(g, live);
   // Types of values that no longer exist.
   for (auto it = g.value_types.begin(); it != g.value_types.end();)
     it = live.count(it->first) ? std::next(it) : g.value_types.erase(it);

@@ -19,6 +19,9 @@ bool fold_constants(Graph& g);
 // Removes nodes none of whose outputs reach a graph output, and initializers
 // nothing reads.
 bool eliminate_dead_code(Graph& g);
+// Initializers that no node reads and that are neither graph inputs nor outputs, dropped
+// (the nodes stay, dead or not); true when one went.
+bool drop_unread_initializers(Graph& g);
 
 // Removes Identity, inference-mode Dropout and Cast to the same type,
 // rewiring their consumers to the input.

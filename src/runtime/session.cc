@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "formats/package.h"
-#include "passes/graph_utils.h"
+#include "passes/passes.h"
 #include "runtime/log.h"
 #include "runtime/memory/memory_manager.h"
 #include "runtime/profiler.h"
@@ -66,21 +66,6 @@ std::unique_ptr<Session> Session::from_model(Model model, const SessionOptions& 
   return std::unique_ptr<Session>(new Session(std::make_unique<Model>(std::move(model)), options, false));
 }
 
-namespace {
-
-// Initializers that no node reads and that are neither graph inputs nor outputs.
-void drop_unread_initializers(Graph& g) {
-  std::set<std::string> read;
-  for (const auto& n : g.nodes) read.merge(passes::reads_of(n));
-  for (const auto& o : g.outputs) read.insert(o.name);
-  std::vector<std::pair<std::string, Tensor>> kept;
-  for (auto& [name, t] : g.initializers)
-    if (read.count(name) || g.input(name)) kept.emplace_back(name, std::move(t));
-  g.initializers = std::move(kept);
-}
-
-}  // namespace
-
 Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bool owns_weights)
     : model_(std::move(model)) {
   HODU_CHECK(options.opt_level >= -1 && options.opt_level <= 3, ErrorCode::InvalidArgument,
@@ -90,7 +75,7 @@ Session::Session(std::unique_ptr<Model> model, const SessionOptions& options, bo
   // model's float weights beside its integer ones: 87 of a dynamically quantized ResNet-34's
   // 108 MB) are dropped, their bytes freed before the engine packs the others (ONNX Runtime
   // drops them at load too). A caller's Model (from_model) is left as it is.
-  if (owns_weights) drop_unread_initializers(model_->graph);
+  if (owns_weights) passes::drop_unread_initializers(model_->graph);
   for (const auto& in : model_->graph.inputs)
     if (!model_->graph.initializer(in.name)) inputs_.push_back(in);
   Policy policy;
