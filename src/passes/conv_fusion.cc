@@ -1,4 +1,6 @@
 // Conv [+ Add] [+ activation] → hodu.FusedConv: Y = act(conv(X, W) + B + Z).
+#include <algorithm>
+
 #include "passes/graph_utils.h"
 #include "passes/passes.h"
 
@@ -48,6 +50,7 @@ bool fuse_conv(Graph& g) {
     std::string y = conv.outputs[0];
     std::string z;
     std::set<size_t> absorbed;
+    int moved_to = -1;  // the Add's index when the fused conv takes its place
     // Add of a tensor with the conv output's exact shape (the residual).
     int next = sole_reader(g, uses, readers, y);
     if (next >= 0 && (g.nodes[next].op_type == "Add" || g.nodes[next].op_type == "Sum") &&
@@ -55,8 +58,20 @@ bool fuse_conv(Graph& g) {
       const Node& add = g.nodes[next];
       std::string other = add.inputs[0] == y ? add.inputs[1] : add.inputs[0];
       auto ys = static_shape(g, y), os = static_shape(g, other);
-      int other_producer = g.producer_of(other);
-      if (ys && os && *ys == *os && other != y && other_producer < static_cast<int>(k)) {
+      // (A node fused earlier and moved later has a stale copy at its old index, in `removed`.)
+      int other_producer = -1;
+      for (size_t j = 0; j < g.nodes.size() && other_producer < 0; ++j)
+        if (!removed.count(j) && std::find(g.nodes[j].outputs.begin(), g.nodes[j].outputs.end(), other) !=
+                                     g.nodes[j].outputs.end())
+          other_producer = static_cast<int>(j);
+      // A residual made after the conv (tf2onnx orders BlazeFace's channel-padding Concat between
+      // the conv and the Add) is still made before the Add, the conv's only reader: the fused
+      // conv runs where the Add did. Unless a conv makes it: that conv takes the Add (as
+      // ResNet's downsampling conv, after the block's last conv, always did).
+      const bool later_conv = other_producer > static_cast<int>(k) &&
+                              (g.nodes[other_producer].op_type == "Conv" || g.nodes[other_producer].op_type == "FusedConv");
+      if (ys && os && *ys == *os && other != y && other_producer < next && !later_conv) {
+        if (other_producer > static_cast<int>(k)) moved_to = next;
         z = other;
         absorbed.insert(next);
         y = add.outputs[0];
@@ -80,6 +95,11 @@ bool fuse_conv(Graph& g) {
       conv.inputs[3] = z;
     }
     finish_fusion(g, conv, act, y);
+    if (moved_to >= 0) {
+      absorbed.erase(static_cast<size_t>(moved_to));
+      absorbed.insert(k);
+      g.nodes[static_cast<size_t>(moved_to)] = conv;
+    }
     removed.insert(absorbed.begin(), absorbed.end());
     changed = true;
   }

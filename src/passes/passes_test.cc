@@ -344,6 +344,38 @@ TEST(ConvFusion, ConvBatchNormAddReluBecomesOneFusedConv) {
 // its symbolic shapes, where the conv's output and the residual cannot be shown equal, and
 // again by the cpu engine once the shapes are known: the second run gives the FusedConv of the
 // first its residual Add, and the Relu after it.
+// tf2onnx orders BlazeFace's blocks conv, then the residual (the input widened by a Concat of
+// zero channels), then the Add: the conv still takes the residual and the Relu, and the fused
+// conv runs where the Add did (after the Concat that makes its Z). A second such block reads the
+// first's moved output.
+TEST(ConvFusion, ResidualMadeAfterTheConvStillFuses) {
+  Builder b;
+  b.input("x", {1, 4, 5, 6});
+  b.constant("w1", {6, 4, 1, 1}, 1);
+  b.constant("w2", {8, 6, 1, 1}, 2);
+  b.constant("z2", {1, 2, 5, 6}, 0, 0.0f, 0.0f);
+  b.constant("z4", {1, 2, 5, 6}, 0, 0.0f, 0.0f);
+  b.node("Conv", {"x", "w1"}, {"c1"});
+  b.node("Concat", {"x", "z2"}, {"wide1"}, {Attribute::make_int("axis", 1)});
+  b.node("Add", {"c1", "wide1"}, {"s1"});
+  b.node("Relu", {"s1"}, {"r1"});
+  b.node("Conv", {"r1", "w2"}, {"c2"});
+  b.node("Concat", {"r1", "z4"}, {"wide2"}, {Attribute::make_int("axis", 1)});
+  b.node("Add", {"wide2", "c2"}, {"s2"});
+  b.node("Relu", {"s2"}, {"y"});
+  b.output("y");
+  b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 4, 5, 6}, 3))}};
+  Model opt = optimize_and_compare(b.m, feeds, 2);
+  verify_model(opt);
+  EXPECT_EQ(count_op(opt.graph, "Add"), 0);
+  EXPECT_EQ(count_op(opt.graph, "Relu"), 0);
+  ASSERT_EQ(count_op(opt.graph, "FusedConv"), 2);
+  std::vector<std::string> ops;
+  for (const auto& n : opt.graph.nodes) ops.push_back(n.op_type);
+  EXPECT_EQ(ops, (std::vector<std::string>{"Concat", "FusedConv", "Concat", "FusedConv"}));
+}
+
 TEST(ConvFusion, FusedConvOfSymbolicShapesTakesItsResidualOnceShapesAreKnown) {
   Builder b;
   b.input("x", {-1, 4, -1, -1});

@@ -462,7 +462,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   }
 
   const KernelFactory factories[] = {make_conv,          make_matmul,        make_pool,
-                                     make_attention,     make_normalization, make_channel_shuffle, make_blocked_concat, make_data_movement,
+                                     make_attention,     make_normalization, make_channel_zero_pad, make_channel_shuffle, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
                                      make_int8_matmul,   make_quantize,      make_control_flow,
                                      make_rnn,           make_dynamic_quantize, make_backward,

@@ -279,6 +279,9 @@ bool make_elementwise(PlanBuilder& b, const Node& node);     // elementwise.cc
 bool make_normalization(PlanBuilder& b, const Node& node);   // normalization.cc (Softmax, LayerNorm)
 bool make_data_movement(PlanBuilder& b, const Node& node);   // data_movement.cc (Reshape, Transpose, Concat, Gather)
 bool make_blocked_concat(PlanBuilder& b, const Node& node);  // dnnl_concat.cc (Concat of blocked tensors)
+bool make_channel_zero_pad(PlanBuilder& b, const Node& node);  // channel_zero_pad.cc (Concat/Pad of zero channels: a view)
+// Whether the graph appends zero channels somewhere as make_channel_zero_pad takes it.
+bool has_channel_zero_pads(const PlanBuilder& b);
 bool make_channel_shuffle(PlanBuilder& b, const Node& node);  // channel_shuffle.cc (Concat/Reshape -> Transpose -> Reshape -> Slices)
 bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
 bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_elementwise.cc
