@@ -45,9 +45,13 @@ class ModelMetadata:
 
 class SessionOptions:
     """The subset of onnxruntime.SessionOptions hodu honours:
-    intra_op_num_threads (0 = physical cores), enable_profiling and
-    profile_file_prefix. Other attributes are accepted and ignored so that
-    existing onnxruntime code runs unchanged."""
+    intra_op_num_threads (0 = physical cores), enable_profiling,
+    profile_file_prefix and graph_optimization_level (onnxruntime's
+    GraphOptimizationLevel or its int value: ORT_DISABLE_ALL runs hodu's graph
+    passes at level 0, ORT_ENABLE_BASIC at 1, ORT_ENABLE_EXTENDED at 2,
+    ORT_ENABLE_ALL and anything higher at the engine's default; None: the
+    default). Other attributes are accepted and ignored so that existing
+    onnxruntime code runs unchanged."""
 
     def __init__(self):
         self.intra_op_num_threads = 0
@@ -60,6 +64,21 @@ class SessionOptions:
 
 
 _PROVIDERS = {"CPUExecutionProvider": "cpu", "CUDAExecutionProvider": "cuda"}
+
+
+def _opt_level(level):
+    """hodu's pass level (-1: the engine's default) for onnxruntime's
+    GraphOptimizationLevel (an enum member or its int value)."""
+    if level is None:
+        return -1
+    value = getattr(level, "value", level)
+    try:
+        value = int(value)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"graph_optimization_level must be an onnxruntime GraphOptimizationLevel or an int, got {level!r}")
+    if value < 0:
+        raise InvalidArgumentError(f"graph_optimization_level must not be negative, got {level!r}")
+    return value if value <= 2 else -1
 
 
 def _device_from_providers(providers, provider_options):
@@ -129,7 +148,8 @@ class InferenceSession:
             path_or_bytes = os.fspath(path_or_bytes)
         self._model_path = path_or_bytes if isinstance(path_or_bytes, str) else None
         self._sess = _hodu.Session(path_or_bytes, device=device or "", threads=-1 if threads is None else threads,
-                                   engine=engine or "", policy=_policy_json(policy) or "")
+                                   engine=engine or "", policy=_policy_json(policy) or "",
+                                   opt_level=_opt_level(getattr(self._sess_options, "graph_optimization_level", None)))
         self._inputs = [NodeArg(d["name"], d["shape"], d["type"], d["dtype"]) for d in self._sess.inputs()]
         self._outputs = [NodeArg(d["name"], d["shape"], d["type"], d["dtype"]) for d in self._sess.outputs()]
         self._profile = None

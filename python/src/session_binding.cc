@@ -92,7 +92,7 @@ class PySession {
  public:
   // Explicit arguments ("" / -1 = not given) override the policy's fields.
   PySession(py::object source, const std::string& device, int threads, const std::string& engine,
-            const std::string& policy_json, bool reseed_each_run, uint64_t seed) {
+            const std::string& policy_json, bool reseed_each_run, uint64_t seed, int opt_level) {
     if (!policy_json.empty()) policy_ = Policy::from_json(parse_json(policy_json, "policy"));
     ExecutionPolicy& exec = policy_.execution;
     if (!device.empty()) exec.device = Device::parse(device);
@@ -104,6 +104,7 @@ class PySession {
     options.policy = policy_;
     options.reseed_each_run = reseed_each_run;
     options.seed = seed;
+    options.opt_level = opt_level;
     if (py::isinstance<Model>(source)) {
       Model model = source.cast<const Model&>();
       py::gil_scoped_release nogil;
@@ -226,9 +227,9 @@ class PySession {
 
 void bind_session(py::module_& m) {
   py::class_<PySession>(m, "Session")
-      .def(py::init<py::object, const std::string&, int, const std::string&, const std::string&, bool, uint64_t>(),
+      .def(py::init<py::object, const std::string&, int, const std::string&, const std::string&, bool, uint64_t, int>(),
            py::arg("model"), py::arg("device") = "", py::arg("threads") = -1, py::arg("engine") = "",
-           py::arg("policy") = "", py::arg("reseed_each_run") = false, py::arg("seed") = 0)
+           py::arg("policy") = "", py::arg("reseed_each_run") = false, py::arg("seed") = 0, py::arg("opt_level") = -1)
       .def_property_readonly("policy", &PySession::policy_json)
       .def("inputs", &PySession::inputs)
       .def("outputs", &PySession::outputs)

@@ -267,3 +267,35 @@ def test_repr_and_properties(add_model):
     assert "add.onnx" in repr(s)
     assert isinstance(s.policy, hodu.policies.Policy)
     assert s.policy.execution.threads == 2
+
+
+def test_graph_optimization_level(tmp_path):
+    """onnxruntime's SessionOptions.graph_optimization_level picks hodu's pass level: disabled,
+    a Conv and the Relu after it run as two nodes; the default fuses them into one."""
+    import json
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [4, 3, 3, 3], rng.standard_normal(108).astype(np.float32))
+    model = make_model([helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                        helper.make_node("Relu", ["c"], ["y"])],
+                       [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 3, 8, 8])],
+                       [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 4, 8, 8])], [w])
+    path = save(model, tmp_path, "conv_relu.onnx")
+    x = rng.standard_normal((1, 3, 8, 8)).astype(np.float32)
+    ops, outs = {}, {}
+    for level in (None, 0, 99):
+        opts = hodu.SessionOptions()
+        opts.graph_optimization_level = level
+        opts.enable_profiling = True
+        opts.profile_file_prefix = str(tmp_path / f"prof{level}")
+        s = hodu.InferenceSession(path, opts, engine="cpu")
+        outs[level] = s.run(None, {"x": x})[0]
+        trace = json.load(open(s.end_profiling()))
+        ops[level] = sorted(e["args"]["op_name"] for e in trace
+                            if e.get("cat") == "Node" and e["args"].get("op_name") != "Reorder")
+    assert ops[0] == ["Conv", "Relu"]
+    assert ops[None] == ops[99] == ["FusedConv"]
+    np.testing.assert_allclose(outs[0], outs[None], rtol=1e-5, atol=1e-5)
+    opts = hodu.SessionOptions()
+    opts.graph_optimization_level = "fast"
+    with pytest.raises(hodu.InvalidArgumentError, match="graph_optimization_level"):
+        hodu.InferenceSession(path, opts)
