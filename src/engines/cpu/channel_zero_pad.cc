@@ -75,6 +75,13 @@ bool make_channel_zero_pad(PlanBuilder& b, const Node& n) {
   const auto& ys = y->second;
   if (ys[0] != xs[0] || ys[2] != xs[2] || ys[3] != xs[3] || ys[1] < xs[1]) return false;
   if (appended_zero_channels(b, n, 4) < 0) return false;
+  // Producers whose padding channels are zeros: oneDNN's convs and pools (it keeps a blocked
+  // layout's padding zero through post-ops), hodu's Winograd and blocked max pool (written as
+  // zeros, the max of zeros). Not, say, an elementwise loop with f(0) != 0 over every byte.
+  const int producer = b.graph().producer_of(n.inputs[0]);
+  if (producer < 0) return false;
+  const std::string& op = b.graph().nodes[static_cast<size_t>(producer)].op_type;
+  if (op != "Conv" && op != "FusedConv" && op != "MaxPool" && op != "AveragePool") return false;
   // The view shares x's bytes: neither may be a graph output (copied out after the last step).
   if (b.graph().output(n.outputs[0]) || b.graph().output(n.inputs[0])) return false;
   const int s = b.slot(n.inputs[0]);

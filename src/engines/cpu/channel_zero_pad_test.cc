@@ -18,9 +18,11 @@ using testing::random_floats;
 
 enum class Widen { Concat, Pad, NonZeroConcat };
 
-// x [N, 8, 12, 10] -> Conv 1x1 + Relu (c channels) -> depthwise 3x3 -> Conv 1x1 (c + extra)
-// + the Relu's output widened by `extra` zero channels -> Relu.
-Model widening_block(int64_t batch, int64_t c, int64_t extra, Widen how, bool widened_is_output) {
+// x [N, 8, 12, 10] -> Conv 1x1 + `act` (c channels) -> depthwise 3x3 -> Conv 1x1 (c + extra)
+// + the activation's output widened by `extra` zero channels -> Relu. An activation with
+// f(0) != 0 (HardSigmoid) checks that the conv's padding channels are still zeros under it.
+Model widening_block(int64_t batch, int64_t c, int64_t extra, Widen how, bool widened_is_output,
+                     const std::string& act) {
   const int64_t h = 12, w = 10;
   GraphBuilder b;
   b.input("x", DType::F32, std::vector<int64_t>{batch, 8, h, w});
@@ -30,7 +32,7 @@ Model widening_block(int64_t batch, int64_t c, int64_t extra, Widen how, bool wi
   b.constant("w1", random_floats({c + extra, c, 1, 1}, 4, 0.3f));
   b.constant("b1", random_floats({c + extra}, 5));
   b.node("Conv", {"x", "w0", "b0"}, {"c0"});
-  b.node("Relu", {"c0"}, {"r0"});
+  b.node(act, {"c0"}, {"r0"});
   b.node("Conv", {"r0", "wd"}, {"d"}, {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", c)});
   b.node("Conv", {"d", "w1", "b1"}, {"p"});
   if (how == Widen::Pad) {
@@ -53,6 +55,7 @@ struct Case {
   int64_t channels, extra;
   Widen how;
   bool widened_is_output;
+  std::string act = "Relu";
 };
 
 TEST(ChannelZeroPad, WideningBeforeResidualAddMatchesInterpreter) {
@@ -62,15 +65,17 @@ TEST(ChannelZeroPad, WideningBeforeResidualAddMatchesInterpreter) {
       {24, 4, Widen::Concat, false},        // BlazeFace's first block: a view on nChw16c (AVX-512) only
       {28, 4, Widen::NonZeroConcat, false},  // not zeros: a Concat step
       {28, 4, Widen::Concat, true},         // the widened tensor a graph output: copied, not a view
+      {24, 4, Widen::Concat, false, "HardSigmoid"},  // oneDNN keeps the padding zero under f(0) = 0.5
+      {28, 4, Widen::Pad, false, "HardSigmoid"},
   };
   const bool avx512 = vector_math::cpu_isa() == vector_math::Isa::Avx512;
   for (const Case& c : cases) {
     for (int64_t batch : {1, 2}) {
       for (int threads : {1, 2}) {
         SCOPED_TRACE("channels " + std::to_string(c.channels) + " + " + std::to_string(c.extra) + " how " +
-                     std::to_string(static_cast<int>(c.how)) + (c.widened_is_output ? " (an output)" : "") +
+                     std::to_string(static_cast<int>(c.how)) + (c.widened_is_output ? " (an output)" : "") + " " + c.act +
                      " batch " + std::to_string(batch) + " threads " + std::to_string(threads));
-        Model m = widening_block(batch, c.channels, c.extra, c.how, c.widened_is_output);
+        Model m = widening_block(batch, c.channels, c.extra, c.how, c.widened_is_output, c.act);
         std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({batch, 8, 12, 10}, 11, 1.5f))}};
         auto want = interp::Interpreter(m).run(feeds);
         PlannedModel p(m, feeds, threads);
