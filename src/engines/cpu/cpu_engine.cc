@@ -1,5 +1,6 @@
 #include "engines/cpu/cpu_engine.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -48,6 +49,8 @@ class CpuExecutable : public Executable {
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
     options_.release_weights = o.exclusive_weights;
     options_.single_plan = all_inputs_static(base_);
+    // A plan per input shape: they share the packed weights.
+    if (!options_.single_plan) options_.weight_cache = std::make_shared<PackedWeightCache>();
     options_.state_in_place = o.update_state_in_place;
     reseed_ = o.reseed_each_run;
     options_.opt_level = level_;
@@ -64,8 +67,12 @@ class CpuExecutable : public Executable {
       key.push_back(it->second.is_tensor() ? it->second.tensor.shape() : std::vector<int64_t>{-1});
     }
     const uint64_t run_index = reseed_ ? runs_++ : 0;
+    ++uses_;
     for (auto& p : plans_)
-      if (p->key == key) return p->plan->run(inputs, stream_, run_index);
+      if (p->key == key) {
+        p->last_use = uses_;
+        return p->plan->run(inputs, stream_, run_index);
+      }
     return new_plan(std::move(key), inputs).run(inputs, stream_, run_index);
   }
 
@@ -84,8 +91,16 @@ class CpuExecutable : public Executable {
       auto d = in->type.shape.to_static();
       declared &= d && *d == shapes[name];
     }
+    // At most kMaxPlans shapes keep their plan (arena, primitives, optimized model): a model fed
+    // ever new shapes (a decoder's growing cache) drops the least recently used one.
+    if (plans_.size() >= kMaxPlans) {
+      auto lru = std::min_element(plans_.begin(), plans_.end(),
+                                  [](const auto& a, const auto& b) { return a->last_use < b->last_use; });
+      plans_.erase(lru);
+    }
     auto p = std::make_unique<PerShape>();
     p->key = std::move(key);
+    p->last_use = uses_;
     const Model* m = &base_;
     if (!declared || !base_optimized_) {
       p->model = base_;
@@ -99,9 +114,13 @@ class CpuExecutable : public Executable {
 
   struct PerShape {
     ShapeKey key;
+    uint64_t last_use = 0;
+    // The plan reads the model (its graph, constants) while it lives: declared first, destroyed last.
     Model model;
     std::unique_ptr<Plan> plan;
   };
+  static constexpr size_t kMaxPlans = 8;
+  uint64_t uses_ = 0;
   int threads_;
   bool reseed_ = false;
   uint64_t runs_ = 0;  // reseed_each_run: the index of the next run

@@ -314,7 +314,9 @@ void PlanBuilder::add(std::unique_ptr<Step> step) {
 
 PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
                                  const dnnl::memory::desc& to) {
-  PackedConstant p = pack_constant(engine(), t, from, to);
+  PackedConstant p = plan_.options_.weight_cache
+                         ? plan_.options_.weight_cache->get(t, from, to, [&] { return pack_constant(engine(), t, from, to); })
+                         : pack_constant(engine(), t, from, to);
   if (!value.empty() && current_ && plan_.options_.release_weights && t.nbytes() >= kReleaseMinBytes) {
     // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original,
     // unless this plan is the model's only one.

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/runtime_value.h"
+#include "engines/cpu/packed_weight_cache.h"
 #include "engines/cpu/thread_governor.h"
 #include "engines/interp/interpreter.h"
 #include "ir/graph.h"
@@ -96,6 +97,8 @@ struct PlanOptions {
   bool state_in_place = false;
   // The level subgraphs (If branches, Loop and Scan bodies) are optimized at when planned.
   int opt_level = 3;
+  // Packed weights shared with the model's other plans (one per input shape); null: none.
+  std::shared_ptr<PackedWeightCache> weight_cache;
 };
 
 // A constant reordered once, at plan time, into the layout a primitive wants (or the
