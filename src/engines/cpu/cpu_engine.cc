@@ -73,6 +73,8 @@ class CpuExecutable : public Executable {
         p->last_use = uses_;
         return p->plan->run(inputs, stream_, run_index);
       }
+    if (generic_ && generic_->plan && matches(generic_->pattern, key)) return generic_->plan->run(inputs, stream_, run_index);
+    if (Plan* g = generic_plan(key)) return g->run(inputs, stream_, run_index);
     return new_plan(std::move(key), inputs).run(inputs, stream_, run_index);
   }
 
@@ -111,6 +113,82 @@ class CpuExecutable : public Executable {
     plans_.push_back(std::move(p));
     return *plans_.back()->plan;
   }
+
+  // Dims that took kGenericAfter different values or more (a decoder's growing cache, text of any
+  // length) get one plan with those dims free, where its kernels allow: the shape subgraphs run
+  // and the products of run-time shapes go to oneDNN's sgemm per run, but no new plan (about
+  // 15 ms of passes and planning for a small decoder) is built for each new length. A plan that
+  // would run a node on the interpreter's kernel (a conv of free height and width) is not used:
+  // such models keep a plan per shape.
+  static bool matches(const ShapeKey& pattern, const ShapeKey& key) {
+    if (pattern.size() != key.size()) return false;
+    for (size_t i = 0; i < key.size(); ++i) {
+      if (pattern[i].size() != key[i].size()) return false;
+      for (size_t d = 0; d < key[i].size(); ++d)
+        if (pattern[i][d] >= 0 && pattern[i][d] != key[i][d]) return false;
+    }
+    return true;
+  }
+
+  Plan* generic_plan(const ShapeKey& key) {
+    if (options_.single_plan) return nullptr;
+    // The dims that differed among the shapes seen so far are free (-1); a rank that changed, or a
+    // non-tensor input, makes no pattern.
+    if (pattern_.empty()) {
+      pattern_ = key;
+    } else {
+      for (size_t i = 0; i < key.size() && i < pattern_.size(); ++i) {
+        if (pattern_[i].size() != key[i].size()) return nullptr;
+        for (size_t d = 0; d < key[i].size(); ++d)
+          if (pattern_[i][d] != key[i][d]) pattern_[i][d] = -1;
+      }
+    }
+    if (++shapes_seen_ <= kGenericAfter) return nullptr;
+    if (generic_ && generic_->pattern == pattern_) return nullptr;  // tried: it would fall back
+    for (size_t i = 0; i < pattern_.size(); ++i) {
+      const Value* in = base_.graph.input(feed_names_[i]);
+      if (!in || !in->type.is_tensor() || !in->type.shape.rank_known() ||
+          in->type.shape.rank() != static_cast<int64_t>(pattern_[i].size()))
+        return nullptr;
+    }
+    auto g = std::make_unique<Generic>();
+    g->pattern = pattern_;
+    g->model = base_;
+    std::map<std::string, std::vector<int64_t>> shapes;  // the inputs with no free dim
+    for (size_t i = 0; i < pattern_.size(); ++i) {
+      Value* in = nullptr;
+      for (auto& v : g->model.graph.inputs)
+        if (v.name == feed_names_[i]) in = &v;
+      std::vector<Dim> dims;
+      bool all_known = true;
+      for (size_t d = 0; d < pattern_[i].size(); ++d) {
+        const Dim& declared = in->type.shape.dims()[d];
+        if (pattern_[i][d] >= 0) dims.push_back(Dim(pattern_[i][d]));
+        else {
+          dims.push_back(declared.is_known() || declared.symbol.empty() ? Dim::sym(feed_names_[i] + "_dim" + std::to_string(d))
+                                                                        : declared);
+          all_known = false;
+        }
+      }
+      in->type.shape = Shape(dims);
+      if (all_known) shapes[feed_names_[i]] = pattern_[i];
+    }
+    passes::optimize(g->model, {level_, shapes});
+    auto plan = std::make_unique<Plan>(g->model, shapes, options_, engine_);
+    if (plan->fallback_count() == 0) g->plan = std::move(plan);
+    generic_ = std::move(g);
+    return generic_->plan ? generic_->plan.get() : nullptr;
+  }
+
+  struct Generic {
+    ShapeKey pattern;  // -1: a free dim
+    Model model;       // read by the plan: destroyed after it
+    std::unique_ptr<Plan> plan;  // null: it would have run a node on the interpreter
+  };
+  static constexpr int kGenericAfter = 3;
+  ShapeKey pattern_;
+  int shapes_seen_ = 0;
+  std::unique_ptr<Generic> generic_;
 
   struct PerShape {
     ShapeKey key;

@@ -42,10 +42,19 @@ void dgemm(int64_t M, int64_t N, int64_t K, const double* A, const double* B, do
   });
 }
 
+// hodu.FusedMatMul's parts a run-time product takes: Y = alpha · op(A) op(B) + bias + Z, op
+// transposing the last two dims (attention's Q·Kᵀ with its scale, as the passes fuse it).
+struct Fused {
+  float alpha = 1.0f;
+  bool ta = false, tb = false;
+};
+
 // numpy's matmul: 1-D operands promoted (and their dim dropped), batch dims broadcast; f32 or f64.
+// With `fused` (f32): hodu.FusedMatMul without activation; its bias [N] (input 2) and Z (input 3,
+// the output's shape) are added after the product.
 class RuntimeMatMulStep : public TensorStep {
  public:
-  explicit RuntimeMatMulStep(DType dt) : dt_(dt) {}
+  explicit RuntimeMatMulStep(DType dt, Fused fused = {}) : dt_(dt), f_(fused) {}
   void configure(const std::vector<const Tensor*>& in) override {
     std::vector<int64_t> a = in[0]->shape(), b = in[1]->shape();
     HODU_CHECK(!a.empty() && !b.empty(), ErrorCode::InvalidArgument, "{}: MatMul of a scalar", label);
@@ -53,6 +62,8 @@ class RuntimeMatMulStep : public TensorStep {
     b_vec_ = b.size() == 1;
     if (a_vec_) a.insert(a.begin(), 1);
     if (b_vec_) b.push_back(1);
+    if (f_.ta && !a_vec_) std::swap(a[a.size() - 2], a[a.size() - 1]);
+    if (f_.tb && !b_vec_) std::swap(b[b.size() - 2], b[b.size() - 1]);
     M_ = a[a.size() - 2];
     K_ = a.back();
     N_ = b.back();
@@ -73,6 +84,12 @@ class RuntimeMatMulStep : public TensorStep {
     out_shape_ = batch_;
     if (!a_vec_) out_shape_.push_back(M_);
     if (!b_vec_) out_shape_.push_back(N_);
+    if (in.size() > 2 && in[2])
+      HODU_CHECK(in[2]->numel() == N_, ErrorCode::InvalidArgument, "{}: bias {} is not [{}]", label,
+                 in[2]->type_string(), N_);
+    if (in.size() > 3 && in[3])
+      HODU_CHECK(in[3]->shape() == out_shape_, ErrorCode::InvalidArgument, "{}: Z {} is not the output's shape {}",
+                 label, in[3]->type_string(), shape_to_string(out_shape_));
   }
 
   void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
@@ -93,13 +110,23 @@ class RuntimeMatMulStep : public TensorStep {
         dgemm(M_, N_, K_, in[0]->data<double>() + ai * M_ * K_, in[1]->data<double>() + bi * K_ * N_,
               y.data<double>() + q * M_ * N_, rs.threads);
       else
-        sgemm(false, false, M_, N_, K_, 1.0f, in[0]->data<float>() + ai * M_ * K_,
+        sgemm(f_.ta, f_.tb, M_, N_, K_, f_.alpha, in[0]->data<float>() + ai * M_ * K_,
               in[1]->data<float>() + bi * K_ * N_, 0.0f, y.data<float>() + q * M_ * N_);
     }
+    const float* bias = in.size() > 2 && in[2] ? in[2]->data<float>() : nullptr;
+    const float* z = in.size() > 3 && in[3] ? in[3]->data<float>() : nullptr;
+    if (!bias && !z) return;
+    float* Y = y.data<float>();
+    const int64_t rows = y.numel() / N_, N = N_;
+    parallel_for(rows, y.numel() >= (1 << 15) ? rs.threads : 1, [&](int64_t r) {
+      float* yr = Y + r * N;
+      for (int64_t j = 0; j < N; ++j) yr[j] += (bias ? bias[j] : 0.0f) + (z ? z[r * N + j] : 0.0f);
+    });
   }
 
  private:
   DType dt_;
+  Fused f_;
   bool a_vec_ = false, b_vec_ = false;
   int64_t M_ = 0, N_ = 0, K_ = 0;
   std::vector<int64_t> batch_, a_batch_, b_batch_, out_shape_;
@@ -153,6 +180,20 @@ class RuntimeGemmStep : public TensorStep {
 }  // namespace
 
 bool make_runtime_matmul(PlanBuilder& b, const Node& n) {
+  if (n.domain == "hodu" && n.op_type == "FusedMatMul" && n.inputs.size() >= 2) {
+    // Attention's scaled Q·Kᵀ over a sequence length known only while running (a decoder's
+    // growing cache, planned once for every length). An activation keeps the interpreter's kernel.
+    if (!n.get_string("activation", "").empty()) return false;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && dtype_of(b, n.inputs[i]) != DType::F32) return false;
+    Fused f;
+    f.alpha = n.get_float("alpha", 1.0f);
+    f.ta = n.get_int("transA", 0) != 0;
+    f.tb = n.get_int("transB", 0) != 0;
+    add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(DType::F32, f), {DType::F32},
+                    "sgemm (shapes known while running)");
+    return true;
+  }
   if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm") || n.inputs.size() < 2) return false;
   if (n.op_type == "MatMul" && dtype_of(b, n.inputs[0]) == DType::F64 && dtype_of(b, n.inputs[1]) == DType::F64) {
     add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(DType::F64), {DType::F64}, "f64 product loop");
