@@ -1,6 +1,7 @@
 #include "engines/cpu/cpu_engine.h"
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 
 #include "core/error.h"
@@ -73,7 +74,15 @@ class CpuExecutable : public Executable {
         p->last_use = uses_;
         return p->plan->run(inputs, stream_, run_index);
       }
-    if (generic_ && generic_->plan && matches(generic_->pattern, key)) return generic_->plan->run(inputs, stream_, run_index);
+    if (generic_ && generic_->plan && matches(generic_->pattern, key)) {
+      // A shape the free-dim plan already ran once comes again: it gets a plan of its own (a
+      // caller that runs one shape many times — a batch size, a benchmark — gets the specialized
+      // kernels; a decoder's one-off lengths stay on the free-dim plan).
+      if (generic_hits_.size() > 64) generic_hits_.clear();
+      if (++generic_hits_[key] < 2) return generic_->plan->run(inputs, stream_, run_index);
+      generic_hits_.erase(key);
+      return new_plan(std::move(key), inputs).run(inputs, stream_, run_index);
+    }
     if (Plan* g = generic_plan(key)) return g->run(inputs, stream_, run_index);
     return new_plan(std::move(key), inputs).run(inputs, stream_, run_index);
   }
@@ -188,6 +197,7 @@ class CpuExecutable : public Executable {
   static constexpr int kGenericAfter = 3;
   ShapeKey pattern_;
   int shapes_seen_ = 0;
+  std::map<ShapeKey, int> generic_hits_;  // runs of each shape on the free-dim plan
   std::unique_ptr<Generic> generic_;
 
   struct PerShape {

@@ -60,6 +60,22 @@ TEST(GenericPlan, GrowingDimRunsOnOnePlanAndMatchesInterpreter) {
       // fourth new shape on, the free-dim plan runs both products on sgemm.
       EXPECT_EQ(run_time_products, t >= 5 ? 2 : 0);
     }
+    // A length the free-dim plan ran comes again: then it gets a plan of its own (oneDNN's
+    // products), still equal to the interpreter's.
+    for (int again = 0; again < 2; ++again) {
+      std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({1, 7, 16}, 70))},
+                                                   {"m", RuntimeValue(random_floats({7, 7}, 71))}};
+      auto want = interp::Interpreter(m).run(feeds);
+      Profiler profiler;
+      profiler.start();
+      auto got = exe->run(feeds);
+      profiler.stop();
+      for (size_t i = 0; i < got.size(); ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-5, m.graph.outputs[i].name);
+      int run_time_products = 0;
+      for (const auto& e : profiler.events())
+        run_time_products += e.category == "Node" && e.kernel.find("shapes known while running") != std::string::npos;
+      EXPECT_EQ(run_time_products, 0) << "run " << again << " of a length seen before";
+    }
   }
 }
 
