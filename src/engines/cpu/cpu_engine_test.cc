@@ -1558,6 +1558,9 @@ std::pair<int64_t, int64_t> int_diff(const Tensor& a, const Tensor& b) {
   return {worst, count};
 }
 
+// A conv's int8 kernels: oneDNN's ("onednn int8 ...") or, without VNNI, hodu's int16 one ("hodu int8 conv ...").
+const char* const kInt8Conv = "int8 ";
+
 // Runs `m` on the interpreter and the cpu engine (1 and 2 threads, two runs each) and checks
 // that the cpu plan runs `op` on `kernel` with no fallback, on any ISA (dnnl_int8.cc is exact
 // with and without VNNI). Integer outputs: exact, or with `quantum_ok` within one unit on at most
@@ -1647,18 +1650,16 @@ TEST(CpuEngine, QLinearConvRunsOnOneDnnInt8) {
     SCOPED_TRACE(testing::Message() << "x " << dtype_name(c.x_dt) << " w " << dtype_name(c.w_dt) << " per_channel "
                                     << c.per_channel << " bias " << c.bias << " group " << c.group);
     Model m = qlinear_conv_model(c, C, M, H);
-    // Without VNNI these full-range weights run split in two; oneDNN's AVX2 kernels have no
-    // grouped int8 conv for 2 input channels per group: that one keeps the interpreter's kernel.
-    const bool avx2_grouped = c.group > 1 && !int8_exact_isa() &&
-                              !(dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core);
-    expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(c.x_dt, {1, C, H, H}, 5))}}, "QLinearConv", "onednn int8",
-                        true, avx2_grouped ? 0 : 1);
+    // At AVX2 without VNNI these full-range weights run on hodu's int16 conv (oneDNN's AVX2
+    // kernels would need them split, and have no grouped int8 conv for 2 input channels per group).
+    expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(c.x_dt, {1, C, H, H}, 5))}}, "QLinearConv", kInt8Conv,
+                        true);
   }
 }
 
 // A weight zero point whose differences do not fit in s8 (w - 3 reaches 252): with VNNI the
-// weights run shifted to s8 with window sums for the zero point, without it split in two
-// halves; exact either way.
+// weights run shifted to s8 with window sums for the zero point, without it on hodu's int16 conv
+// (AVX2) or split in two halves (AVX-512 without VNNI); exact either way.
 TEST(CpuEngine, QLinearConvWithWideWeightZeroPointRunsExactly) {
   Model m = qlinear_conv_model({DType::U8, DType::U8, false, false}, 8, 8, 6);
   m.graph.set_initializer("wz", int8_scalar(DType::U8, 3));
@@ -1666,10 +1667,12 @@ TEST(CpuEngine, QLinearConvWithWideWeightZeroPointRunsExactly) {
   Plan plan(m, {{"x", {1, 8, 6, 6}}}, PlanOptions{}, eng);
   EXPECT_EQ(plan.fallback_count(), 0);
   int split = 0;
-  const char* form = int8_exact_isa() ? "weight zero point by window sums" : "weights split in two";
+  const char* form = int8_exact_isa()                                          ? "weight zero point by window sums"
+                     : vector_math::cpu_isa() == vector_math::Isa::Avx2 ? "hodu int8 conv on int16 products"
+                                                                         : "weights split in two";
   for (const auto& c : plan.kernel_choices()) split += c.find(form) != std::string::npos;
   EXPECT_EQ(split, 1) << form;
-  expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 6, 6}, 6))}}, "QLinearConv", "onednn int8",
+  expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 6, 6}, 6))}}, "QLinearConv", kInt8Conv,
                       false);
 }
 
@@ -1683,7 +1686,7 @@ TEST(CpuEngine, ConvIntegerRunsOnOneDnnExactly) {
   b.output("y");
   Model m = b.finish();
   expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 10, 10}, 7))}}, "ConvInteger",
-                      "onednn int8", false);
+                      kInt8Conv, false);
 }
 
 Model qlinear_matmul_model(DType a_dt, DType b_dt, std::vector<int64_t> a_shape, int64_t N, bool per_column) {
@@ -1809,7 +1812,7 @@ TEST(CpuEngine, QuantizedCnnChainRunsOnCpuKernels) {
   b.output("y");
   Model m = b.finish();
   std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, C, H, H}, 10))}};
-  expect_int8_matches(m, feeds, "QLinearConv", "onednn int8", true, 2, 2 * 0.4 + 1e-6);
+  expect_int8_matches(m, feeds, "QLinearConv", kInt8Conv, true, 2, 2 * 0.4 + 1e-6);
   if (IsSkipped()) return;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   Plan plan(m, {{"x", {1, C, H, H}}}, PlanOptions{}, eng);

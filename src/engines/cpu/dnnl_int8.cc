@@ -30,6 +30,8 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/int8_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/vector_math.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -96,9 +98,9 @@ Int8Weights product_weights_unpadded(const std::vector<int32_t>& raw, DType wdt,
     for (int64_t i = 0; i < per; ++i) d[m * per + i] = raw[m * per + i] - zp_of(m);
   const bool vnni = int8_exact_isa();
   // HODU_CPU_INT8_WEIGHTS=sums|split: that form wherever it is exact (tests run every form on
-  // any CPU).
+  // any CPU); int16 (int16_conv_wanted) leaves the choice here to the CPU.
   const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
-  const std::string form = force ? force : "";
+  const std::string form = force && std::string(force) != "int16" ? force : "";
   Int8Weights out;
   auto fits = [](const std::vector<int32_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int32_t x) { return x >= -128 && x <= 127; });
@@ -388,9 +390,51 @@ struct RuntimeZeroPoint {
   int32_t add = 0;  // added to the slot's value (a flipped s8 source: 128)
 };
 
+// hodu's int16 convolution (int8_avx2.h) in place of oneDNN's: its shape, packed weights, and
+// the source's zero point (a constant, or read from a slot at each run).
+struct Int16Conv {
+  int8_avx2::ConvShape shape;
+  std::vector<int16_t> weights;
+  int32_t zx = 0;
+  int zx_slot = -1;
+  bool src_signed = false;
+  int padded = -1;  // writes[padded]: the int16 copy of the input
+
+  // The int32 sums into acc: the padded copy per image, then tasks of (pixels, group, column
+  // block), pixels outermost so a chunk's input stays in cache across the weights' blocks.
+  void run(RunState& rs, const void* x, int32_t* acc, int16_t* xp) const {
+    const int32_t z = zx_slot >= 0 ? static_cast<int32_t>(rs.slots[zx_slot].tensor().get_int64(0)) : zx;
+    const auto& s = shape;
+    parallel_for(s.batch, rs.threads, [&](int64_t n) { int8_avx2::pad_input(s, x, src_signed, z, n, xp); });
+    const int64_t P = s.oh * s.ow, blocks = int8_avx2::column_blocks(s);
+    const int64_t chunk = std::min<int64_t>(P, 64), chunks = (P + chunk - 1) / chunk;
+    const int64_t per_chunk = s.groups * blocks;
+    parallel_for(s.batch * chunks * per_chunk, rs.threads, [&](int64_t t) {
+      const int64_t c = t / per_chunk, r = t % per_chunk, n = c / chunks, p0 = c % chunks * chunk;
+      int8_avx2::conv(s, xp, weights.data(), n, r / blocks, r % blocks, p0, std::min(P, p0 + chunk), acc);
+    });
+  }
+};
+
 class Int8Step : public Step {
  public:
   void run(RunState& rs) override {
+    void* out = rs.slots[writes[0]].data();
+    const int32_t* acc;
+    if (int16_) {
+      auto* sums = static_cast<int32_t*>(rs.slots[writes[1]].data());
+      int16_->run(rs, rs.slots[reads[0]].data(), sums,
+                  static_cast<int16_t*>(rs.slots[writes[int16_->padded]].data()));
+      acc = sums;
+    } else {
+      acc = run_onednn(rs, out);
+      if (direct_) return;
+    }
+    epilogue(rs, acc, out);
+  }
+
+  // oneDNN's product into the output (direct_) or the int32 sums it returns.
+  const int32_t* run_onednn(RunState& rs, void* out) {
     if (flip_ >= 0) {
       // s8 → u8 by x + 128 (the sign bit flipped); the zero point moved with it.
       const uint8_t* x = static_cast<const uint8_t*>(rs.slots[reads[0]].data());
@@ -403,7 +447,6 @@ class Int8Step : public Step {
     } else {
       bind(src_, rs, reads[0]);
     }
-    void* out = rs.slots[writes[0]].data();
     const int32_t* acc = direct_ ? nullptr : static_cast<const int32_t*>(rs.slots[writes[1]].data());
     dst_.set_data_handle(direct_ ? out : const_cast<int32_t*>(acc));
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, src_}, {DNNL_ARG_WEIGHTS, weights_.mem}, {DNNL_ARG_DST, dst_}};
@@ -415,7 +458,7 @@ class Int8Step : public Step {
       args[DNNL_ARG_ATTR_ZERO_POINTS | z.arg] = z.mem;
     }
     prim_.execute(rs.stream, args);
-    if (direct_) return;
+    if (direct_) return nullptr;
     if (epi_.mode == Int8Weights::ZeroPointSums) {
       int32_t zx = 0;
       for (const auto& z : zero_points_)
@@ -428,6 +471,11 @@ class Int8Step : public Step {
       epi_.sums = ws;
     }
     rs.stream.wait();
+    return acc;
+  }
+
+  // The output from the int32 sums.
+  void epilogue(RunState& rs, const int32_t* acc, void* out) {
     const Epilogue& e = epi_;
     // Chunks of rows that stay inside one image when the output is planar.
     const int64_t rows = rows_, grain = std::max<int64_t>(16, 16384 / std::max<int64_t>(e.M, 1));
@@ -578,6 +626,7 @@ class Int8Step : public Step {
   bool direct_ = false;  // oneDNN writes the output itself (ConvInteger/MatMulInteger, unsplit)
   int64_t rows_ = 0;     // else its int32 sums go to writes[1] (arena bytes of this step only)
   Epilogue epi_;
+  std::unique_ptr<Int16Conv> int16_;  // hodu's int16 kernel runs the product, not oneDNN
 };
 
 // The source zero point: a constant scalar, or a runtime scalar slot of the source's type.
@@ -810,6 +859,90 @@ void set_requantization(dnnl::primitive_attr& attr, dnnl::engine& eng, const Epi
 
 }  // namespace
 
+// Whether hodu's int16 convolution (int8_avx2.h) runs this conv: on AVX2 without VNNI where
+// oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16: wherever it can, on any CPU
+// with AVX2). 1-D and 2-D, not depthwise (oneDNN's depthwise kernels are exact everywhere), and
+// every sum of products within int32.
+bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp, int64_t M,
+                       int64_t per, int64_t groups, int64_t spatial, bool depthwise) {
+  if (!int8_avx2::available() || spatial > 2 || depthwise || 255.0 * 255.0 * static_cast<double>(per) >= 2147483647.0)
+    return false;
+  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
+  const std::string form = force ? force : "";
+  if (form == "int16") return true;
+  if (!form.empty() || int8_exact_isa() || vector_math::cpu_isa() != vector_math::Isa::Avx2) return false;
+  return product_weights_unpadded(raw, wdt, zp, M, per, groups, false).mode == Int8Weights::Split;
+}
+
+// The conv on hodu's int16 kernel: sums of Σ(x - zx)(w - zw) in int32 [positions, M] (one column
+// per channel, group-major), then the epilogue as for oneDNN's unsplit products.
+bool make_int16_conv(PlanBuilder& b, const Node& n, DType xdt, const std::vector<int64_t>& xs,
+                     const std::vector<int64_t>& ys, const Tensor& w, size_t w_in, const std::vector<int32_t>& raw,
+                     const std::vector<int32_t>& zp, const ConvWindow& win, const SrcZeroPoint& xzp, bool qlinear,
+                     const IntegerClamp& clamp, Epilogue e) {
+  const int64_t M = ys[1], G = win.group, per = w.numel() / M;
+  const size_t spatial = xs.size() - 2;
+  auto c = std::make_unique<Int16Conv>();
+  int8_avx2::ConvShape& s = c->shape;
+  s.batch = xs[0];
+  s.groups = G;
+  s.cin = xs[1] / G;
+  s.cout = M / G;
+  if (spatial == 2) {
+    s.h = xs[2];
+    s.oh = ys[2];
+    s.kh = w.dim(2);
+    s.sh = win.strides[0];
+    s.dh = win.dilations[0] + 1;  // oneDNN counts 0 as none
+    s.pad_top = win.pad_l[0];
+  }
+  s.w = xs.back();
+  s.ow = ys.back();
+  s.kw = w.shape().back();
+  s.sw = win.strides.back();
+  s.dw = win.dilations.back() + 1;
+  s.pad_left = win.pad_l.back();
+  if (s.pad_top < 0 || s.pad_left < 0) return false;
+  std::vector<int32_t> d(raw.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < per; ++i) d[m * per + i] = raw[m * per + i] - zp[zp.size() == 1 ? 0 : m];
+  c->weights = int8_avx2::pack_weights(s, d.data());
+  c->zx = xzp.value;
+  c->zx_slot = xzp.slot;
+  c->src_signed = xdt == DType::I8;
+  e.mode = Int8Weights::Plain;
+  e.per_group = M / G;
+
+  auto [out_name, out_dt] = claim_epilogue_nodes(b, n, qlinear, clamp, M, ys.size(), 1, e);
+  auto step = std::make_unique<Int8Step>();
+  auto channels_last = [&](const std::vector<int64_t>& shape, dt type) {
+    return dnnl::memory::desc(to_dims(shape), type, spatial == 1 ? tag::nwc : tag::nhwc);
+  };
+  step->reads = {b.as_layout(n.inputs[0], channels_last(xs, dnnl_dtype(xdt)))};
+  b.consumed_at_plan_time(n.inputs[w_in]);  // read into the packed weights only
+  if (xzp.slot >= 0) step->reads.push_back(xzp.slot);
+  for (int sl : {e.scale_slot, e.scale2_slot, e.bias_slot})
+    if (sl >= 0) step->reads.push_back(sl);
+  step->rows_ = shape_numel(ys) / M;
+  step->epi_ = std::move(e);
+  step->columns_.make(step->epi_);
+  step->set_fast(per);
+  if (step->epi_.kind == Epilogue::Float) {
+    step->epi_.planes = step->rows_ / ys[0];
+    step->writes = {b.define(out_name, out_dt, ys)};
+  } else {
+    step->writes = {b.define(out_name, out_dt, ys, channels_last(ys, dnnl_dtype(out_dt)))};
+  }
+  step->writes.push_back(b.define("", DType::I32, {step->rows_, M}));
+  c->padded = static_cast<int>(step->writes.size());
+  step->writes.push_back(b.define("", DType::I16, {s.padded_elements()}));
+  step->label = n.describe() + ": hodu int8 conv on int16 products" +
+                (step->epi_.kind == Epilogue::Float ? " + float epilogue" : "");
+  step->int16_ = std::move(c);
+  b.add(std::move(step));
+  return true;
+}
+
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) and ConvInteger(x, w, x_zp, w_zp).
 bool make_int8_conv(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || (n.op_type != "QLinearConv" && n.op_type != "ConvInteger")) return false;
@@ -851,6 +984,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   const bool flip = flip_s8_source(x->first);
   dnnl::memory::desc src_md(to_dims(xs), flip ? dt::u8 : dnnl_dtype(x->first), tag::any);
   const auto raw = as_ints(*w);
+  if (int16_conv_wanted(raw, w->dtype(), *wzp, M, per, G, spatial, G > 1 && w->dim(1) == 1 && M == G))
+    return make_int16_conv(b, n, x->first, xs, ys, *w, w_in, raw, *wzp, *win, *xzp, qlinear, clamp, std::move(e));
   // Grouped convs whose groups have few output channels: oneDNN's AVX2 kernels want a whole
   // vector of them per group, so the groups are padded with zero channels when the first try
   // gives only its reference kernel (~100x slower than the interpreter's).

@@ -9,6 +9,8 @@
 
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/test_util.h"
+#include "kernels/cpu/int8_avx2.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
 namespace {
@@ -43,8 +45,19 @@ Tensor scalar8(DType dt, int v) {
                          : Tensor::scalar<int8_t>(dt, static_cast<int8_t>(v));
 }
 
-// Every weights form the engine has ("" lets it choose).
-const char* const kForms[] = {"", "sums", "split"};
+// Every weights form the engine has ("" lets it choose; int16: hodu's int16 convolution,
+// kernels/cpu/int8_avx2.h, for every conv it can run — products it cannot run choose as "").
+const char* const kForms[] = {"", "sums", "split", "int16"};
+
+// Steps of op `op` on an int8 product kernel: oneDNN's, or hodu's int16 convolution — which a
+// conv must take where int16 is forced.
+int int8_steps(const PlannedModel& p, const std::string& op, const char* form = "") {
+  const int hodu = p.count("(" + op + "): hodu int8 conv on int16 products");
+  if (std::string(form) == "int16" && op.find("Conv") != std::string::npos) {
+    EXPECT_EQ(hodu, 1) << op;
+  }
+  return p.count("(" + op + "): onednn int8") + hodu;
+}
 
 struct ProductCase {
   DType x, w;
@@ -89,8 +102,132 @@ TEST(CpuInt8, ConvIntegerIsExactInEveryWeightsForm) {
       Tensor x = c.extreme ? full(c.x, {1, C, H, H}, c.x == DType::U8 ? 255 : 127)
                            : (c.x == DType::U8 ? ints(c.x, {1, C, H, H}, 4, 0, 255) : ints(c.x, {1, C, H, H}, 4, -128, 127));
       auto p = expect_matches_interpreter(m, {{"x", x}}, 0, 0);
-      EXPECT_EQ(p->count("(ConvInteger): onednn int8"), 1);
+      EXPECT_EQ(int8_steps(*p, "ConvInteger", form), 1);
     }
+  }
+}
+
+// Full-range 8-bit weights: random, with each row's first two at the type's top and the next
+// two at its bottom, so that no row is pair-safe for vpmaddubsw whatever its zero point.
+Tensor full_range_weights(DType dt, const std::vector<int64_t>& shape, uint32_t seed) {
+  Tensor w = dt == DType::U8 ? ints(dt, shape, seed, 0, 255) : ints(dt, shape, seed, -128, 127);
+  auto* p = static_cast<uint8_t*>(w.raw_data());
+  const int64_t per = w.numel() / shape[0];
+  for (int64_t m = 0; m < shape[0] && per >= 4; ++m) {
+    p[m * per] = p[m * per + 1] = dt == DType::U8 ? 255 : 0x7f;
+    p[m * per + 2] = p[m * per + 3] = dt == DType::U8 ? 0 : 0x80;
+  }
+  return w;
+}
+
+struct Int16Case {
+  DType x, w;
+  std::vector<int64_t> xs, ws;  // x [N, C, spatial...], w [M, C/group, k...]
+  std::vector<Attribute> attrs;
+  bool per_channel;  // weight zero points per output channel
+  bool qlinear;      // QLinearConv (requantized, with bias), else ConvInteger (int32 sums)
+};
+
+// ConvInteger or QLinearConv of case c, with a nonzero input zero point.
+Model int16_case_model(const Int16Case& c, uint32_t seed) {
+  const int64_t M = c.ws[0];
+  GraphBuilder b;
+  b.input("x", c.x, c.xs);
+  b.constant("w", full_range_weights(c.w, c.ws, seed));
+  b.constant("xz", scalar8(c.x, c.x == DType::U8 ? 201 : -77));
+  if (c.per_channel) {
+    Tensor z = c.w == DType::U8 ? ints(c.w, {M}, seed + 1, 0, 255) : ints(c.w, {M}, seed + 1, -128, 127);
+    b.constant("wz", z);
+  } else {
+    b.constant("wz", scalar8(c.w, c.w == DType::U8 ? 140 : -9));
+  }
+  if (!c.qlinear) {
+    b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"}, c.attrs);
+  } else {
+    b.constant("xs", Tensor::scalar<float>(DType::F32, 0.019f));
+    std::vector<float> ws;
+    std::vector<int32_t> bias;
+    for (int64_t m = 0; m < M; ++m) {
+      ws.push_back(0.0007f + 0.00003f * static_cast<float>(m));
+      bias.push_back(static_cast<int32_t>(m * 777 - 9000));
+    }
+    b.constant("ws", Tensor::from_vector(DType::F32, {M}, ws));
+    b.constant("ys", Tensor::scalar<float>(DType::F32, 0.9f));
+    b.constant("yz", scalar8(c.x, c.x == DType::U8 ? 110 : 4));
+    b.constant("bias", Tensor::from_vector(DType::I32, {M}, bias));
+    b.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz", "bias"}, {"y"}, c.attrs);
+  }
+  b.output("y");
+  return b.finish();
+}
+
+const std::vector<Int16Case>& int16_cases() {
+  using A = Attribute;
+  static const std::vector<Int16Case> cases = {
+      {DType::U8, DType::I8, {2, 5, 9, 8}, {13, 5, 3, 3}, {A::make_ints("pads", {1, 1, 1, 1})}, true, false},
+      {DType::I8, DType::U8, {1, 7, 11, 11}, {29, 7, 3, 3},
+       {A::make_ints("pads", {1, 0, 2, 1}), A::make_ints("strides", {2, 2})}, true, true},
+      {DType::U8, DType::U8, {2, 16, 6, 7}, {50, 16, 1, 1}, {}, false, false},
+      {DType::I8, DType::I8, {1, 3, 23, 23}, {16, 3, 7, 7},
+       {A::make_ints("pads", {3, 3, 3, 3}), A::make_ints("strides", {2, 2})}, true, true},
+      {DType::U8, DType::I8, {1, 12, 10, 10}, {18, 4, 3, 3},
+       {A::make_int("group", 3), A::make_ints("dilations", {2, 2}), A::make_ints("pads", {2, 2, 2, 2})}, true, false},
+      {DType::U8, DType::U8, {2, 9, 17}, {11, 9, 5}, {A::make_ints("pads", {2, 2}), A::make_ints("strides", {2})},
+       false, true},
+      {DType::U8, DType::U8, {1, 64, 8, 8}, {72, 64, 3, 3}, {A::make_string("auto_pad", "SAME_UPPER")}, true, true},
+  };
+  return cases;
+}
+
+// hodu's int16 convolution (kernels/cpu/int8_avx2.h), forced by HODU_CPU_INT8_WEIGHTS=int16 on
+// any AVX2 CPU: integer outputs bit-exact against the interpreter on weights that are not
+// pair-safe (full range, per-channel zero points), u8 and s8 inputs and weights, odd channel
+// counts, a nonzero input zero point under padding, strides, dilations, groups, 1-D, 1x1 and
+// 7x7 windows, batch 2, 1 and 2 threads; the plan must say the kernel ran.
+TEST(CpuInt8, Int16ConvIsExact) {
+  if (!int8_avx2::available()) GTEST_SKIP() << "no AVX2 here (or HODU_MAX_ISA below it): the int16 conv cannot run";
+  ScopedEnv env("HODU_CPU_INT8_WEIGHTS", "int16");
+  const auto& cases = int16_cases();
+  for (size_t i = 0; i < cases.size(); ++i)
+    for (int threads : {1, 2}) {
+      const auto& c = cases[i];
+      SCOPED_TRACE(::testing::Message() << "case " << i << " threads " << threads);
+      Model m = int16_case_model(c, 70 + static_cast<uint32_t>(i));
+      Tensor x = c.x == DType::U8 ? ints(c.x, c.xs, 80 + static_cast<uint32_t>(i), 0, 255)
+                                  : ints(c.x, c.xs, 80 + static_cast<uint32_t>(i), -128, 127);
+      auto p = expect_matches_interpreter(m, {{"x", x}}, 0, 0, threads);
+      EXPECT_EQ(p->count("hodu int8 conv on int16 products"), 1);
+      EXPECT_EQ(p->count(": interp"), 0);
+    }
+}
+
+// Unforced, on AVX2 without VNNI (ctest cpu_engine_test_avx2 caps oneDNN and hodu so on any
+// CPU): full-range weights, which oneDNN would run split in two, go to the int16 conv;
+// 7-bit weights (pair-safe) and depthwise convs stay on oneDNN's int8 kernels.
+TEST(CpuInt8, Int16ConvIsChosenWhereOneDnnWouldSplitTheWeights) {
+  if (int8_exact_isa() || vector_math::cpu_isa() != vector_math::Isa::Avx2)
+    GTEST_SKIP() << "needs AVX2 without VNNI (ctest cpu_engine_test_avx2 runs it so)";
+  const Int16Case& c = int16_cases()[0];
+  Tensor x = ints(c.x, c.xs, 90, 0, 255);
+  {
+    auto p = expect_matches_interpreter(int16_case_model(c, 91), {{"x", x}}, 0, 0);
+    EXPECT_EQ(p->count("hodu int8 conv on int16 products"), 1);
+  }
+  for (bool depthwise : {false, true}) {
+    SCOPED_TRACE(::testing::Message() << "depthwise " << depthwise);
+    const int64_t C = c.xs[1];
+    GraphBuilder b;
+    b.input("x", c.x, c.xs);
+    // Depthwise: full range (oneDNN's depthwise kernels are exact); else 7-bit.
+    b.constant("w", depthwise ? full_range_weights(DType::I8, {C, 1, 3, 3}, 92) : ints(DType::I8, {8, C, 3, 3}, 92, -64, 64));
+    b.constant("xz", scalar8(c.x, 201));
+    b.constant("wz", scalar8(DType::I8, 0));
+    b.node("ConvInteger", {"x", "w", "xz", "wz"}, {"y"},
+           {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("group", depthwise ? C : 1)});
+    b.output("y");
+    auto p = expect_matches_interpreter(b.finish(), {{"x", x}}, 0, 0);
+    EXPECT_EQ(p->count("hodu int8 conv on int16 products"), 0);
+    EXPECT_EQ(p->count("(ConvInteger): onednn int8"), 1);
   }
 }
 
@@ -109,7 +246,7 @@ TEST(CpuInt8, ConvWindowGeometriesAreExact) {
       {{1, 16, 20}, {8, 16, 5}, {Attribute::make_ints("pads", {4, 1}), Attribute::make_ints("strides", {3})}},
       {{1, 8, 5, 6, 7}, {16, 8, 3, 1, 2}, {Attribute::make_ints("pads", {1, 0, 1, 1, 0, 0})}},
   };
-  for (const char* form : {"", "sums"}) {
+  for (const char* form : {"", "sums", "int16"}) {
     ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
     for (size_t i = 0; i < cases.size(); ++i) {
       SCOPED_TRACE(::testing::Message() << "form '" << form << "' case " << i);
@@ -123,7 +260,7 @@ TEST(CpuInt8, ConvWindowGeometriesAreExact) {
       b.output("y");
       Model m = b.finish();
       auto p = expect_matches_interpreter(m, {{"x", ints(DType::U8, c.x, 50, 0, 255)}}, 0, 0);
-      EXPECT_EQ(p->count("(ConvInteger): onednn int8"), 1);
+      EXPECT_EQ(int8_steps(*p, "ConvInteger", c.x.size() <= 4 ? form : ""), 1);  // 3-D: oneDNN's
     }
   }
 }
@@ -195,7 +332,7 @@ TEST(CpuInt8, QLinearConvRequantizesExactly) {
       Model m = b.finish();
       Tensor x = x_dt == DType::U8 ? ints(x_dt, {1, C, H, H}, 12, 0, 255) : ints(x_dt, {1, C, H, H}, 12, -128, 127);
       auto p = expect_matches_interpreter(m, {{"x", x}}, 0, exact || *form ? 0 : 1);
-      EXPECT_EQ(p->count("(QLinearConv): onednn int8"), 1);
+      EXPECT_EQ(int8_steps(*p, "QLinearConv", form), 1);
     }
   }
 }
@@ -239,6 +376,7 @@ TEST(CpuInt8, DynamicQuantizedConvChainIsOneExactStep) {
           Model m = dynamic_conv_model(per_channel, relu, 24, 40, 11, scale_after);
           auto p = expect_matches_interpreter(m, {{"x", random_floats({1, 24, 11, 11}, 23)}}, 0, 0);
           EXPECT_EQ(p->count("+ float epilogue"), 1);
+          EXPECT_EQ(int8_steps(*p, "ConvInteger", form), 1);
           EXPECT_EQ(p->count("(Cast)"), 0);  // done by the product's step
           EXPECT_EQ(p->count("(DynamicQuantizeLinear): cpu"), 1);
           EXPECT_EQ(p->count(": interp"), 0);  // the scalar scale product has a cpu kernel too
@@ -404,7 +542,7 @@ TEST(CpuInt8, QdqGraphRunsOnInt8Products) {
     // Within one quantum of each output's scale (0.011 for the convs, 0.2 for the products).
     for (size_t i = 0; i < got.size(); ++i)
       expect_close(got[i], want[i], 0, (i < 3 ? 0.011 : 0.2) * 1.001, "output " + std::to_string(i));
-    EXPECT_EQ(p.count("(QLinearConv): onednn int8"), 4);  // three convs and the Gemm
+    EXPECT_EQ(int8_steps(p, "QLinearConv"), 4);  // three convs and the Gemm
     EXPECT_EQ(p.count("(QLinearMatMul): onednn int8"), 1);
     EXPECT_EQ(p.count("(Max)") + p.count("(Clip)") + p.count("(Conv)") + p.count("(MatMul)"), 0);
     EXPECT_EQ(p.count(": interp"), 0);

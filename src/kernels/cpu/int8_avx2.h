@@ -1,0 +1,52 @@
+// An exact int8 convolution for AVX2 CPUs without VNNI, on 16-bit multiplies. oneDNN's
+// non-VNNI int8 kernels multiply with vpmaddubsw, which sums a pair of u8·s8 products in a
+// saturating 16-bit lane; real quantized weights (full 8-bit range, per-channel zero points)
+// can saturate it, so the cpu engine split them (16·hi + lo, twice the multiply-adds). Here the
+// input with its zero point subtracted and the weights with theirs, d = w - zw, are int16 (both
+// in [-255, 255]) and vpmaddwd sums a pair of int16 products in 32 bits: no saturation possible,
+// the same multiply-adds per instruction as vpmaddubsw + vpmaddwd.
+//
+// The conv is an implicit GEMM over a channels-last int16 copy of the input whose border is the
+// padding (zeros: x - zx for x = zx) and whose channels per group are padded to an even count:
+// K runs over the window's taps and the group's channel pairs, a tile is 4 output pixels x
+// 8·B output channels (B <= 3: 12 ymm accumulators), weights packed once.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace hodu::int8_avx2 {
+
+struct ConvShape {
+  int64_t batch = 1, groups = 1;
+  int64_t cin = 0, cout = 0;          // per group
+  int64_t h = 1, w = 0, oh = 1, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  int64_t pad_top = 0, pad_left = 0;  // bottom/right padding follows from oh/ow
+  // The padded int16 copy: [batch][hp][wp][groups][cin_pairs · 2].
+  int64_t cin_pairs() const { return (cin + 1) / 2; }
+  int64_t hp() const;
+  int64_t wp() const;
+  int64_t pixel_stride() const { return groups * cin_pairs() * 2; }
+  int64_t padded_elements() const { return batch * hp() * wp() * pixel_stride(); }
+};
+
+// Whether this CPU runs the kernel (AVX2, under HODU_MAX_ISA).
+bool available();
+
+// The weights d [groups · cout][cin][kh][kw] (ONNX's order, zero points subtracted, each in
+// [-255, 255]) packed for conv().
+std::vector<int16_t> pack_weights(const ConvShape& s, const int32_t* d);
+
+// Image n of x (channels-last [h][w][groups · cin], u8 or s8 bytes) minus zx into its part of
+// the padded copy xp (border and pad channels zero).
+void pad_input(const ConvShape& s, const void* x, bool is_signed, int32_t zx, int64_t n, int16_t* xp);
+
+// Column blocks of one group (8·B channels each, B <= 3).
+int64_t column_blocks(const ConvShape& s);
+
+// The int32 sums of image n, group g, column block cb for output pixels [p0, p1) (row-major
+// over oh x ow) into acc [batch · oh · ow][groups · cout] (channels innermost, group-major).
+void conv(const ConvShape& s, const int16_t* xp, const int16_t* packed, int64_t n, int64_t g, int64_t cb, int64_t p0,
+          int64_t p1, int32_t* acc);
+
+}  // namespace hodu::int8_avx2
