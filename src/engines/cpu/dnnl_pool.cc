@@ -264,13 +264,49 @@ void max_pool_planes(const T* x, T* y, int64_t planes, const int64_t* p, int thr
   });
 }
 
+// Lane-wise y = max(y, x) over n channels.
+template <typename T>
+__attribute__((target_clones("avx2", "default"))) void max_into(T* __restrict y, const T* __restrict x,
+                                                                           int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > y[i] ? x[i] : y[i];
+}
+
+// The same MaxPool over a channels-last (nhwc) 8-bit tensor — an int8 conv's output, as the
+// plan keeps it —, the output channels-last too (the next int8 conv's layout): each output pixel
+// the lane-wise max of its window's pixels, one task per output row. No reorder either side
+// (quantized ResNet-18's 112x112 pool: 1.6 ms planar after a 0.2 ms reorder).
+template <typename T>
+void max_pool_nhwc(const T* x, T* y, int64_t N, int64_t C, const int64_t* p, int threads) {
+  const int64_t H = p[0], W = p[1], OH = p[2], OW = p[3], KH = p[4], KW = p[5], SH = p[6], SW = p[7], PT = p[8],
+                PL = p[9], DH = p[10], DW = p[11];
+  parallel_for(N * OH, threads, [&](int64_t r) {
+    const int64_t n = r / OH, oh = r % OH;
+    for (int64_t ow = 0; ow < OW; ++ow) {
+      T* yo = y + (r * OW + ow) * C;
+      std::fill_n(yo, C, std::numeric_limits<T>::lowest());
+      for (int64_t kh = 0; kh < KH; ++kh) {
+        const int64_t ih = oh * SH - PT + kh * DH;
+        if (ih < 0 || ih >= H) continue;
+        for (int64_t kw = 0; kw < KW; ++kw) {
+          const int64_t iw = ow * SW - PL + kw * DW;
+          if (iw >= 0 && iw < W) max_into(yo, x + ((n * H + ih) * W + iw) * C, C);
+        }
+      }
+    }
+  });
+}
+
 class PlaneMaxPoolStep : public Step {
  public:
   void run(RunState& rs) override {
     const Tensor& x = rs.slots[reads[0]].tensor();
     Tensor& y = rs.slots[writes[0]].value.tensor;
     const int th = planes_ * p_[2] * p_[3] >= (1 << 14) ? rs.threads : 1;
-    if (dtype_ == DType::I8)
+    if (nhwc_ && dtype_ == DType::I8)
+      max_pool_nhwc(x.data<int8_t>(), y.data<int8_t>(), planes_ / channels_, channels_, p_.data(), th);
+    else if (nhwc_)
+      max_pool_nhwc(x.data<uint8_t>(), y.data<uint8_t>(), planes_ / channels_, channels_, p_.data(), th);
+    else if (dtype_ == DType::I8)
       max_pool_planes(x.data<int8_t>(), y.data<int8_t>(), planes_, p_.data(), th);
     else if (dtype_ == DType::U8)
       max_pool_planes(x.data<uint8_t>(), y.data<uint8_t>(), planes_, p_.data(), th);
@@ -279,6 +315,8 @@ class PlaneMaxPoolStep : public Step {
   }
   DType dtype_ = DType::F32;
   int64_t planes_ = 0;
+  bool nhwc_ = false;  // 8-bit, channels-last in and out (max_pool_nhwc)
+  int64_t channels_ = 1;
   std::array<int64_t, 12> p_{};  // H W OH OW KH KW SH SW pad_top pad_left dil_h dil_w
 };
 
@@ -296,9 +334,21 @@ bool make_plane_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, s
   step->planes_ = xs[0] * xs[1];
   step->p_ = {xs[2],          xs[3],          ys[2],          ys[3],           win->kernel[0],       win->kernel[1],
               win->strides[0], win->strides[1], win->pad_l[0], win->pad_l[1], win->dilations[0] + 1, win->dilations[1] + 1};
-  step->reads = {b.plain(n.inputs[0])};
-  step->writes = {b.define(n.outputs[0], x.first, ys)};
-  step->label = n.describe() + (x.first == DType::F32 ? ": cpu plain max pool" : ": cpu int8 max pool");
+  // An 8-bit input the plan holds channels-last stays so.
+  const dnnl::memory::desc nhwc_in(to_dims(xs), dnnl_dtype(x.first), dnnl::memory::format_tag::nhwc);
+  step->nhwc_ = x.first != DType::F32 && b.has_slot(n.inputs[0]) && layout_md(b.at(b.slot(n.inputs[0]))) == nhwc_in;
+  step->channels_ = xs[1];
+  if (step->nhwc_) {
+    step->reads = {b.as_layout(n.inputs[0], nhwc_in)};
+    step->writes = {
+        b.define(n.outputs[0], x.first, ys, dnnl::memory::desc(to_dims(ys), dnnl_dtype(x.first), dnnl::memory::format_tag::nhwc))};
+  } else {
+    step->reads = {b.plain(n.inputs[0])};
+    step->writes = {b.define(n.outputs[0], x.first, ys)};
+  }
+  step->label = n.describe() + (x.first == DType::F32 ? ": cpu plain max pool"
+                                : step->nhwc_       ? ": cpu int8 max pool (nhwc)"
+                                                    : ": cpu int8 max pool");
   b.add(std::move(step));
   return true;
 }

@@ -175,6 +175,8 @@ const std::vector<Int16Case>& int16_cases() {
       {DType::U8, DType::U8, {2, 9, 17}, {11, 9, 5}, {A::make_ints("pads", {2, 2}), A::make_ints("strides", {2})},
        false, true},
       {DType::U8, DType::U8, {1, 64, 8, 8}, {72, 64, 3, 3}, {A::make_string("auto_pad", "SAME_UPPER")}, true, true},
+      // A window row of 3 x 91 channel pairs: K in two chunks (256 pairs and the rest).
+      {DType::I8, DType::I8, {2, 181, 5, 6}, {20, 181, 3, 3}, {A::make_ints("pads", {1, 1, 1, 1})}, true, false},
   };
   return cases;
 }
@@ -557,6 +559,43 @@ namespace {
 
 // MaxPool of u8 and s8 (ONNX Runtime's QOperator models pool quantized activations): the
 // engine's own loop, the interpreter's values, with padding, strides, dilations and ceil_mode.
+// After an int8 conv (whose output the plan keeps channels-last) the pool runs channels-last,
+// no reorder either side, on every int8 conv form: equal to the interpreter, with padding,
+// strides, dilations, ceil_mode, 1 and 2 threads, and a second reader of the conv's output.
+TEST(CpuInt8MaxPool, ChannelsLastAfterAnInt8ConvMatchesInterpreter) {
+  for (const char* form : kForms)
+    for (DType dt : {DType::U8, DType::I8})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "form '" << form << "' " << dtype_name(dt) << " threads " << threads);
+        ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+        ScopedEnv exact("HODU_CPU_INT8_EXACT", "1");
+        const int64_t C = 16, M = 40, H = 13;
+        GraphBuilder b;
+        b.input("x", dt, std::vector<int64_t>{2, C, H, H});
+        b.constant("xs", Tensor::scalar<float>(DType::F32, 0.02f));
+        b.constant("xz", scalar8(dt, dt == DType::U8 ? 100 : -20));
+        b.constant("w", full_range_weights(DType::I8, {M, C, 3, 3}, 95));
+        b.constant("ws", Tensor::scalar<float>(DType::F32, 0.003f));
+        b.constant("wz", scalar8(DType::I8, 0));
+        b.constant("ys", Tensor::scalar<float>(DType::F32, 0.5f));
+        b.constant("yz", scalar8(dt, dt == DType::U8 ? 120 : 3));
+        b.node("QLinearConv", {"x", "xs", "xz", "w", "ws", "wz", "ys", "yz"}, {"c"},
+               {Attribute::make_ints("pads", {1, 1, 1, 1})});
+        b.node("MaxPool", {"c"}, {"y"},
+               {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+                Attribute::make_ints("pads", {1, 1, 1, 1})});
+        b.node("MaxPool", {"c"}, {"z"},
+               {Attribute::make_ints("kernel_shape", {2, 3}), Attribute::make_ints("strides", {2, 1}),
+                Attribute::make_ints("dilations", {2, 1}), Attribute::make_int("ceil_mode", 1)});
+        b.output("y");
+        b.output("z");
+        Tensor x = dt == DType::U8 ? ints(dt, {2, C, H, H}, 96, 0, 255) : ints(dt, {2, C, H, H}, 96, -128, 127);
+        auto p = expect_matches_interpreter(b.finish(), {{"x", x}}, 0, 0, threads);
+        EXPECT_EQ(p->count("cpu int8 max pool (nhwc)"), 2);
+        EXPECT_EQ(p->count("reorder 'c'"), 0);  // the conv's output read as it is written
+      }
+}
+
 TEST(CpuInt8MaxPool, MatchesInterpreterWithoutFallback) {
   for (DType dt : {DType::U8, DType::I8}) {
     testing::GraphBuilder b;

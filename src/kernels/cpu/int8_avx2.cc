@@ -10,53 +10,49 @@
 namespace hodu::int8_avx2 {
 namespace {
 
-constexpr int64_t kPixels = 4;      // output pixels of a tile
-constexpr int64_t kBlockCols = 24;  // output channels of a full column block (3 vectors)
+// A tile: 6 output pixels x 16 output channels, 12 accumulators, two weight vectors, a
+// broadcast and a product: the 16 ymm registers (4 x 24 would spill accumulators).
+constexpr int64_t kPixels = 6;      // output pixels of a tile
+constexpr int64_t kBlockCols = 16;  // output channels of a full column block (2 vectors)
 
 int64_t k_pairs(const ConvShape& s) { return s.kh * s.kw * s.cin_pairs(); }
 int64_t group_elements(const ConvShape& s) { return (s.cout + 7) / 8 * 8 * k_pairs(s) * 2; }
 
-// acc[p][0, 8·B) += Σ over the taps and channel pairs of px[p]'s pair (broadcast) times the
-// block's weight pairs: vpmaddwd (two int16 products summed in int32, exact) and vpaddd.
+// out[p][0, cols) (=, or += with `add`) Σ over `cpairs` channel pairs of px[p]'s pair (at
+// px[p] + off, broadcast) times the block's weight pairs: vpmaddwd (two int16 products summed
+// in int32, exact) and vpaddd.
 template <int B>
-__attribute__((target("avx2,fma"))) void tile(const int16_t* const* px, const int64_t* tap_off, int64_t taps,
-                                              int64_t cpairs, const int16_t* w, int32_t* out, int64_t ldo,
-                                              int64_t cols, int64_t pixels) {
+__attribute__((target("avx2,fma"))) void tile(const int16_t* const* px, int64_t off, int64_t cpairs,
+                                              const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
+                                              int64_t pixels, bool add) {
   __m256i acc[kPixels][B];
   for (auto& row : acc)
     for (auto& a : row) a = _mm256_setzero_si256();
-  for (int64_t t = 0; t < taps; ++t) {
-    const int16_t* a0 = px[0] + tap_off[t];
-    const int16_t* a1 = px[1] + tap_off[t];
-    const int16_t* a2 = px[2] + tap_off[t];
-    const int16_t* a3 = px[3] + tap_off[t];
-    for (int64_t c = 0; c < cpairs; ++c, w += 16 * B) {
-      __m256i wv[B];
-      for (int j = 0; j < B; ++j) wv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j));
-      int32_t v0, v1, v2, v3;
-      std::memcpy(&v0, a0 + 2 * c, 4);
-      std::memcpy(&v1, a1 + 2 * c, 4);
-      std::memcpy(&v2, a2 + 2 * c, 4);
-      std::memcpy(&v3, a3 + 2 * c, 4);
-      const __m256i b0 = _mm256_set1_epi32(v0), b1 = _mm256_set1_epi32(v1), b2 = _mm256_set1_epi32(v2),
-                    b3 = _mm256_set1_epi32(v3);
-      for (int j = 0; j < B; ++j) {
-        acc[0][j] = _mm256_add_epi32(acc[0][j], _mm256_madd_epi16(b0, wv[j]));
-        acc[1][j] = _mm256_add_epi32(acc[1][j], _mm256_madd_epi16(b1, wv[j]));
-        acc[2][j] = _mm256_add_epi32(acc[2][j], _mm256_madd_epi16(b2, wv[j]));
-        acc[3][j] = _mm256_add_epi32(acc[3][j], _mm256_madd_epi16(b3, wv[j]));
-      }
+  const int16_t* a[kPixels];
+  for (int64_t i = 0; i < kPixels; ++i) a[i] = px[i] + off;
+  for (int64_t c = 0; c < cpairs; ++c, w += 16 * B) {
+    __m256i wv[B];
+    for (int j = 0; j < B; ++j) wv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j));
+    for (int64_t i = 0; i < kPixels; ++i) {
+      int32_t v;
+      std::memcpy(&v, a[i] + 2 * c, 4);
+      const __m256i b = _mm256_set1_epi32(v);
+      for (int j = 0; j < B; ++j) acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(b, wv[j]));
     }
   }
   if (cols == 8 * B) {
     for (int64_t p = 0; p < pixels; ++p)
-      for (int j = 0; j < B; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + p * ldo + 8 * j), acc[p][j]);
+      for (int j = 0; j < B; ++j) {
+        auto* o = reinterpret_cast<__m256i*>(out + p * ldo + 8 * j);
+        _mm256_storeu_si256(o, add ? _mm256_add_epi32(acc[p][j], _mm256_loadu_si256(o)) : acc[p][j]);
+      }
     return;
   }
   alignas(32) int32_t tmp[8 * B];
   for (int64_t p = 0; p < pixels; ++p) {
     for (int j = 0; j < B; ++j) _mm256_store_si256(reinterpret_cast<__m256i*>(tmp + 8 * j), acc[p][j]);
-    std::memcpy(out + p * ldo, tmp, static_cast<size_t>(cols) * sizeof(int32_t));
+    int32_t* o = out + p * ldo;
+    for (int64_t j = 0; j < cols; ++j) o[j] = add ? o[j] + tmp[j] : tmp[j];
   }
 }
 
@@ -129,22 +125,41 @@ void conv(const ConvShape& s, const int16_t* xp, const int16_t* packed, int64_t 
     big.resize(static_cast<size_t>(taps));
     offs = big.data();
   }
+  // One group with undilated columns: a window row's taps are contiguous in the padded copy
+  // (and in the packed weights), one run of kw · cin pairs.
+  const bool rows = s.groups == 1 && s.dw == 1;
+  const int64_t runs = rows ? s.kh : taps, pairs = rows ? s.kw * s.cin_pairs() : s.cin_pairs();
   for (int64_t a = 0; a < s.kh; ++a)
     for (int64_t b = 0; b < s.kw; ++b) offs[a * s.kw + b] = (a * s.dh * wp + b * s.dw) * ps;
+  if (rows)
+    for (int64_t a = 0; a < s.kh; ++a) offs[a] = a * s.dh * wp * ps;
   const int16_t* img = xp + n * hp * wp * ps + g * s.cin_pairs() * 2;
   const int64_t ldo = s.groups * s.cout, P = s.oh * s.ow;
   int32_t* out = acc + n * P * ldo + g * s.cout + c0;
-  for (int64_t p = p0; p < p1; p += kPixels) {
-    const int64_t pixels = std::min(kPixels, p1 - p);
-    const int16_t* px[kPixels];
-    for (int64_t i = 0; i < kPixels; ++i) {
-      const int64_t q = p + std::min(i, pixels - 1), y = q / s.ow, x = q % s.ow;
-      px[i] = img + (y * s.sh * wp + x * s.sw) * ps;
-    }
-    int32_t* o = out + p * ldo;
-    if (B == 3) tile<3>(px, offs, taps, s.cin_pairs(), w, o, ldo, cols, pixels);
-    else if (B == 2) tile<2>(px, offs, taps, s.cin_pairs(), w, o, ldo, cols, pixels);
-    else tile<1>(px, offs, taps, s.cin_pairs(), w, o, ldo, cols, pixels);
+  // K in chunks of at most kChunk pairs (16 KiB of the block's weights), each over every tile of
+  // a group of pixels while it stays in L1; the sums of a chunk after the first added to the
+  // output's. The tiles' pixel addresses computed once a group.
+  constexpr int64_t kChunk = 256, kGroupTiles = 16;
+  const int16_t* px[kGroupTiles][kPixels];
+  for (int64_t pg = p0; pg < p1; pg += kGroupTiles * kPixels) {
+    const int64_t pend = std::min(p1, pg + kGroupTiles * kPixels), tiles = (pend - pg + kPixels - 1) / kPixels;
+    for (int64_t t = 0; t < tiles; ++t)
+      for (int64_t i = 0; i < kPixels; ++i) {
+        const int64_t q = std::min(pg + t * kPixels + i, pend - 1), y = q / s.ow, x = q % s.ow;
+        px[t][i] = img + (y * s.sh * wp + x * s.sw) * ps;
+      }
+    for (int64_t r = 0; r < runs; ++r)
+      for (int64_t k0 = 0; k0 < pairs; k0 += kChunk) {
+        const int64_t nk = std::min(kChunk, pairs - k0), off = offs[r] + 2 * k0;
+        const int16_t* wk = w + (r * pairs + k0) * 16 * B;
+        const bool add = r > 0 || k0 > 0;
+        for (int64_t t = 0; t < tiles; ++t) {
+          const int64_t p = pg + t * kPixels, pixels = std::min(kPixels, pend - p);
+          int32_t* o = out + p * ldo;
+          if (B == 2) tile<2>(px[t], off, nk, wk, o, ldo, cols, pixels, add);
+          else tile<1>(px[t], off, nk, wk, o, ldo, cols, pixels, add);
+        }
+      }
   }
 }
 

@@ -8,8 +8,9 @@
 //
 // The conv is an implicit GEMM over a channels-last int16 copy of the input whose border is the
 // padding (zeros: x - zx for x = zx) and whose channels per group are padded to an even count:
-// K runs over the window's taps and the group's channel pairs, a tile is 4 output pixels x
-// 8·B output channels (B <= 3: 12 ymm accumulators), weights packed once.
+// K runs over the window's taps and the group's channel pairs (a window row's taps as one run
+// where they are contiguous: one group, no column dilation), a tile is 6 output pixels x 16
+// output channels (12 ymm accumulators), weights packed once.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -41,7 +42,7 @@ std::vector<int16_t> pack_weights(const ConvShape& s, const int32_t* d);
 // the padded copy xp (border and pad channels zero).
 void pad_input(const ConvShape& s, const void* x, bool is_signed, int32_t zx, int64_t n, int16_t* xp);
 
-// Column blocks of one group (8·B channels each, B <= 3).
+// Column blocks of one group (16 channels each, the last 8 or 16).
 int64_t column_blocks(const ConvShape& s);
 
 // The int32 sums of image n, group g, column block cb for output pixels [p0, p1) (row-major
