@@ -18,28 +18,10 @@ constexpr int64_t kBlockCols = 16;  // output channels of a full column block (2
 int64_t k_pairs(const ConvShape& s) { return s.kh * s.kw * s.cin_pairs(); }
 int64_t group_elements(const ConvShape& s) { return (s.cout + 7) / 8 * 8 * k_pairs(s) * 2; }
 
-// out[p][0, cols) (=, or += with `add`) Σ over `cpairs` channel pairs of px[p]'s pair (at
-// px[p] + off, broadcast) times the block's weight pairs: vpmaddwd (two int16 products summed
-// in int32, exact) and vpaddd.
+// Writes (or with `add` adds) the tile's sums acc[p][0, cols) to out[p · ldo ...].
 template <int B>
-__attribute__((target("avx2,fma"))) void tile(const int16_t* const* px, int64_t off, int64_t cpairs,
-                                              const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
-                                              int64_t pixels, bool add) {
-  __m256i acc[kPixels][B];
-  for (auto& row : acc)
-    for (auto& a : row) a = _mm256_setzero_si256();
-  const int16_t* a[kPixels];
-  for (int64_t i = 0; i < kPixels; ++i) a[i] = px[i] + off;
-  for (int64_t c = 0; c < cpairs; ++c, w += 16 * B) {
-    __m256i wv[B];
-    for (int j = 0; j < B; ++j) wv[j] = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16 * j));
-    for (int64_t i = 0; i < kPixels; ++i) {
-      int32_t v;
-      std::memcpy(&v, a[i] + 2 * c, 4);
-      const __m256i b = _mm256_set1_epi32(v);
-      for (int j = 0; j < B; ++j) acc[i][j] = _mm256_add_epi32(acc[i][j], _mm256_madd_epi16(b, wv[j]));
-    }
-  }
+__attribute__((target("avx2,fma"))) inline void store_tile(const __m256i (&acc)[kPixels][B], int32_t* out,
+                                                           int64_t ldo, int64_t cols, int64_t pixels, bool add) {
   if (cols == 8 * B) {
     for (int64_t p = 0; p < pixels; ++p)
       for (int j = 0; j < B; ++j) {
@@ -54,6 +36,62 @@ __attribute__((target("avx2,fma"))) void tile(const int16_t* const* px, int64_t 
     int32_t* o = out + p * ldo;
     for (int64_t j = 0; j < cols; ++j) o[j] = add ? o[j] + tmp[j] : tmp[j];
   }
+}
+
+__attribute__((target("avx2,fma"))) inline __m256i pair_at(const int16_t* a) {
+  int32_t v;
+  std::memcpy(&v, a, 4);
+  return _mm256_set1_epi32(v);
+}
+
+// out[p][0, cols) (=, or += with `add`) Σ over `cpairs` channel pairs of px[p]'s pair (at
+// px[p] + off, broadcast) times the block's weight pairs: vpmaddwd (two int16 products summed
+// in int32, exact) and vpaddd. Named accumulators: with arrays GCC -O3 spilled some to the stack.
+__attribute__((target("avx2,fma"))) void tile16(const int16_t* const* px, int64_t off, int64_t cpairs,
+                                                const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
+                                                int64_t pixels, bool add) {
+  const int16_t *a0 = px[0] + off, *a1 = px[1] + off, *a2 = px[2] + off, *a3 = px[3] + off, *a4 = px[4] + off,
+                *a5 = px[5] + off;
+  __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
+          c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t c = 0; c < cpairs; ++c, w += 32) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+    __m256i b = pair_at(a0 + 2 * c);
+    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(b, w0));
+    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(b, w1));
+    b = pair_at(a1 + 2 * c);
+    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(b, w0));
+    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(b, w1));
+    b = pair_at(a2 + 2 * c);
+    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(b, w0));
+    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(b, w1));
+    b = pair_at(a3 + 2 * c);
+    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(b, w0));
+    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(b, w1));
+    b = pair_at(a4 + 2 * c);
+    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(b, w0));
+    c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(b, w1));
+    b = pair_at(a5 + 2 * c);
+    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(b, w0));
+    c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(b, w1));
+  }
+  const __m256i acc[kPixels][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+  store_tile<2>(acc, out, ldo, cols, pixels, add);
+}
+
+// The same for a block of 8 channels (a group's last).
+__attribute__((target("avx2,fma"))) void tile8(const int16_t* const* px, int64_t off, int64_t cpairs,
+                                               const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
+                                               int64_t pixels, bool add) {
+  __m256i acc[kPixels][1];
+  for (auto& r : acc) r[0] = _mm256_setzero_si256();
+  for (int64_t c = 0; c < cpairs; ++c, w += 16) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+    for (int64_t i = 0; i < kPixels; ++i)
+      acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(pair_at(px[i] + off + 2 * c), w0));
+  }
+  store_tile<1>(acc, out, ldo, cols, pixels, add);
 }
 
 }  // namespace
@@ -156,8 +194,8 @@ void conv(const ConvShape& s, const int16_t* xp, const int16_t* packed, int64_t 
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t p = pg + t * kPixels, pixels = std::min(kPixels, pend - p);
           int32_t* o = out + p * ldo;
-          if (B == 2) tile<2>(px[t], off, nk, wk, o, ldo, cols, pixels, add);
-          else tile<1>(px[t], off, nk, wk, o, ldo, cols, pixels, add);
+          if (B == 2) tile16(px[t], off, nk, wk, o, ldo, cols, pixels, add);
+          else tile8(px[t], off, nk, wk, o, ldo, cols, pixels, add);
         }
       }
   }
