@@ -175,7 +175,10 @@ const std::vector<Int16Case>& int16_cases() {
       {DType::U8, DType::U8, {2, 9, 17}, {11, 9, 5}, {A::make_ints("pads", {2, 2}), A::make_ints("strides", {2})},
        false, true},
       {DType::U8, DType::U8, {1, 64, 8, 8}, {72, 64, 3, 3}, {A::make_string("auto_pad", "SAME_UPPER")}, true, true},
-      // A window row of 3 x 91 channel pairs: K in two chunks (256 pairs and the rest).
+      // Column dilation: taps apart in the copy, an odd channel count padded to even.
+      {DType::U8, DType::I8, {1, 7, 9, 10}, {9, 7, 2, 3}, {A::make_ints("dilations", {1, 2}), A::make_ints("pads", {0, 2, 1, 2})},
+       true, true},
+      // A window row of 3 x 181 values, 272 pairs: K in two chunks (256 pairs and the rest).
       {DType::I8, DType::I8, {2, 181, 5, 6}, {20, 181, 3, 3}, {A::make_ints("pads", {1, 1, 1, 1})}, true, false},
   };
   return cases;

@@ -15,7 +15,7 @@ namespace {
 constexpr int64_t kPixels = 6;      // output pixels of a tile
 constexpr int64_t kBlockCols = 16;  // output channels of a full column block (2 vectors)
 
-int64_t k_pairs(const ConvShape& s) { return s.kh * s.kw * s.cin_pairs(); }
+int64_t k_pairs(const ConvShape& s) { return s.runs() * s.run_pairs(); }
 int64_t group_elements(const ConvShape& s) { return (s.cout + 7) / 8 * 8 * k_pairs(s) * 2; }
 
 // Writes (or with `add` adds) the tile's sums acc[p][0, cols) to out[p · ldo ...].
@@ -47,13 +47,15 @@ __attribute__((target("avx2,fma"))) inline __m256i pair_at(const int16_t* a) {
 // out[p][0, cols) (=, or += with `add`) Σ over `cpairs` channel pairs of px[p]'s pair (at
 // px[p] + off, broadcast) times the block's weight pairs: vpmaddwd (two int16 products summed
 // in int32, exact) and vpaddd. Named accumulators: with arrays GCC -O3 spilled some to the stack.
-__attribute__((target("avx2,fma"))) void tile16(const int16_t* const* px, int64_t off, int64_t cpairs,
-                                                const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
-                                                int64_t pixels, bool add) {
-  const int16_t *a0 = px[0] + off, *a1 = px[1] + off, *a2 = px[2] + off, *a3 = px[3] + off, *a4 = px[4] + off,
-                *a5 = px[5] + off;
+__attribute__((target("avx2,fma"))) void tile16(const int16_t* const* px, const int64_t* offs, int64_t nruns,
+                                                int64_t cpairs, const int16_t* w, int32_t* out, int64_t ldo,
+                                                int64_t cols, int64_t pixels, bool add) {
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
           c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+  for (int64_t r = 0; r < nruns; ++r) {
+  const int64_t off = offs[r];
+  const int16_t *a0 = px[0] + off, *a1 = px[1] + off, *a2 = px[2] + off, *a3 = px[3] + off, *a4 = px[4] + off,
+                *a5 = px[5] + off;
   for (int64_t c = 0; c < cpairs; ++c, w += 32) {
     const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
     const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
@@ -76,21 +78,23 @@ __attribute__((target("avx2,fma"))) void tile16(const int16_t* const* px, int64_
     c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(b, w0));
     c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(b, w1));
   }
+  }
   const __m256i acc[kPixels][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   store_tile<2>(acc, out, ldo, cols, pixels, add);
 }
 
 // The same for a block of 8 channels (a group's last).
-__attribute__((target("avx2,fma"))) void tile8(const int16_t* const* px, int64_t off, int64_t cpairs,
-                                               const int16_t* w, int32_t* out, int64_t ldo, int64_t cols,
-                                               int64_t pixels, bool add) {
+__attribute__((target("avx2,fma"))) void tile8(const int16_t* const* px, const int64_t* offs, int64_t nruns,
+                                               int64_t cpairs, const int16_t* w, int32_t* out, int64_t ldo,
+                                               int64_t cols, int64_t pixels, bool add) {
   __m256i acc[kPixels][1];
   for (auto& r : acc) r[0] = _mm256_setzero_si256();
-  for (int64_t c = 0; c < cpairs; ++c, w += 16) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    for (int64_t i = 0; i < kPixels; ++i)
-      acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(pair_at(px[i] + off + 2 * c), w0));
-  }
+  for (int64_t r = 0; r < nruns; ++r)
+    for (int64_t c = 0; c < cpairs; ++c, w += 16) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+      for (int64_t i = 0; i < kPixels; ++i)
+        acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(pair_at(px[i] + offs[r] + 2 * c), w0));
+    }
   store_tile<1>(acc, out, ldo, cols, pixels, add);
 }
 
@@ -104,20 +108,31 @@ bool available() { return vector_math::cpu_isa() != vector_math::Isa::Plain; }
 int64_t column_blocks(const ConvShape& s) { return (s.cout + kBlockCols - 1) / kBlockCols; }
 
 std::vector<int16_t> pack_weights(const ConvShape& s, const int32_t* d) {
-  const int64_t K = k_pairs(s), taps = s.kh * s.kw, per = s.cin * taps;
+  const int64_t K = k_pairs(s), taps = s.kh * s.kw, per = s.cin * taps, rp = s.run_pairs();
+  // The weight of output m at element e of run r (0 past the run's values and channels).
+  auto at = [&](int64_t g, int64_t m, int64_t r, int64_t e) -> int32_t {
+    int64_t tap, c;
+    if (s.rows()) {
+      if (e >= s.kw * s.cin) return 0;
+      tap = r * s.kw + e / s.cin;
+      c = e % s.cin;
+    } else {
+      if (e >= s.cin) return 0;
+      tap = r;
+      c = e;
+    }
+    return d[(g * s.cout + m) * per + c * taps + tap];
+  };
   std::vector<int16_t> out(static_cast<size_t>(s.groups * group_elements(s)), 0);
   for (int64_t g = 0; g < s.groups; ++g)
     for (int64_t cb = 0; cb < column_blocks(s); ++cb) {
       const int64_t c0 = cb * kBlockCols, width = std::min(kBlockCols, (s.cout - c0 + 7) / 8 * 8);
       int16_t* blk = out.data() + g * group_elements(s) + c0 * K * 2;
-      for (int64_t t = 0; t < taps; ++t)
-        for (int64_t cp = 0; cp < s.cin_pairs(); ++cp)
-          for (int64_t j = 0; j < width; ++j)
-            for (int64_t h = 0; h < 2; ++h) {
-              const int64_t m = c0 + j, c = 2 * cp + h;
-              int32_t v = m < s.cout && c < s.cin ? d[(g * s.cout + m) * per + c * taps + t] : 0;
-              blk[((t * s.cin_pairs() + cp) * width + j) * 2 + h] = static_cast<int16_t>(v);
-            }
+      for (int64_t r = 0; r < s.runs(); ++r)
+        for (int64_t cp = 0; cp < rp; ++cp)
+          for (int64_t j = 0; j < width && c0 + j < s.cout; ++j)
+            for (int64_t h = 0; h < 2; ++h)
+              blk[((r * rp + cp) * width + j) * 2 + h] = static_cast<int16_t>(at(g, c0 + j, r, 2 * cp + h));
     }
   return out;
 }
@@ -126,14 +141,15 @@ namespace {
 template <typename T>
 __attribute__((target("avx2,fma"))) void pad_rows(const ConvShape& s, const T* x, int32_t zx, int64_t n,
                                                   int16_t* xp) {
-  const int64_t hp = s.hp(), wp = s.wp(), ps = s.pixel_stride(), cg2 = s.cin_pairs() * 2, C = s.groups * s.cin;
+  const int64_t hp = s.hp(), wp = s.wp(), ps = s.pixel_stride(), cg2 = s.cpad(), C = s.groups * s.cin;
   int16_t* img = xp + n * hp * wp * ps;
-  std::fill_n(img, hp * wp * ps, int16_t{0});
+  // The image's padded plane and, after the last image, the 2 values a last pair may read.
+  std::fill_n(img, hp * wp * ps + (n + 1 == s.batch ? 2 : 0), int16_t{0});
   const int16_t z = static_cast<int16_t>(zx);
   for (int64_t i = 0; i < s.h; ++i) {
     const T* src = x + (n * s.h + i) * s.w * C;
     int16_t* dst = img + ((i + s.pad_top) * wp + s.pad_left) * ps;
-    if (cg2 == s.cin && s.groups * cg2 == C) {
+    if (ps == C) {
       for (int64_t k = 0; k < s.w * C; ++k) dst[k] = static_cast<int16_t>(static_cast<int16_t>(src[k]) - z);
       continue;
     }
@@ -163,21 +179,19 @@ void conv(const ConvShape& s, const int16_t* xp, const int16_t* packed, int64_t 
     big.resize(static_cast<size_t>(taps));
     offs = big.data();
   }
-  // One group with undilated columns: a window row's taps are contiguous in the padded copy
-  // (and in the packed weights), one run of kw · cin pairs.
-  const bool rows = s.groups == 1 && s.dw == 1;
-  const int64_t runs = rows ? s.kh : taps, pairs = rows ? s.kw * s.cin_pairs() : s.cin_pairs();
+  const int64_t runs = s.runs(), pairs = s.run_pairs();
   for (int64_t a = 0; a < s.kh; ++a)
     for (int64_t b = 0; b < s.kw; ++b) offs[a * s.kw + b] = (a * s.dh * wp + b * s.dw) * ps;
-  if (rows)
+  if (s.rows())
     for (int64_t a = 0; a < s.kh; ++a) offs[a] = a * s.dh * wp * ps;
-  const int16_t* img = xp + n * hp * wp * ps + g * s.cin_pairs() * 2;
+  const int16_t* img = xp + n * hp * wp * ps + g * s.cpad();
   const int64_t ldo = s.groups * s.cout, P = s.oh * s.ow;
   int32_t* out = acc + n * P * ldo + g * s.cout + c0;
-  // K in chunks of at most kChunk pairs (16 KiB of the block's weights), each over every tile of
-  // a group of pixels while it stays in L1; the sums of a chunk after the first added to the
-  // output's. The tiles' pixel addresses computed once a group.
+  // K in chunks of about kChunk pairs (16 KiB of the block's weights: whole runs, or a part of a
+  // longer one), each over every tile of a group of pixels while it stays in L1; the sums of a
+  // chunk after the first added to the output's. The tiles' pixel addresses computed once a group.
   constexpr int64_t kChunk = 256, kGroupTiles = 16;
+  const int64_t per_chunk = std::max<int64_t>(1, kChunk / pairs), piece = std::min(pairs, kChunk);
   const int16_t* px[kGroupTiles][kPixels];
   for (int64_t pg = p0; pg < p1; pg += kGroupTiles * kPixels) {
     const int64_t pend = std::min(p1, pg + kGroupTiles * kPixels), tiles = (pend - pg + kPixels - 1) / kPixels;
@@ -186,16 +200,19 @@ void conv(const ConvShape& s, const int16_t* xp, const int16_t* packed, int64_t 
         const int64_t q = std::min(pg + t * kPixels + i, pend - 1), y = q / s.ow, x = q % s.ow;
         px[t][i] = img + (y * s.sh * wp + x * s.sw) * ps;
       }
-    for (int64_t r = 0; r < runs; ++r)
-      for (int64_t k0 = 0; k0 < pairs; k0 += kChunk) {
-        const int64_t nk = std::min(kChunk, pairs - k0), off = offs[r] + 2 * k0;
+    for (int64_t r = 0; r < runs; r += per_chunk)
+      for (int64_t k0 = 0; k0 < pairs; k0 += piece) {
+        // Runs [r, r + nr), pairs [k0, k0 + nk) of each (nr > 1 only for whole runs).
+        const int64_t nr = std::min(per_chunk, runs - r), nk = std::min(piece, pairs - k0);
+        int64_t off[256];
+        for (int64_t i = 0; i < nr; ++i) off[i] = offs[r + i] + 2 * k0;
         const int16_t* wk = w + (r * pairs + k0) * 16 * B;
         const bool add = r > 0 || k0 > 0;
         for (int64_t t = 0; t < tiles; ++t) {
           const int64_t p = pg + t * kPixels, pixels = std::min(kPixels, pend - p);
           int32_t* o = out + p * ldo;
-          if (B == 2) tile16(px[t], off, nk, wk, o, ldo, cols, pixels, add);
-          else tile8(px[t], off, nk, wk, o, ldo, cols, pixels, add);
+          if (B == 2) tile16(px[t], off, nr, nk, wk, o, ldo, cols, pixels, add);
+          else tile8(px[t], off, nr, nk, wk, o, ldo, cols, pixels, add);
         }
       }
   }

@@ -8,9 +8,9 @@
 //
 // The conv is an implicit GEMM over a channels-last int16 copy of the input whose border is the
 // padding (zeros: x - zx for x = zx) and whose channels per group are padded to an even count:
-// K runs over the window's taps and the group's channel pairs (a window row's taps as one run
-// where they are contiguous: one group, no column dilation), a tile is 6 output pixels x 16
-// output channels (12 ymm accumulators), weights packed once.
+// K runs over the window's taps and the group's channel pairs (a window row's taps and channels
+// as one run where they are contiguous: one group, no column dilation), a tile is 6 output
+// pixels x 16 output channels (12 ymm accumulators), weights packed once.
 #pragma once
 #include <cstdint>
 #include <vector>
@@ -23,12 +23,20 @@ struct ConvShape {
   int64_t h = 1, w = 0, oh = 1, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
   int64_t pad_top = 0, pad_left = 0;  // bottom/right padding follows from oh/ow
-  // The padded int16 copy: [batch][hp][wp][groups][cin_pairs · 2].
-  int64_t cin_pairs() const { return (cin + 1) / 2; }
+  // One group with undilated columns: a window row's kw · cin values lie side by side in the
+  // copy, and K runs over each row's pairs of them (a pair may span two pixels), so an odd
+  // channel count needs no padding channel (the 3 of an RGB input: 11 pairs a 7-wide row, not 14).
+  bool rows() const { return groups == 1 && dw == 1; }
+  // The padded int16 copy: [batch][hp][wp][groups][cpad] (+ 2 values: a row's last pair may
+  // read one past the image), cpad = cin in row form, else cin rounded up to even.
+  int64_t cpad() const { return rows() ? cin : (cin + 1) / 2 * 2; }
   int64_t hp() const;
   int64_t wp() const;
-  int64_t pixel_stride() const { return groups * cin_pairs() * 2; }
-  int64_t padded_elements() const { return batch * hp() * wp() * pixel_stride(); }
+  int64_t pixel_stride() const { return groups * cpad(); }
+  int64_t padded_elements() const { return batch * hp() * wp() * pixel_stride() + 2; }
+  // K as runs of pairs contiguous in the copy: a window row's, or a tap's channels.
+  int64_t runs() const { return rows() ? kh : kh * kw; }
+  int64_t run_pairs() const { return rows() ? (kw * cin + 1) / 2 : cpad() / 2; }
 };
 
 // Whether this CPU runs the kernel (AVX2, under HODU_MAX_ISA).
