@@ -1,6 +1,6 @@
 // Quantized products and DynamicQuantizeLinear on the cpu engine: exactly the interpreter's
 // results with every form of the weights (as they are, shifted with window sums for the zero point,
-// split in two), at the extremes of the 8-bit ranges (where oneDNN's non-VNNI kernels would
+// split in two, hodu's int16 conv), at the extremes of the 8-bit ranges (where oneDNN's non-VNNI kernels would
 // saturate), and ORT's dynamic quantization chain fused into the product. The ctest entry
 // cpu_engine_test_avx2 runs these with oneDNN capped at AVX2 (no VNNI).
 #include <gtest/gtest.h>
