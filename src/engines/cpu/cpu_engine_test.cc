@@ -1558,8 +1558,9 @@ std::pair<int64_t, int64_t> int_diff(const Tensor& a, const Tensor& b) {
   return {worst, count};
 }
 
-// A conv's int8 kernels: oneDNN's ("onednn int8 ...") or, without VNNI, hodu's int16 one ("hodu int8 conv ...").
-const char* const kInt8Conv = "int8 ";
+// A quantized product's kernels: oneDNN's ("onednn int8 ...") or, at AVX2 without VNNI, hodu's
+// int16 one ("hodu int8 conv ...", "hodu int8 matmul ...").
+const char* const kInt8Product = "int8 ";
 
 // Runs `m` on the interpreter and the cpu engine (1 and 2 threads, two runs each) and checks
 // that the cpu plan runs `op` on `kernel` with no fallback, on any ISA (dnnl_int8.cc is exact
@@ -1652,7 +1653,7 @@ TEST(CpuEngine, QLinearConvRunsOnOneDnnInt8) {
     Model m = qlinear_conv_model(c, C, M, H);
     // At AVX2 without VNNI these full-range weights run on hodu's int16 conv (oneDNN's AVX2
     // kernels would need them split, and have no grouped int8 conv for 2 input channels per group).
-    expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(c.x_dt, {1, C, H, H}, 5))}}, "QLinearConv", kInt8Conv,
+    expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(c.x_dt, {1, C, H, H}, 5))}}, "QLinearConv", kInt8Product,
                         true);
   }
 }
@@ -1672,7 +1673,7 @@ TEST(CpuEngine, QLinearConvWithWideWeightZeroPointRunsExactly) {
                                                                          : "weights split in two";
   for (const auto& c : plan.kernel_choices()) split += c.find(form) != std::string::npos;
   EXPECT_EQ(split, 1) << form;
-  expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 6, 6}, 6))}}, "QLinearConv", kInt8Conv,
+  expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 6, 6}, 6))}}, "QLinearConv", kInt8Product,
                       false);
 }
 
@@ -1686,7 +1687,7 @@ TEST(CpuEngine, ConvIntegerRunsOnOneDnnExactly) {
   b.output("y");
   Model m = b.finish();
   expect_int8_matches(m, {{"x", RuntimeValue(random_8bit(DType::U8, {1, 8, 10, 10}, 7))}}, "ConvInteger",
-                      kInt8Conv, false);
+                      kInt8Product, false);
 }
 
 Model qlinear_matmul_model(DType a_dt, DType b_dt, std::vector<int64_t> a_shape, int64_t N, bool per_column) {
@@ -1717,7 +1718,7 @@ TEST(CpuEngine, QLinearMatMulRunsOnOneDnnInt8) {
         SCOPED_TRACE(testing::Message() << "a " << dtype_name(a_dt) << " b " << dtype_name(b_dt) << " rank "
                                         << shape.size());
         Model m = qlinear_matmul_model(a_dt, b_dt, shape, 40, per_column);
-        expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(a_dt, shape, 8))}}, "QLinearMatMul", "onednn int8",
+        expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(a_dt, shape, 8))}}, "QLinearMatMul", kInt8Product,
                             true);
       }
 }
@@ -1740,7 +1741,7 @@ TEST(CpuEngine, MatMulIntegerRunsOnOneDnnExactly) {
     Model m = b.finish();
     SCOPED_TRACE(dtype_name(b_dt));
     expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(DType::U8, {3, 6, 40}, 9))}}, "MatMulInteger",
-                        "onednn int8", false);
+                        kInt8Product, false);
   }
 }
 
@@ -1812,7 +1813,7 @@ TEST(CpuEngine, QuantizedCnnChainRunsOnCpuKernels) {
   b.output("y");
   Model m = b.finish();
   std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, C, H, H}, 10))}};
-  expect_int8_matches(m, feeds, "QLinearConv", kInt8Conv, true, 2, 2 * 0.4 + 1e-6);
+  expect_int8_matches(m, feeds, "QLinearConv", kInt8Product, true, 2, 2 * 0.4 + 1e-6);
   if (IsSkipped()) return;
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   Plan plan(m, {{"x", {1, C, H, H}}}, PlanOptions{}, eng);

@@ -859,10 +859,10 @@ void set_requantization(dnnl::primitive_attr& attr, dnnl::engine& eng, const Epi
 
 }  // namespace
 
-// Whether hodu's int16 convolution (int8_avx2.h) runs this conv: on AVX2 without VNNI where
-// oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16: wherever it can, on any CPU
-// with AVX2). 1-D and 2-D, not depthwise (oneDNN's depthwise kernels are exact everywhere), and
-// every sum of products within int32.
+// Whether hodu's int16 convolution (int8_avx2.h) runs this product (a matmul as a 1x1 conv): on
+// AVX2 without VNNI where oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16:
+// wherever it can, on any CPU with AVX2). 1-D and 2-D, not depthwise (oneDNN's depthwise kernels
+// are exact everywhere), and every sum of products within int32.
 bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp, int64_t M,
                        int64_t per, int64_t groups, int64_t spatial, bool depthwise) {
   if (!int8_avx2::available() || spatial > 2 || depthwise || 255.0 * 255.0 * static_cast<double>(per) >= 2147483647.0)
@@ -874,21 +874,70 @@ bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::ve
   return product_weights_unpadded(raw, wdt, zp, M, per, groups, false).mode == Int8Weights::Split;
 }
 
-// The conv on hodu's int16 kernel: sums of Σ(x - zx)(w - zw) in int32 [positions, M] (one column
-// per channel, group-major), then the epilogue as for oneDNN's unsplit products.
+// A product on hodu's int16 kernel (its shape set in c; a matmul is a 1x1 conv over its rows):
+// sums of Σ(x - zx)(w - zw) in int32 [positions, M] (one column per channel, group-major), then
+// the epilogue as for oneDNN's unsplit products. raw: the M rows of weights (as integers), zp their
+// zero points; the input read channels-last (a conv) or as it is (a matmul's rows of K).
+bool add_int16_step(PlanBuilder& b, const Node& n, std::unique_ptr<Int16Conv> c, const std::vector<int32_t>& raw,
+                    const std::vector<int32_t>& zp, DType xdt, const SrcZeroPoint& xzp, size_t w_in, bool qlinear,
+                    const IntegerClamp& clamp, Epilogue e, const std::vector<int64_t>& xs,
+                    const std::vector<int64_t>& ys, bool conv) {
+  const int8_avx2::ConvShape& s = c->shape;
+  const int64_t M = s.groups * s.cout, per = static_cast<int64_t>(raw.size()) / M;
+  std::vector<int32_t> d(raw.size());
+  for (int64_t m = 0; m < M; ++m)
+    for (int64_t i = 0; i < per; ++i) d[m * per + i] = raw[m * per + i] - zp[zp.size() == 1 ? 0 : m];
+  c->weights = int8_avx2::pack_weights(s, d.data());
+  c->zx = xzp.value;
+  c->zx_slot = xzp.slot;
+  c->src_signed = xdt == DType::I8;
+  e.mode = Int8Weights::Plain;
+  e.per_group = s.cout;
+
+  auto [out_name, out_dt] = claim_epilogue_nodes(b, n, qlinear, clamp, M, ys.size(), conv ? 1 : ys.size() - 1, e);
+  auto step = std::make_unique<Int8Step>();
+  auto channels_last = [&](const std::vector<int64_t>& shape, dt type) {
+    return dnnl::memory::desc(to_dims(shape), type, shape.size() == 3 ? tag::nwc : tag::nhwc);
+  };
+  step->reads = {conv ? b.as_layout(n.inputs[0], channels_last(xs, dnnl_dtype(xdt))) : b.plain(n.inputs[0])};
+  b.consumed_at_plan_time(n.inputs[w_in]);  // read into the packed weights only
+  if (xzp.slot >= 0) step->reads.push_back(xzp.slot);
+  for (int sl : {e.scale_slot, e.scale2_slot, e.bias_slot})
+    if (sl >= 0) step->reads.push_back(sl);
+  step->rows_ = shape_numel(ys) / M;
+  step->epi_ = std::move(e);
+  step->columns_.make(step->epi_);
+  step->set_fast(per);
+  // A conv's float result planar, as the engine's other kernels read it; its int8 and int32
+  // outputs channels-last, as the next int8 conv reads them. A matmul's rows as they are.
+  if (conv && step->epi_.kind == Epilogue::Float) step->epi_.planes = step->rows_ / ys[0];
+  if (conv && step->epi_.kind != Epilogue::Float)
+    step->writes = {b.define(out_name, out_dt, ys, channels_last(ys, dnnl_dtype(out_dt)))};
+  else
+    step->writes = {b.define(out_name, out_dt, ys)};
+  step->writes.push_back(b.define("", DType::I32, {step->rows_, M}));
+  c->padded = static_cast<int>(step->writes.size());
+  step->writes.push_back(b.define("", DType::I16, {s.padded_elements()}));
+  step->label = n.describe() + (conv ? ": hodu int8 conv on int16 products" : ": hodu int8 matmul on int16 products") +
+                (step->epi_.kind == Epilogue::Float ? " + float epilogue" : "");
+  step->int16_ = std::move(c);
+  b.add(std::move(step));
+  return true;
+}
+
+// A conv on hodu's int16 kernel: its window as the kernel's shape.
 bool make_int16_conv(PlanBuilder& b, const Node& n, DType xdt, const std::vector<int64_t>& xs,
                      const std::vector<int64_t>& ys, const Tensor& w, size_t w_in, const std::vector<int32_t>& raw,
                      const std::vector<int32_t>& zp, const ConvWindow& win, const SrcZeroPoint& xzp, bool qlinear,
                      const IntegerClamp& clamp, Epilogue e) {
-  const int64_t M = ys[1], G = win.group, per = w.numel() / M;
-  const size_t spatial = xs.size() - 2;
+  const int64_t M = ys[1], G = win.group;
   auto c = std::make_unique<Int16Conv>();
   int8_avx2::ConvShape& s = c->shape;
   s.batch = xs[0];
   s.groups = G;
   s.cin = xs[1] / G;
   s.cout = M / G;
-  if (spatial == 2) {
+  if (xs.size() == 4) {
     s.h = xs[2];
     s.oh = ys[2];
     s.kh = w.dim(2);
@@ -903,44 +952,7 @@ bool make_int16_conv(PlanBuilder& b, const Node& n, DType xdt, const std::vector
   s.dw = win.dilations.back() + 1;
   s.pad_left = win.pad_l.back();
   if (s.pad_top < 0 || s.pad_left < 0) return false;
-  std::vector<int32_t> d(raw.size());
-  for (int64_t m = 0; m < M; ++m)
-    for (int64_t i = 0; i < per; ++i) d[m * per + i] = raw[m * per + i] - zp[zp.size() == 1 ? 0 : m];
-  c->weights = int8_avx2::pack_weights(s, d.data());
-  c->zx = xzp.value;
-  c->zx_slot = xzp.slot;
-  c->src_signed = xdt == DType::I8;
-  e.mode = Int8Weights::Plain;
-  e.per_group = M / G;
-
-  auto [out_name, out_dt] = claim_epilogue_nodes(b, n, qlinear, clamp, M, ys.size(), 1, e);
-  auto step = std::make_unique<Int8Step>();
-  auto channels_last = [&](const std::vector<int64_t>& shape, dt type) {
-    return dnnl::memory::desc(to_dims(shape), type, spatial == 1 ? tag::nwc : tag::nhwc);
-  };
-  step->reads = {b.as_layout(n.inputs[0], channels_last(xs, dnnl_dtype(xdt)))};
-  b.consumed_at_plan_time(n.inputs[w_in]);  // read into the packed weights only
-  if (xzp.slot >= 0) step->reads.push_back(xzp.slot);
-  for (int sl : {e.scale_slot, e.scale2_slot, e.bias_slot})
-    if (sl >= 0) step->reads.push_back(sl);
-  step->rows_ = shape_numel(ys) / M;
-  step->epi_ = std::move(e);
-  step->columns_.make(step->epi_);
-  step->set_fast(per);
-  if (step->epi_.kind == Epilogue::Float) {
-    step->epi_.planes = step->rows_ / ys[0];
-    step->writes = {b.define(out_name, out_dt, ys)};
-  } else {
-    step->writes = {b.define(out_name, out_dt, ys, channels_last(ys, dnnl_dtype(out_dt)))};
-  }
-  step->writes.push_back(b.define("", DType::I32, {step->rows_, M}));
-  c->padded = static_cast<int>(step->writes.size());
-  step->writes.push_back(b.define("", DType::I16, {s.padded_elements()}));
-  step->label = n.describe() + ": hodu int8 conv on int16 products" +
-                (step->epi_.kind == Epilogue::Float ? " + float epilogue" : "");
-  step->int16_ = std::move(c);
-  b.add(std::move(step));
-  return true;
+  return add_int16_step(b, n, std::move(c), raw, zp, xdt, xzp, w_in, qlinear, clamp, std::move(e), xs, ys, true);
 }
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) and ConvInteger(x, w, x_zp, w_zp).
@@ -1130,6 +1142,19 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
     auto v = as_ints(*w);
     for (int64_t k = 0; k < K; ++k)
       for (int64_t n2 = 0; n2 < N; ++n2) cols[n2 * K + k] = v[k * N + n2];
+  }
+  // Unforced, not below 4 rows: a tile computes 6 (oneDNN's split GEMV does less).
+  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
+  const bool forced = force && std::string(force) == "int16";
+  if ((forced || shape_numel(as) / K >= 4) && int16_conv_wanted(cols, w->dtype(), *bzp, N, K, 1, 1, false)) {
+    // Rows of K as a 1 x rows image of K channels, the product a 1x1 conv.
+    auto c = std::make_unique<Int16Conv>();
+    c->shape.cin = K;
+    c->shape.cout = N;
+    c->shape.w = c->shape.ow = shape_numel(as) / K;
+    const IntegerClamp clamp = qlinear ? find_integer_clamp(b, n, e) : IntegerClamp{};
+    return add_int16_step(b, n, std::move(c), cols, *bzp, at->first, *azp, b_in, qlinear, clamp, std::move(e), as, ys,
+                          false);
   }
   Int8Weights w8 = product_weights(cols, w->dtype(), *bzp, N, K, 1);
   e.mode = w8.mode;

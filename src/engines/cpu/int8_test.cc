@@ -49,11 +49,12 @@ Tensor scalar8(DType dt, int v) {
 // kernels/cpu/int8_avx2.h, for every conv it can run — products it cannot run choose as "").
 const char* const kForms[] = {"", "sums", "split", "int16"};
 
-// Steps of op `op` on an int8 product kernel: oneDNN's, or hodu's int16 convolution — which a
-// conv must take where int16 is forced.
+// Steps of op `op` on an int8 product kernel: oneDNN's, or hodu's int16 convolution (a matmul as
+// a 1x1 conv) — which the product must take where int16 is forced.
 int int8_steps(const PlannedModel& p, const std::string& op, const char* form = "") {
-  const int hodu = p.count("(" + op + "): hodu int8 conv on int16 products");
-  if (std::string(form) == "int16" && op.find("Conv") != std::string::npos) {
+  const int hodu = p.count("(" + op + "): hodu int8 conv on int16 products") +
+                   p.count("(" + op + "): hodu int8 matmul on int16 products");
+  if (std::string(form) == "int16") {
     EXPECT_EQ(hodu, 1) << op;
   }
   return p.count("(" + op + "): onednn int8") + hodu;
@@ -206,9 +207,53 @@ TEST(CpuInt8, Int16ConvIsExact) {
     }
 }
 
+// MatMulInteger / QLinearMatMul (constant B) on the int16 conv as a 1x1 conv over A's rows,
+// forced: exact against the interpreter with full-range B, per-column zero points (and scales),
+// an odd K, N not a multiple of 8, batch dims folded into rows, 1 and 2 threads.
+Model int16_matmul_model(DType a_dt, DType b_dt, bool qlinear, int64_t K, int64_t N, const std::vector<int64_t>& as) {
+  GraphBuilder b;
+  b.input("a", a_dt, as);
+  b.constant("b", full_range_weights(b_dt, {K, N}, 97));
+  b.constant("az", scalar8(a_dt, a_dt == DType::U8 ? 77 : -100));
+  b.constant("bz", b_dt == DType::U8 ? ints(b_dt, {N}, 98, 0, 255) : ints(b_dt, {N}, 98, -128, 127));
+  if (qlinear) {
+    std::vector<float> bs;
+    for (int64_t n = 0; n < N; ++n) bs.push_back(0.001f + 0.0001f * static_cast<float>(n));
+    b.constant("as", Tensor::scalar<float>(DType::F32, 0.02f));
+    b.constant("bs", Tensor::from_vector(DType::F32, {N}, bs));
+    b.constant("ys", Tensor::scalar<float>(DType::F32, 0.6f));
+    b.constant("yz", scalar8(a_dt, 5));
+    b.node("QLinearMatMul", {"a", "as", "az", "b", "bs", "bz", "ys", "yz"}, {"y"});
+  } else {
+    b.node("MatMulInteger", {"a", "b", "az", "bz"}, {"y"});
+  }
+  b.output("y");
+  return b.finish();
+}
+
+TEST(CpuInt8, Int16MatMulIsExact) {
+  if (!int8_avx2::available()) GTEST_SKIP() << "no AVX2 here (or HODU_MAX_ISA below it): the int16 conv cannot run";
+  ScopedEnv env("HODU_CPU_INT8_WEIGHTS", "int16");
+  const int64_t K = 75, N = 21;
+  const std::vector<int64_t> as = {3, 7, K};
+  for (DType a_dt : {DType::U8, DType::I8})
+    for (DType b_dt : {DType::U8, DType::I8})
+      for (bool qlinear : {false, true})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << "a " << dtype_name(a_dt) << " b " << dtype_name(b_dt) << " qlinear "
+                                            << qlinear << " threads " << threads);
+          Tensor a = a_dt == DType::U8 ? ints(a_dt, as, 99, 0, 255) : ints(a_dt, as, 99, -128, 127);
+          auto p = expect_matches_interpreter(int16_matmul_model(a_dt, b_dt, qlinear, K, N, as), {{"a", a}}, 0, 0,
+                                              threads);
+          EXPECT_EQ(p->count("hodu int8 matmul on int16 products"), 1);
+          EXPECT_EQ(p->count(": interp"), 0);
+        }
+}
+
 // Unforced, on AVX2 without VNNI (ctest cpu_engine_test_avx2 caps oneDNN and hodu so on any
-// CPU): full-range weights, which oneDNN would run split in two, go to the int16 conv;
-// 7-bit weights (pair-safe) and depthwise convs stay on oneDNN's int8 kernels.
+// CPU): full-range weights, which oneDNN would run split in two, go to the int16 conv (a
+// matmul of 4 rows or more too); 7-bit weights (pair-safe) and depthwise convs stay on oneDNN's
+// int8 kernels.
 TEST(CpuInt8, Int16ConvIsChosenWhereOneDnnWouldSplitTheWeights) {
   if (int8_exact_isa() || vector_math::cpu_isa() != vector_math::Isa::Avx2)
     GTEST_SKIP() << "needs AVX2 without VNNI (ctest cpu_engine_test_avx2 runs it so)";
@@ -217,6 +262,15 @@ TEST(CpuInt8, Int16ConvIsChosenWhereOneDnnWouldSplitTheWeights) {
   {
     auto p = expect_matches_interpreter(int16_case_model(c, 91), {{"x", x}}, 0, 0);
     EXPECT_EQ(p->count("hodu int8 conv on int16 products"), 1);
+  }
+  // A matmul of 4 rows and more too; below 4 (a tile computes 6) oneDNN's split product.
+  for (int64_t rows : {1, 4}) {
+    SCOPED_TRACE(::testing::Message() << "matmul rows " << rows);
+    Tensor a = ints(DType::U8, {rows, 64}, 93, 0, 255);
+    auto p = expect_matches_interpreter(int16_matmul_model(DType::U8, DType::I8, false, 64, 24, {rows, 64}),
+                                        {{"a", a}}, 0, 0);
+    EXPECT_EQ(p->count("hodu int8 matmul on int16 products"), rows >= 4 ? 1 : 0);
+    EXPECT_EQ(p->count("(MatMulInteger): onednn int8"), rows >= 4 ? 0 : 1);
   }
   for (bool depthwise : {false, true}) {
     SCOPED_TRACE(::testing::Message() << "depthwise " << depthwise);
@@ -301,7 +355,7 @@ TEST(CpuInt8, MatMulIntegerAndQLinearMatMulAreExactInEveryWeightsForm) {
           Model m = b.finish();
           Tensor a = a_dt == DType::U8 ? ints(a_dt, {2, 5, K}, 8, 0, 255) : ints(a_dt, {2, 5, K}, 8, -128, 127);
           auto p = expect_matches_interpreter(m, {{"a", a}}, 0, exact || !qlinear ? 0 : 1);
-          EXPECT_EQ(p->count("onednn int8"), 1);
+          EXPECT_EQ(int8_steps(*p, qlinear ? "QLinearMatMul" : "MatMulInteger", form), 1);
         }
   }
 }
@@ -422,7 +476,7 @@ TEST(CpuInt8, DynamicQuantizedMatMulChainIsOneExactStep) {
       SCOPED_TRACE(::testing::Message() << "form '" << form << "' scale_after " << scale_after);
       auto p = expect_matches_interpreter(dynamic_matmul_model(K, N, scale_after),
                                           {{"x", random_floats({2, 7, K}, 33)}}, 0, 0);
-      EXPECT_EQ(p->count("(MatMulInteger): onednn int8"), 1);
+      EXPECT_EQ(int8_steps(*p, "MatMulInteger", form), 1);
       EXPECT_EQ(p->count("+ float epilogue"), 1);
       EXPECT_EQ(p->count("(Cast)"), 0);
       EXPECT_EQ(p->count("(Mul)"), scale_after ? 0 : 1);
