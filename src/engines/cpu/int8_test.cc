@@ -653,6 +653,77 @@ TEST(CpuInt8MaxPool, ChannelsLastAfterAnInt8ConvMatchesInterpreter) {
       }
 }
 
+// ONNX Runtime's QLinearAdd as hodu's loader lowers it — DequantizeLinear of both inputs, Add,
+// QuantizeLinear — as one step: after two int8 convs in their channels-last layout (no reorder
+// of either conv's output), or over plain inputs; equal to the interpreter (the same f32
+// operations), u8 and s8, 1 and 2 threads. A dequantized input read elsewhere too keeps the
+// nodes' own steps.
+Model quantized_add_model(DType dt, bool after_convs, bool extra_reader) {
+  const int64_t C = 24, H = 9;
+  GraphBuilder b;
+  auto q8 = [&](int v) { return scalar8(dt, dt == DType::U8 ? v : v - 128); };
+  b.input("x", dt, std::vector<int64_t>{2, C, H, H});
+  b.constant("xs", Tensor::scalar<float>(DType::F32, 0.02f));
+  b.constant("xz", q8(120));
+  std::string a = "x", c = "x2";
+  if (after_convs) {
+    for (const char* o : {"ca", "cb"}) {
+      b.constant(std::string("w_") + o, full_range_weights(DType::I8, {C, C, 3, 3}, o[1] == 'a' ? 110 : 111));
+      b.constant(std::string("ws_") + o, Tensor::scalar<float>(DType::F32, o[1] == 'a' ? 0.003f : 0.004f));
+      b.constant(std::string("wz_") + o, scalar8(DType::I8, 0));
+      b.constant(std::string("ys_") + o, Tensor::scalar<float>(DType::F32, o[1] == 'a' ? 0.5f : 0.7f));
+      b.constant(std::string("yz_") + o, q8(o[1] == 'a' ? 100 : 140));
+      b.node("QLinearConv",
+             {"x", "xs", "xz", std::string("w_") + o, std::string("ws_") + o, std::string("wz_") + o,
+              std::string("ys_") + o, std::string("yz_") + o},
+             {o}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    }
+    a = "ca";
+    c = "cb";
+  } else {
+    b.input("x2", dt, std::vector<int64_t>{2, C, H, H});
+  }
+  b.constant("as", Tensor::scalar<float>(DType::F32, after_convs ? 0.5f : 0.02f));
+  b.constant("az", q8(after_convs ? 100 : 120));
+  b.constant("cs", Tensor::scalar<float>(DType::F32, after_convs ? 0.7f : 0.031f));
+  b.constant("cz", q8(after_convs ? 140 : 77));
+  b.constant("ys", Tensor::scalar<float>(DType::F32, after_convs ? 0.9f : 0.045f));
+  b.constant("yz", q8(110));
+  b.node("DequantizeLinear", {a, "as", "az"}, {"af"});
+  b.node("DequantizeLinear", {c, "cs", "cz"}, {"cf"});
+  b.node("Add", {"cf", "af"}, {"sum"});
+  b.node("QuantizeLinear", {"sum", "ys", "yz"}, {"y"});
+  b.output("y");
+  if (extra_reader) b.output("af");
+  return b.finish();
+}
+
+TEST(CpuInt8, QuantizedAddIsOneStep) {
+  ScopedEnv exact("HODU_CPU_INT8_EXACT", "1");
+  for (DType dt : {DType::U8, DType::I8})
+    for (bool after_convs : {false, true})
+      for (bool extra_reader : {false, true})
+        for (int threads : {1, 2}) {
+          SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " after_convs " << after_convs << " extra_reader "
+                                            << extra_reader << " threads " << threads);
+          std::map<std::string, RuntimeValue> feeds;
+          for (const char* in : {"x", "x2"}) {
+            Tensor t = dt == DType::U8 ? ints(dt, {2, 24, 9, 9}, in[1] ? 120 : 121, 0, 255)
+                                       : ints(dt, {2, 24, 9, 9}, in[1] ? 120 : 121, -128, 127);
+            if (after_convs && in[1]) continue;
+            feeds[in] = t;
+          }
+          auto p = expect_matches_interpreter(quantized_add_model(dt, after_convs, extra_reader), feeds, 0, 0,
+                                              threads);
+          const int fused = p->count(after_convs ? ": cpu quantized add (nhwc)" : ": cpu quantized add");
+          EXPECT_EQ(fused, extra_reader ? 0 : 1);
+          EXPECT_EQ(p->count("(Add)") + p->count("(QuantizeLinear)"), extra_reader ? 2 : 0);
+          if (after_convs && !extra_reader) {
+            EXPECT_EQ(p->count("reorder 'ca'") + p->count("reorder 'cb'"), 0);
+          }
+        }
+}
+
 TEST(CpuInt8MaxPool, MatchesInterpreterWithoutFallback) {
   for (DType dt : {DType::U8, DType::I8}) {
     testing::GraphBuilder b;

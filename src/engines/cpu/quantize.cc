@@ -99,11 +99,124 @@ class QuantizeStep : public Step {
   std::vector<float> scale_, zp_;
 };
 
+// y = Q((a - za)·sa + (b - zb)·sb): DequantizeLinear of both inputs, Add and QuantizeLinear in
+// the same f32 operations as their own steps (dequantize_run, f32 add, quantize_run).
+template <typename T>
+__attribute__((target_clones("avx512f", "avx2,fma", "default"))) void quantized_add_run(
+    const T* a, const T* b, T* y, int64_t n, float sa, float za, float sb, float zb, float sy, float zy) {
+  constexpr float lo = std::is_same_v<T, uint8_t> ? 0.0f : -128.0f, hi = std::is_same_v<T, uint8_t> ? 255.0f : 127.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = (static_cast<float>(a[i]) - za) * sa + (static_cast<float>(b[i]) - zb) * sb;
+    float v = std::nearbyint(t / sy) + zy;
+    v = v >= lo ? v : lo;  // NaN too
+    v = v <= hi ? v : hi;
+    y[i] = static_cast<T>(static_cast<int32_t>(v));
+  }
+}
+
+class QuantizedAddStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const void* a = rs.slots[reads[0]].data();
+    const void* c = rs.slots[reads[1]].data();
+    void* y = rs.slots[writes[0]].data();
+    const int64_t chunk = 1 << 14;
+    parallel_for((n_ + chunk - 1) / chunk, n_ >= 4 * chunk ? rs.threads : 1, [&](int64_t k) {
+      const int64_t i = k * chunk, m = std::min(chunk, n_ - i);
+      if (signed_)
+        quantized_add_run(static_cast<const int8_t*>(a) + i, static_cast<const int8_t*>(c) + i,
+                          static_cast<int8_t*>(y) + i, m, p_[0], p_[1], p_[2], p_[3], p_[4], p_[5]);
+      else
+        quantized_add_run(static_cast<const uint8_t*>(a) + i, static_cast<const uint8_t*>(c) + i,
+                          static_cast<uint8_t*>(y) + i, m, p_[0], p_[1], p_[2], p_[3], p_[4], p_[5]);
+    });
+  }
+  int64_t n_ = 0;
+  bool signed_ = false;
+  float p_[6] = {};  // sa za sb zb sy zy
+};
+
+// A per-tensor scale and zero point of a (De)QuantizeLinear whose integer side is `dt`.
+bool scalar_quantization(const PlanBuilder& b, const Node& q, DType dt, float& scale, float& zero) {
+  const Tensor* s = passes::constant_of(b.graph(), q.inputs[1]);
+  auto sv = scales_of(s, 0);
+  auto zv = zero_points_of(const_input(b, q, 2), dt, 0);
+  if (!sv || !zv || q.get_int("block_size", 0) != 0) return false;
+  scale = (*sv)[0];
+  zero = static_cast<float>((*zv)[0]);
+  return true;
+}
+
+// DequantizeLinear(a) + DequantizeLinear(b) → QuantizeLinear, all per tensor and of one 8-bit
+// type, each node the sole reader of the last (ONNX Runtime's QLinearAdd as hodu's loader lowers
+// it: the residual adds of QOperator ResNets): one step over the 8-bit inputs in the layout they
+// have — channels-last after an int8 conv, which the output keeps for the next one — instead of
+// two reorders to plain, three f32 passes and a reorder back. Made at the first DequantizeLinear;
+// it claims the other, the Add and the QuantizeLinear.
+bool make_quantized_add(PlanBuilder& b, const Node& n) {
+  const Graph& g = b.graph();
+  auto sole = [&](const std::string& v) -> const Node* {
+    if (v.empty() || g.output(v)) return nullptr;
+    const auto& rd = b.readers(v);
+    if (rd.size() != 1 || !g.nodes[rd[0]].domain.empty()) return nullptr;
+    return &g.nodes[rd[0]];
+  };
+  const Node* add = sole(n.outputs[0]);
+  if (!add || add->op_type != "Add" || add->inputs.size() != 2 || add->inputs[0] == add->inputs[1]) return false;
+  const std::string& other = add->inputs[0] == n.outputs[0] ? add->inputs[1] : add->inputs[0];
+  const int self = g.producer_of(n.outputs[0]), p = g.producer_of(other);
+  if (p <= self || sole(other) != add) return false;  // the other DequantizeLinear comes later
+  const Node& m = g.nodes[static_cast<size_t>(p)];
+  const Node* q = sole(add->outputs[0]);
+  if (!m.domain.empty() || m.op_type != "DequantizeLinear" || !q || q->op_type != "QuantizeLinear") return false;
+  const Node* a = add->inputs[0] == n.outputs[0] ? &n : &m;  // the Add's operand order
+  const Node* c = a == &n ? &m : &n;
+  auto at = b.static_type(a->inputs[0]), ct = b.static_type(c->inputs[0]), yt = b.static_type(q->outputs[0]),
+       st = b.static_type(add->outputs[0]);
+  if (!at || !ct || !yt || !st || !is_8bit(at->first) || ct->first != at->first || yt->first != at->first ||
+      ct->second != at->second || yt->second != at->second || st->second != at->second || st->first != DType::F32)
+    return false;
+  for (const Node* d : {a, c})
+    if (d->get_int("output_dtype", 0) > 1) return false;
+  if (const int64_t odt = q->get_int("output_dtype", 0); odt != 0 && odt != (at->first == DType::U8 ? 2 : 3))
+    return false;
+  auto step = std::make_unique<QuantizedAddStep>();
+  if (!scalar_quantization(b, *a, at->first, step->p_[0], step->p_[1]) ||
+      !scalar_quantization(b, *c, at->first, step->p_[2], step->p_[3]) ||
+      !scalar_quantization(b, *q, at->first, step->p_[4], step->p_[5]))
+    return false;
+  const auto& xs = at->second;
+  step->n_ = shape_numel(xs);
+  step->signed_ = at->first == DType::I8;
+  // Channels-last when either input is (an int8 conv's output), else plain.
+  bool nhwc = false;
+  std::optional<dnnl::memory::desc> md;
+  if (xs.size() == 4) {
+    md = dnnl::memory::desc(to_dims(xs), dnnl_dtype(at->first), dnnl::memory::format_tag::nhwc);
+    for (const Node* d : {a, c})
+      nhwc = nhwc || (b.has_slot(d->inputs[0]) && layout_md(b.at(b.slot(d->inputs[0]))) == *md);
+  }
+  if (nhwc) {
+    step->reads = {b.as_layout(a->inputs[0], *md), b.as_layout(c->inputs[0], *md)};
+    step->writes = {b.define(q->outputs[0], at->first, xs, md)};
+  } else {
+    step->reads = {b.plain(a->inputs[0]), b.plain(c->inputs[0])};
+    step->writes = {b.define(q->outputs[0], at->first, xs)};
+  }
+  step->label = n.describe() + (nhwc ? ": cpu quantized add (nhwc)" : ": cpu quantized add");
+  b.claim(m);
+  b.claim(*add);
+  b.claim(*q);
+  b.add(std::move(step));
+  return true;
+}
+
 }  // namespace
 
 bool make_quantize(PlanBuilder& b, const Node& n) {
   const bool quantize = n.op_type == "QuantizeLinear";
   if (!n.domain.empty() || (!quantize && n.op_type != "DequantizeLinear")) return false;
+  if (!quantize && make_quantized_add(b, n)) return true;
   if (n.get_int("block_size", 0) != 0 || n.get_int("precision", 0) != 0) return false;
   auto x = b.static_type(n.inputs[0]), y = b.static_type(n.outputs[0]);
   if (!x || !y || x->second != y->second) return false;
