@@ -925,11 +925,12 @@ bool add_int16_step(PlanBuilder& b, const Node& n, std::unique_ptr<Int16Conv> c,
   return true;
 }
 
-// A conv on hodu's int16 kernel: its window as the kernel's shape.
+// A conv on hodu's int16 kernel: its window as the kernel's shape (false, nothing planned, for
+// a window it cannot take: the caller goes on to oneDNN's).
 bool make_int16_conv(PlanBuilder& b, const Node& n, DType xdt, const std::vector<int64_t>& xs,
                      const std::vector<int64_t>& ys, const Tensor& w, size_t w_in, const std::vector<int32_t>& raw,
                      const std::vector<int32_t>& zp, const ConvWindow& win, const SrcZeroPoint& xzp, bool qlinear,
-                     const IntegerClamp& clamp, Epilogue e) {
+                     const IntegerClamp& clamp, const Epilogue& e) {
   const int64_t M = ys[1], G = win.group;
   auto c = std::make_unique<Int16Conv>();
   int8_avx2::ConvShape& s = c->shape;
@@ -952,7 +953,7 @@ bool make_int16_conv(PlanBuilder& b, const Node& n, DType xdt, const std::vector
   s.dw = win.dilations.back() + 1;
   s.pad_left = win.pad_l.back();
   if (s.pad_top < 0 || s.pad_left < 0) return false;
-  return add_int16_step(b, n, std::move(c), raw, zp, xdt, xzp, w_in, qlinear, clamp, std::move(e), xs, ys, true);
+  return add_int16_step(b, n, std::move(c), raw, zp, xdt, xzp, w_in, qlinear, clamp, e, xs, ys, true);
 }
 
 // QLinearConv(x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B) and ConvInteger(x, w, x_zp, w_zp).
@@ -996,8 +997,9 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   const bool flip = flip_s8_source(x->first);
   dnnl::memory::desc src_md(to_dims(xs), flip ? dt::u8 : dnnl_dtype(x->first), tag::any);
   const auto raw = as_ints(*w);
-  if (int16_conv_wanted(raw, w->dtype(), *wzp, M, per, G, spatial, G > 1 && w->dim(1) == 1 && M == G))
-    return make_int16_conv(b, n, x->first, xs, ys, *w, w_in, raw, *wzp, *win, *xzp, qlinear, clamp, std::move(e));
+  if (int16_conv_wanted(raw, w->dtype(), *wzp, M, per, G, spatial, G > 1 && w->dim(1) == 1 && M == G) &&
+      make_int16_conv(b, n, x->first, xs, ys, *w, w_in, raw, *wzp, *win, *xzp, qlinear, clamp, e))
+    return true;
   // Grouped convs whose groups have few output channels: oneDNN's AVX2 kernels want a whole
   // vector of them per group, so the groups are padded with zero channels when the first try
   // gives only its reference kernel (~100x slower than the interpreter's).
