@@ -52,6 +52,19 @@ bool int8_exact_isa() {
 
 namespace {
 
+// HODU_CPU_INT8_WEIGHTS: "" (unset: the CPU chooses), sums, split or int16 (see below); any other
+// value is an InvalidArgument error. Read when a plan is built.
+std::string int8_weights_form() {
+  const char* v = std::getenv("HODU_CPU_INT8_WEIGHTS");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "sums" || s == "split" || s == "int16") return s;
+  throw Error(ErrorCode::InvalidArgument,
+              "HODU_CPU_INT8_WEIGHTS=" + s +
+                  ": expected sums (weights shifted to s8, the zero point by window sums), split (weights as 16*hi + "
+                  "lo) or int16 (convs and matmuls on hodu's int16 kernel, CPUs with AVX2); unset lets the CPU "
+                  "choose");
+}
+
 // ---- weights ----
 
 // The weights as oneDNN's s8 weights, per group of output channels (rows of `per` values; a
@@ -99,8 +112,8 @@ Int8Weights product_weights_unpadded(const std::vector<int32_t>& raw, DType wdt,
   const bool vnni = int8_exact_isa();
   // HODU_CPU_INT8_WEIGHTS=sums|split: that form wherever it is exact (tests run every form on
   // any CPU); int16 (int16_conv_wanted) leaves the choice here to the CPU.
-  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
-  const std::string form = force && std::string(force) != "int16" ? force : "";
+  std::string form = int8_weights_form();
+  if (form == "int16") form.clear();
   Int8Weights out;
   auto fits = [](const std::vector<int32_t>& v) {
     return std::all_of(v.begin(), v.end(), [](int32_t x) { return x >= -128 && x <= 127; });
@@ -867,8 +880,7 @@ bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::ve
                        int64_t per, int64_t groups, int64_t spatial, bool depthwise) {
   if (!int8_avx2::available() || spatial > 2 || depthwise || 255.0 * 255.0 * static_cast<double>(per) >= 2147483647.0)
     return false;
-  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
-  const std::string form = force ? force : "";
+  const std::string form = int8_weights_form();
   if (form == "int16") return true;
   if (!form.empty() || int8_exact_isa() || vector_math::cpu_isa() != vector_math::Isa::Avx2) return false;
   return product_weights_unpadded(raw, wdt, zp, M, per, groups, false).mode == Int8Weights::Split;
@@ -1146,8 +1158,7 @@ bool make_int8_matmul(PlanBuilder& b, const Node& n) {
       for (int64_t n2 = 0; n2 < N; ++n2) cols[n2 * K + k] = v[k * N + n2];
   }
   // Unforced, not below 4 rows: a tile computes 6 (oneDNN's split GEMV does less).
-  const char* force = std::getenv("HODU_CPU_INT8_WEIGHTS");
-  const bool forced = force && std::string(force) == "int16";
+  const bool forced = int8_weights_form() == "int16";
   if ((forced || shape_numel(as) / K >= 4) && int16_conv_wanted(cols, w->dtype(), *bzp, N, K, 1, 1, false)) {
     // Rows of K as a 1 x rows image of K channels, the product a 1x1 conv.
     auto c = std::make_unique<Int16Conv>();

@@ -250,6 +250,19 @@ TEST(CpuInt8, Int16MatMulIsExact) {
         }
 }
 
+// An unknown HODU_CPU_INT8_WEIGHTS is an error naming the value and the accepted ones.
+TEST(CpuInt8, UnknownWeightsFormIsAnError) {
+  ScopedEnv env("HODU_CPU_INT8_WEIGHTS", "int17");
+  const Int16Case& c = int16_cases()[0];
+  try {
+    PlannedModel p(int16_case_model(c, 94), {{"x", ints(c.x, c.xs, 94, 0, 255)}});
+    ADD_FAILURE() << "HODU_CPU_INT8_WEIGHTS=int17 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("HODU_CPU_INT8_WEIGHTS=int17"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("int16"), std::string::npos) << e.what();
+  }
+}
+
 // Unforced, on AVX2 without VNNI (ctest cpu_engine_test_avx2 caps oneDNN and hodu so on any
 // CPU): full-range weights, which oneDNN would run split in two, go to the int16 conv (a
 // matmul of 4 rows or more too); 7-bit weights (pair-safe) and depthwise convs stay on oneDNN's
