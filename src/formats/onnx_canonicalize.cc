@@ -493,6 +493,13 @@ void grid_sample_modes(Canon&, Graph&, Node& n, Emit&) {
   n.set_attr(Attribute::make_string("mode", m));
 }
 
+void roi_align10(Canon&, Graph&, Node& n, Emit&) {
+  // RoiAlign-10 had no coordinate_transformation_mode and did not shift by half a pixel
+  // (ONNX Runtime: output_half_pixel before 16); 16's default is half_pixel. torchvision
+  // exports below 16 (Faster/Mask R-CNN at opset 11) write the old form.
+  n.set_attr(Attribute::make_string("coordinate_transformation_mode", "output_half_pixel"));
+}
+
 void group_norm_scale(Canon& c, Graph& g, Node& n, Emit& e) {
   // GroupNormalization-18 had scale/bias per group; 21 per channel: repeat each
   // group's value C/G times.
@@ -569,6 +576,8 @@ const std::vector<Rule>& rules() {
       {"DFT", 17, 20, "axis became an input (default -2) in 20", dft_axis},
       {"Scan", 8, 9, "Scan-8 had a batch axis and a sequence_lens input; 9 has neither", scan8_batch},
       {"GridSample", 16, 20, "modes renamed bilinear→linear, bicubic→cubic in 20", grid_sample_modes},
+      {"RoiAlign", 10, 16, "no half-pixel shift before 16 (coordinate_transformation_mode=output_half_pixel)",
+       roi_align10},
       {"GroupNormalization", 18, 21, "scale/bias per channel instead of per group in 21", group_norm_scale},
   };
   return kRules;

@@ -249,6 +249,12 @@ Why downgrade_node(Node& n, int t, const Scope& s, std::set<std::string>& detach
     else if (m == "cubic") m = "bicubic";
     n.set_attr(Attribute::make_string("mode", m));
   }
+  if (op == "RoiAlign" && t < 16) {
+    // RoiAlign-10 knows only output_half_pixel, and has no attribute for it.
+    if (n.get_string("coordinate_transformation_mode", "half_pixel") != "output_half_pixel")
+      return "RoiAlign with coordinate_transformation_mode half_pixel needs opset 16";
+    n.remove_attr("coordinate_transformation_mode");
+  }
   if (op == "GroupNormalization" && t < 21) return "GroupNormalization (per-channel scale) needs opset 21";
   if (op == "OptionalGetElement" && t < 18 && !n.inputs.empty()) {
     auto in_type = s.type_of(n.inputs[0]);

@@ -430,6 +430,37 @@ TEST(OnnxCanonicalize, UpsampleScatterCastBatchNormLegacyBroadcast) {
   EXPECT_EQ(bnn->outputs.size(), 1u);
 }
 
+// RoiAlign before 16 sampled without the half-pixel shift (ONNX Runtime: output_half_pixel);
+// 16's default is half_pixel. torchvision writes the old form at opset 11 (Faster R-CNN), whose
+// boxes came out wrong while the import kept 16's default.
+TEST(OnnxCanonicalize, RoiAlignBefore16IsOutputHalfPixel) {
+  auto make = [](int opset) {
+    auto m = make_model(opset);
+    auto* g = m.mutable_graph();
+    add_value(g->mutable_input(), "x", onnx::TensorProto::FLOAT, {1, 2, 8, 8});
+    add_value(g->mutable_input(), "rois", onnx::TensorProto::FLOAT, {3, 4});
+    add_value(g->mutable_input(), "bi", onnx::TensorProto::INT64, {3});
+    add_value(g->mutable_output(), "y", onnx::TensorProto::FLOAT, {3, 2, 2, 2});
+    auto* n = add_node(m, "RoiAlign", {"x", "rois", "bi"}, {"y"});
+    attr_int(n, "output_height", 2);
+    attr_int(n, "output_width", 2);
+    return m;
+  };
+  Model m11 = load(make(11));
+  EXPECT_EQ(find_node(m11.graph, "RoiAlign")->get_string("coordinate_transformation_mode", ""), "output_half_pixel");
+  Model m16 = load(make(16));
+  EXPECT_FALSE(find_node(m16.graph, "RoiAlign")->has_attr("coordinate_transformation_mode"));
+  // Written back at 13 the attribute (unknown there) goes; half_pixel cannot be written below 16.
+  onnx::ModelProto p;
+  ASSERT_TRUE(p.ParseFromString(export_onnx(m11, 13)));
+  for (const auto& n : p.graph().node())
+    for (const auto& a : n.attribute()) EXPECT_NE(a.name(), "coordinate_transformation_mode");
+  EXPECT_EQ(find_node(import_onnx(export_onnx(m11, 13), ".", "again").graph, "RoiAlign")
+                ->get_string("coordinate_transformation_mode", ""),
+            "output_half_pixel");
+  expect_error([&] { export_onnx(m16, 13); }, ErrorCode::Unsupported, "half_pixel needs opset 16");
+}
+
 // ---- malformed input -------------------------------------------------------
 
 TEST(OnnxMalformed, TruncatedCorruptAndNotOnnx) {

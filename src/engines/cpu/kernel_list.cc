@@ -66,6 +66,10 @@ void register_cpu_kernels(KernelRegistry& r) {
   add_any({"InstanceNormalization", "GroupNormalization", "LRN"}, "hand-written normalization loop");
   add_any({"Softmax", "LogSoftmax", "Hardmax", "LayerNormalization", "RMSNormalization"},
           "loop along any axis, f32 or f64, with LayerNormalization's Mean and InvStdDev");
+  add({"NonMaxSuppression"}, "", "cpu",
+      "greedy suppression over box corners and areas computed once, (batch, class) pairs over threads, "
+      "ONNX Runtime's float IoU");
+  add({"RoiAlign"}, "", "cpu", "bilinear taps computed once per region, (region, channel range) tasks over threads");
   add_any({"RotaryEmbedding"}, "pairwise rotation loop in the input's layout (f32)");
   add_any({"Einsum"}, "batched products of the operands gathered once (f32, letters only)");
   add_any({"SequenceEmpty", "SequenceConstruct", "SequenceInsert", "SequenceErase", "SequenceAt", "SequenceLength",

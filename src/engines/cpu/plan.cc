@@ -472,6 +472,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                      // Tensor kernels of any dtype, shapes known at plan or run time.
                                      make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,
                                      make_reduce_ops, make_index_ops, make_norm_ops, make_axis_norm_ops, make_rotary, make_einsum,
+                                     make_detect_ops,
                                      make_runtime_matmul, make_sequence_ops};
   for (const auto& n : g.nodes) {
     if (b.claimed_.count(&n)) continue;  // done by an earlier node's step

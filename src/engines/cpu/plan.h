@@ -303,6 +303,7 @@ bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (R
 bool make_index_ops(PlanBuilder& b, const Node& node);       // index_ops.cc (Gather*, Scatter*)
 bool make_norm_ops(PlanBuilder& b, const Node& node);        // norm_ops.cc (InstanceNorm, GroupNorm, LRN)
 bool make_rotary(PlanBuilder& b, const Node& node);          // rotary.cc (RotaryEmbedding)
+bool make_detect_ops(PlanBuilder& b, const Node& node);     // detect_ops.cc (NonMaxSuppression, RoiAlign)
 bool make_axis_norm_ops(PlanBuilder& b, const Node& node);   // axis_norm_ops.cc (Softmax/LayerNorm: any axis, f64, Mean)
 bool make_einsum(PlanBuilder& b, const Node& node);          // einsum.cc
 bool make_sequence_ops(PlanBuilder& b, const Node& node);    // sequence_ops.cc (Sequence*, SplitToSequence, ...)

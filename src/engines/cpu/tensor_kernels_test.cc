@@ -982,6 +982,113 @@ TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
   }
 }
 
+// NonMaxSuppression ran on the interpreter's kernel (every detector's postprocess). Random
+// boxes in both corner orders and center form, scores on a few levels so that many tie (ties
+// go to the lower box index), batches and classes, thresholds as initializers or as run-time
+// scalars, max_output_boxes_per_class absent (nothing kept), small and larger than the boxes.
+TEST(CpuTensorKernels, NonMaxSuppressionRandomBoxesAndTies) {
+  uint32_t seed = 900;
+  for (int64_t cpb : {0, 1})
+    for (const auto& [B, K, S] : std::vector<std::array<int64_t, 3>>{{1, 1, 40}, {2, 3, 25}, {1, 2, 300}})
+      for (int variant = 0; variant < 4; ++variant) {
+        std::mt19937 rng(seed++);
+        std::uniform_real_distribution<float> pos(0.0f, 20.0f), size(0.5f, 8.0f);
+        Tensor boxes = Tensor::empty(DType::F32, {B, S, 4}), scores = Tensor::empty(DType::F32, {B, K, S});
+        for (int64_t i = 0; i < B * S; ++i) {
+          float* p = boxes.data<float>() + i * 4;
+          const float y = pos(rng), x = pos(rng), h = size(rng), w = size(rng);
+          if (cpb) {
+            p[0] = x, p[1] = y, p[2] = w, p[3] = h;
+          } else if (rng() & 1) {  // corners in either order
+            p[0] = y, p[1] = x, p[2] = y + h, p[3] = x + w;
+          } else {
+            p[0] = y + h, p[1] = x + w, p[2] = y, p[3] = x;
+          }
+        }
+        for (int64_t i = 0; i < B * K * S; ++i) scores.data<float>()[i] = static_cast<float>(rng() % 6) / 5.0f;
+        const float iou = variant == 3 ? 0.0f : 0.25f + 0.2f * variant;
+        Case c;
+        c.op = "NonMaxSuppression";
+        c.attrs = {Attribute::make_int("center_point_box", cpb)};
+        c.inputs = {{"boxes", boxes}, {"scores", scores}};
+        c.order = {"boxes", "scores"};
+        std::vector<std::pair<std::string, Tensor>>& scalars = variant % 2 ? c.inputs : c.consts;
+        const int64_t max_out = variant == 0 ? 3 : variant == 1 ? 1000 : S / 2;
+        if (variant != 2 || cpb == 0) {  // cpb 1, variant 2: max_output_boxes_per_class absent
+          scalars.push_back({"max", Tensor::from_vector<int64_t>(DType::I64, {1}, {max_out})});
+          c.order.push_back("max");
+        } else {
+          c.order.push_back("");
+        }
+        scalars.push_back({"iou", Tensor::from_vector<float>(DType::F32, {}, {iou})});
+        c.order.push_back("iou");
+        if (variant >= 2) {
+          scalars.push_back({"score", Tensor::from_vector<float>(DType::F32, {1}, {0.3f})});
+          c.order.push_back("score");
+        }
+        c.tol = 0;
+        check(c, fmt::format("NonMaxSuppression cpb {} B {} K {} S {} variant {}", cpb, B, K, S, variant));
+      }
+}
+
+// The spec's order, independent of the interpreter: per batch, per class, by score (ties: the
+// lower index first); box 2 overlaps box 0 (IoU 0.81) and goes, box 3 overlaps nothing.
+TEST(CpuTensorKernels, NonMaxSuppressionOrder) {
+  Case c;
+  c.op = "NonMaxSuppression";
+  c.inputs = {{"boxes", Tensor::from_vector<float>(DType::F32, {1, 4, 4},
+                                                   {0, 0, 10, 10, 20, 20, 30, 30, 0, 0, 9, 9, 50, 50, 51, 51})},
+              {"scores", Tensor::from_vector<float>(DType::F32, {1, 2, 4}, {0.5f, 0.9f, 0.5f, 0.5f,  // class 0
+                                                                             0.1f, 0.1f, 0.7f, 0.2f})}};
+  c.consts = {{"max", i64s({10})}, {"iou", f32s({0.5f})}};
+  c.order = {"boxes", "scores", "max", "iou"};
+  Model m = build(c);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Plan plan(m, {{"boxes", {1, 4, 4}}, {"scores", {1, 2, 4}}}, PlanOptions{}, eng);
+  ASSERT_EQ(plan.fallback_count(), 0);
+  auto got = plan.run({{"boxes", RuntimeValue(c.inputs[0].second)}, {"scores", RuntimeValue(c.inputs[1].second)}},
+                      stream);
+  EXPECT_EQ(got[0].tensor.shape(), (std::vector<int64_t>{6, 3}));
+  EXPECT_EQ(got[0].tensor.to_int64s(),
+            (std::vector<int64_t>{0, 0, 1, 0, 0, 0, 0, 0, 3,    // class 0: 0.9, then 0.5 at 0 and 3 (2 suppressed)
+                                  0, 1, 2, 0, 1, 3, 0, 1, 1}));  // class 1: 0.7, 0.2, 0.1 at 1 (0 suppressed by 2)
+}
+
+// RoiAlign ran on the interpreter's kernel (Faster/Mask R-CNN's box and mask heads): both
+// modes, both coordinate modes, adaptive (0) and fixed sampling, regions inside, across and
+// outside the map, several images. The engine samples in float as ONNX Runtime does; the
+// interpreter in double: close, not equal.
+TEST(CpuTensorKernels, RoiAlignEveryMode) {
+  uint32_t seed = 950;
+  for (const char* mode : {"avg", "max"})
+    for (const char* ctm : {"half_pixel", "output_half_pixel"})
+      for (int64_t sr : {0, 2})
+        for (float scale : {1.0f, 0.25f}) {
+          std::mt19937 rng(seed++);
+          std::uniform_real_distribution<float> pos(-6.0f, 40.0f), size(0.2f, 30.0f);
+          const int64_t R = 9;
+          Tensor rois = Tensor::empty(DType::F32, {R, 4});
+          for (int64_t r = 0; r < R; ++r) {
+            float* p = rois.data<float>() + r * 4;
+            p[0] = pos(rng), p[1] = pos(rng);
+            p[2] = p[0] + size(rng), p[3] = p[1] + size(rng);
+          }
+          Tensor bi = Tensor::empty(DType::I64, {R});
+          for (int64_t r = 0; r < R; ++r) bi.data<int64_t>()[r] = static_cast<int64_t>(rng() % 2);
+          Case c;
+          c.op = "RoiAlign";
+          const std::vector<int64_t> xs = scale == 1.0f ? std::vector<int64_t>{2, 3, 11, 13} : std::vector<int64_t>{2, 5, 6, 7};
+          c.inputs = {{"x", rand_tensor(DType::F32, xs, seed++)}, {"rois", rois}, {"bi", bi}};
+          c.order = {"x", "rois", "bi"};
+          c.attrs = {Attribute::make_string("mode", mode), Attribute::make_string("coordinate_transformation_mode", ctm),
+                     Attribute::make_int("sampling_ratio", sr), Attribute::make_float("spatial_scale", scale),
+                     Attribute::make_int("output_height", 3), Attribute::make_int("output_width", 2)};
+          c.tol = 1e-5;
+          check(c, fmt::format("RoiAlign {} {} sampling_ratio {} spatial_scale {}", mode, ctm, sr, scale));
+        }
+}
+
 // Under HODU_MAX_ISA (ctest cpu_engine_test_avx2 runs this whole program so), hodu's vector loops
 // and oneDNN's kernels stay at or below the cap.
 TEST(CpuTensorKernels, MaxIsaCapsHoduLoopsAndOneDnn) {
