@@ -1,11 +1,13 @@
 // MatMul and Gemm over f32 values whose shapes are known only while running (a Loop's
 // outputs, a Slice with run-time starts): make_matmul builds oneDNN primitives for the
 // shapes the plan knows and refuses these. Each run's product is oneDNN's sgemm (no
-// primitive to create per shape), one call per batch matrix. MatMul of f64 (any shapes) on
-// a plain loop in double.
+// primitive to create per shape), one call per batch matrix; hodu.FusedGemm's activation and
+// residual in one pass after it. MatMul of f64 (any shapes) on a plain loop in double.
 #include <oneapi/dnnl/dnnl.h>
 
 #include <algorithm>
+#include <cmath>
+#include <iterator>
 
 #include "core/error.h"
 #include "engines/cpu/plan.h"
@@ -132,10 +134,34 @@ class RuntimeMatMulStep : public TensorStep {
   std::vector<int64_t> batch_, a_batch_, b_batch_, out_shape_;
 };
 
-// Y = alpha * A' * B' + beta * C, C broadcast to [M, N].
+// hodu.FusedGemm's epilogue activations (fused.cc's reference, in float), by index in kActs.
+constexpr const char* kActs[] = {"", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip", "HardSigmoid", "Silu", "Gelu"};
+int act_index(const std::string& act) {
+  for (int i = 0; i < static_cast<int>(std::size(kActs)); ++i)
+    if (act == kActs[i]) return i;
+  return -1;
+}
+float activate(int act, const std::vector<float>& p, float x) {
+  auto param = [&](size_t i, float def) { return i < p.size() ? p[i] : def; };
+  switch (act) {
+    case 1: return x > 0 ? x : 0;
+    case 2: return x >= 0 ? x : param(0, 0.01f) * x;
+    case 3: return 1 / (1 + std::exp(-x));
+    case 4: return std::tanh(x);
+    case 5: return std::min(std::max(x, param(0, -INFINITY)), param(1, INFINITY));
+    case 6: return std::max(0.0f, std::min(1.0f, param(0, 0.2f) * x + param(1, 0.5f)));
+    case 7: return x / (1 + std::exp(-x));
+    case 8: return 0.5f * x * (1 + std::erf(x / std::sqrt(2.0f)));
+    default: return x;
+  }
+}
+
+// Y = act(alpha * A' * B' + beta * C + Z), C broadcast to [M, N]; Z (hodu.FusedGemm's residual)
+// [M, N] or [N]. Gemm has no activation and no Z.
 class RuntimeGemmStep : public TensorStep {
  public:
-  RuntimeGemmStep(bool ta, bool tb, float alpha, float beta) : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta) {}
+  RuntimeGemmStep(bool ta, bool tb, float alpha, float beta, int act = 0, std::vector<float> act_params = {})
+      : ta_(ta), tb_(tb), alpha_(alpha), beta_(beta), act_(act), act_params_(std::move(act_params)) {}
 
   void configure(const std::vector<const Tensor*>& in) override {
     const Tensor &a = *in[0], &b = *in[1];
@@ -169,11 +195,25 @@ class RuntimeGemmStep : public TensorStep {
       });
     }
     sgemm(ta_, tb_, M_, N_, K_, alpha_, in[0]->data<float>(), in[1]->data<float>(), with_c ? beta_ : 0.0f, Y);
+    const Tensor* z = in.size() > 3 ? in[3] : nullptr;
+    if (act_ == 0 && !z) return;
+    if (z && z->numel() != M_ * N_ && z->numel() != N_)
+      fail(ErrorCode::InvalidModel, "{}: addend {} does not match the output [{}, {}]", label, z->type_string(), M_,
+           N_);
+    const float* zp = z ? z->data<float>() : nullptr;
+    const int64_t zrow = z && z->numel() == N_ ? 0 : N_;
+    parallel_for(M_, M_ * N_ >= (1 << 15) ? rs.threads : 1, [&](int64_t i) {
+      float* y = Y + i * N_;
+      const float* zr = zp ? zp + i * zrow : nullptr;
+      for (int64_t j = 0; j < N_; ++j) y[j] = activate(act_, act_params_, zr ? y[j] + zr[j] : y[j]);
+    });
   }
 
  private:
   bool ta_, tb_;
   float alpha_, beta_;
+  int act_;
+  std::vector<float> act_params_;
   int64_t M_ = 0, N_ = 0, K_ = 0, c_rows_ = 1, c_cols_ = 1;
 };
 
@@ -192,6 +232,20 @@ bool make_runtime_matmul(PlanBuilder& b, const Node& n) {
     f.tb = n.get_int("transB", 0) != 0;
     add_tensor_step(b, n, std::make_unique<RuntimeMatMulStep>(DType::F32, f), {DType::F32},
                     "sgemm (shapes known while running)");
+    return true;
+  }
+  if (n.domain == "hodu" && n.op_type == "FusedGemm" && n.inputs.size() >= 2) {
+    // Gemm + activation (+ residual) fused over run-time rows: torchvision's box head (Flatten
+    // of the RoiAlign of however many proposals the RPN kept -> Linear -> ReLU).
+    const int act = act_index(n.get_string("activation", ""));
+    if (act < 0) return false;  // GeluTanh, unknown names: the interpreter's kernel
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      if (!n.inputs[i].empty() && dtype_of(b, n.inputs[i]) != DType::F32) return false;
+    add_tensor_step(b, n,
+                    std::make_unique<RuntimeGemmStep>(n.get_int("transA", 0) != 0, n.get_int("transB", 0) != 0,
+                                                      n.get_float("alpha", 1.0f), n.get_float("beta", 1.0f), act,
+                                                      n.get_floats("activation_params")),
+                    {DType::F32}, "sgemm and epilogue (shapes known while running)");
     return true;
   }
   if (!n.domain.empty() || (n.op_type != "MatMul" && n.op_type != "Gemm") || n.inputs.size() < 2) return false;

@@ -681,6 +681,60 @@ bool make_dynamic_slice(PlanBuilder& b, const Node& n) {
   return true;
 }
 
+// Concat of inputs whose shapes are known only while running (the proposals and boxes of a
+// detector's postprocess): checked every run, then one block copy per input per outer row.
+// Static shapes take data_movement.cc's planned copy (or dnnl_concat.cc's blocked one).
+class DynamicConcatStep : public TensorStep {
+ public:
+  DynamicConcatStep(DType dt, int64_t axis) : dt_(dt), axis_(axis) {}
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    const Tensor& first = *in[0];
+    auto a = norm_axis(axis_, first.rank());
+    if (!a) fail(ErrorCode::InvalidArgument, "{}: axis {} is out of range for {}", label, axis_, first.shape_string());
+    const size_t ax = static_cast<size_t>(*a);
+    std::vector<int64_t> shape = first.shape();
+    shape[ax] = 0;
+    for (const Tensor* t : in) {
+      bool same = t->rank() == first.rank();
+      for (size_t d = 0; same && d < shape.size(); ++d) same = d == ax || t->dim(static_cast<int64_t>(d)) == shape[d];
+      if (!same)
+        fail(ErrorCode::InvalidArgument, "{}: inputs {} and {} differ outside axis {}", label, first.shape_string(),
+             t->shape_string(), *a);
+      shape[ax] += t->dim(static_cast<int64_t>(ax));
+    }
+    Tensor& y = out(rs, 0, dt_, shape);
+    if (y.numel() == 0) return;
+    const size_t es = dtype_storage_bytes(dt_, 1);
+    int64_t outer = 1, inner = static_cast<int64_t>(es);
+    for (size_t d = 0; d < ax; ++d) outer *= shape[d];
+    for (size_t d = ax + 1; d < shape.size(); ++d) inner *= shape[d];
+    const int64_t out_row = shape[ax] * inner;
+    char* dst = static_cast<char*>(y.raw_data());
+    int64_t col = 0;
+    for (const Tensor* t : in) {
+      const int64_t w = t->dim(static_cast<int64_t>(ax)) * inner;
+      const char* src = static_cast<const char*>(t->raw_data());
+      parallel_for(outer, outer * w >= (1 << 16) ? rs.threads : 1,
+                   [&](int64_t o) { std::memcpy(dst + o * out_row + col, src + o * w, static_cast<size_t>(w)); });
+      col += w;
+    }
+  }
+
+ private:
+  DType dt_;
+  int64_t axis_;
+};
+
+bool make_dynamic_concat(PlanBuilder& b, const Node& n) {
+  const DType dt = dtype_of(b, n.inputs[0]);
+  if (!movable_dtype(dt) || !n.has_attr("axis")) return false;
+  for (const auto& i : n.inputs)
+    if (i.empty() || dtype_of(b, i) != dt) return false;
+  add_tensor_step(b, n, std::make_unique<DynamicConcatStep>(dt, n.get_int("axis", 0)), {dt},
+                  "block copies (shapes known while running)");
+  return true;
+}
+
 }  // namespace
 
 bool make_tensor_ops(PlanBuilder& b, const Node& n) {
@@ -697,6 +751,7 @@ bool make_tensor_ops(PlanBuilder& b, const Node& n) {
   if (op == "Range") return make_range(b, n);
   if (op == "NonZero") return make_nonzero(b, n);
   if (op == "Transpose") return make_dynamic_transpose(b, n);
+  if (op == "Concat") return make_dynamic_concat(b, n);
   return make_dynamic_reshape(b, n);
 }
 
