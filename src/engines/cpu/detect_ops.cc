@@ -50,6 +50,26 @@ class NmsStep : public TensorStep {
         }
         area_[static_cast<size_t>(i)] = (c.y2 - c.y1) * (c.x2 - c.x1);
       }
+      // A kept box c can overlap a only if c.x1 lies in (a.x1 - widest, a.x2). Kept boxes go
+      // into cells of x1 at least `reach` wide, so a candidate is tested against the kept boxes
+      // of the cells that window spans only (torchvision's batched NMS offsets each class by the
+      // largest coordinate: a window then holds about one class). NaN or infinite coordinates
+      // take the plain scan.
+      bool finite = true;
+      float widest = 0, xmin = INFINITY, xmax = -INFINITY;
+      for (int64_t i = 0; i < B * S; ++i) {
+        const Corners& c = corners_[static_cast<size_t>(i)];
+        finite &= std::isfinite(c.x1) && std::isfinite(c.x2) && std::isfinite(c.y1) && std::isfinite(c.y2);
+        widest = std::max(widest, c.x2 - c.x1);
+        xmin = std::min(xmin, c.x1);
+        xmax = std::max(xmax, c.x1);
+      }
+      const double reach = static_cast<double>(widest) * (1 + 1e-6) + 1e-30;
+      const double cell_w = finite ? std::max(reach, (static_cast<double>(xmax) - xmin) / static_cast<double>(S)) : 1;
+      const int64_t cells = finite ? static_cast<int64_t>((static_cast<double>(xmax) - xmin) / cell_w) + 1 : 1;
+      auto cell_of = [&](double x) {
+        return std::clamp<int64_t>(static_cast<int64_t>(std::floor((x - xmin) / cell_w)), 0, cells - 1);
+      };
       const float* sc = scores.data<float>();
       const int64_t work = B * K * S;
       parallel_for(B * K, work >= 4096 ? rs.threads : 1, [&](int64_t bk) {
@@ -63,23 +83,45 @@ class NmsStep : public TensorStep {
           if (!score_t || s[i] > score_th) cand.push_back(i);
         std::stable_sort(cand.begin(), cand.end(), [&](int64_t i, int64_t j) { return s[i] > s[j]; });
         std::vector<int64_t>& k = kept[static_cast<size_t>(bk)];
+        std::vector<int64_t> head, next;  // per cell, the kept boxes as a linked list
+        if (finite) {
+          head.assign(static_cast<size_t>(cells), -1);
+          next.resize(static_cast<size_t>(S));
+        }
+        auto suppressed_by = [&](int64_t i, int64_t j) {
+          const Corners &a = cb[i], &c = cb[j];
+          const float ix1 = std::max(a.x1, c.x1), ix2 = std::min(a.x2, c.x2);
+          if (ix2 <= ix1) return false;
+          const float iy1 = std::max(a.y1, c.y1), iy2 = std::min(a.y2, c.y2);
+          if (iy2 <= iy1) return false;
+          const float inter = (ix2 - ix1) * (iy2 - iy1);
+          const float uni = ab[i] + ab[j] - inter;
+          if (inter <= 0 || ab[i] <= 0 || ab[j] <= 0 || uni <= 0) return false;
+          return inter / uni > iou_th;
+        };
         for (int64_t i : cand) {
           if (static_cast<int64_t>(k.size()) >= max_out) break;
-          const Corners& a = cb[i];
           bool ok = true;
-          for (int64_t j : k) {
-            const Corners& c = cb[j];
-            const float ix1 = std::max(a.x1, c.x1), ix2 = std::min(a.x2, c.x2);
-            if (ix2 <= ix1) continue;
-            const float iy1 = std::max(a.y1, c.y1), iy2 = std::min(a.y2, c.y2);
-            if (iy2 <= iy1) continue;
-            const float inter = (ix2 - ix1) * (iy2 - iy1);
-            const float uni = ab[i] + ab[j] - inter;
-            if (inter <= 0 || ab[i] <= 0 || ab[j] <= 0 || uni <= 0) continue;
-            if (inter / uni > iou_th) {
-              ok = false;
-              break;
+          if (finite) {
+            const Corners& a = cb[i];
+            const int64_t c1 = cell_of(a.x2);
+            for (int64_t c = cell_of(a.x1 - reach); ok && c <= c1; ++c)
+              for (int64_t j = head[static_cast<size_t>(c)]; j >= 0; j = next[static_cast<size_t>(j)])
+                if (suppressed_by(i, j)) {
+                  ok = false;
+                  break;
+                }
+            if (ok) {
+              const size_t c = static_cast<size_t>(cell_of(a.x1));
+              next[static_cast<size_t>(i)] = head[c];
+              head[c] = i;
             }
+          } else {
+            for (int64_t j : k)
+              if (suppressed_by(i, j)) {
+                ok = false;
+                break;
+              }
           }
           if (ok) k.push_back(i);
         }

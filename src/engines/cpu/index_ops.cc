@@ -202,7 +202,10 @@ class ScatterStep : public TensorStep {
       if (upd.shape() != it.shape())
         fail(ErrorCode::InvalidArgument, "{}: updates {} must have the shape of indices {}", label, upd.shape_string(),
              it.shape_string());
-      offs_ = it.to_int64s();
+      if (it.dtype() == DType::I64 && it.is_contiguous())  // to_int64s() reads element by element
+        offs_.assign(it.data<int64_t>(), it.data<int64_t>() + it.numel());
+      else
+        offs_ = it.to_int64s();
       element_offsets(label, data.shape(), it.shape(), *a, offs_);
     }
     Tensor& y = out(rs, 0, dt_, data.shape());
@@ -211,6 +214,12 @@ class ScatterStep : public TensorStep {
       const size_t es = dtype_storage_bytes(dt_, 1);
       const char* s = static_cast<const char*>(upd.raw_data());
       char* d = static_cast<char*>(y.raw_data());
+      if (block == 1 && dispatch_bytes(dt_, [&]<typename T>() {  // element by element: no memcpy call each
+            T* dt = reinterpret_cast<T*>(d);
+            const T* st = reinterpret_cast<const T*>(s);
+            for (size_t i = 0; i < offs_.size(); ++i) dt[offs_[i]] = st[i];
+          }))
+        return;
       const size_t bb = static_cast<size_t>(block) * es;
       for (size_t i = 0; i < offs_.size(); ++i) std::memcpy(d + static_cast<size_t>(offs_[i]) * es, s + i * bb, bb);
       return;

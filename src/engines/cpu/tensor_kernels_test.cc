@@ -985,7 +985,8 @@ TEST(CpuTensorKernels, DataDependentShapesRunWithoutFallback) {
 // NonMaxSuppression ran on the interpreter's kernel (every detector's postprocess). Random
 // boxes in both corner orders and center form, scores on a few levels so that many tie (ties
 // go to the lower box index), batches and classes, thresholds as initializers or as run-time
-// scalars, max_output_boxes_per_class absent (nothing kept), small and larger than the boxes.
+// scalars, max_output_boxes_per_class absent (nothing kept), small and larger than the boxes;
+// a NaN coordinate (the engine's x-sorted window then gives way to the plain scan).
 TEST(CpuTensorKernels, NonMaxSuppressionRandomBoxesAndTies) {
   uint32_t seed = 900;
   for (int64_t cpb : {0, 1})
@@ -1006,6 +1007,7 @@ TEST(CpuTensorKernels, NonMaxSuppressionRandomBoxesAndTies) {
           }
         }
         for (int64_t i = 0; i < B * K * S; ++i) scores.data<float>()[i] = static_cast<float>(rng() % 6) / 5.0f;
+        if (variant == 1) boxes.data<float>()[4 * (S / 2) + 1] = NAN;  // suppresses nothing, is never suppressed
         const float iou = variant == 3 ? 0.0f : 0.25f + 0.2f * variant;
         Case c;
         c.op = "NonMaxSuppression";
@@ -1102,6 +1104,7 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
   g.inputs.push_back({"a", rows(5), ""});
   g.inputs.push_back({"b", rows(3), ""});
   g.inputs.push_back({"z", rows(4), ""});
+  g.inputs.push_back({"wrt", ValueType::tensor(DType::F32, Shape{Dim(8), Dim(4)}), ""});
   g.set_initializer("w", rand_tensor(DType::F32, {4, 8}, 31));
   g.set_initializer("c", rand_tensor(DType::F32, {4}, 32));
   auto node = [&](const char* op, const char* domain, std::vector<std::string> in, std::string out,
@@ -1123,6 +1126,9 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
   node("FusedGemm", "hodu", {"cat1", "w", "c", "z"}, "fcz",
        {Attribute::make_int("transB", 1), Attribute::make_float("alpha", 0.5f),
         Attribute::make_string("activation", "LeakyRelu"), Attribute::make_floats("activation_params", {0.2f})});
+  // A run-time C; a fed B.
+  node("Gemm", "", {"cat1", "w", "z"}, "gc", {Attribute::make_int("transB", 1), Attribute::make_float("beta", 0.5f)});
+  node("FusedGemm", "hodu", {"cat1", "wrt", "c"}, "fcrt", {Attribute::make_string("activation", "Sigmoid")});
   infer_types(g);
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   dnnl::stream stream(eng);
@@ -1134,11 +1140,12 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
     for (int64_t n : {3, 0, 70}) {
       std::map<std::string, RuntimeValue> feeds{{"a", RuntimeValue(rand_tensor(DType::F32, {n, 5}, 40 + n))},
                                                 {"b", RuntimeValue(rand_tensor(DType::F32, {n, 3}, 50 + n))},
-                                                {"z", RuntimeValue(rand_tensor(DType::F32, {n, 4}, 60 + n))}};
+                                                {"z", RuntimeValue(rand_tensor(DType::F32, {n, 4}, 60 + n))},
+                                                {"wrt", RuntimeValue(rand_tensor(DType::F32, {8, 4}, 70))}};
       auto want = interp::Interpreter(m).run(feeds);
       auto got = plan.run(feeds, stream);
-      ASSERT_EQ(got.size(), 4u);
-      for (size_t i = 0; i < 4; ++i)
+      ASSERT_EQ(got.size(), 6u);
+      for (size_t i = 0; i < 6; ++i)
         expect_close(got[i].tensor, want[i].tensor, i < 2 ? 0 : 1e-5, fmt::format("rows {} output {}", n, i));
     }
   }
