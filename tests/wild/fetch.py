@@ -109,7 +109,7 @@ def extract_npm(cache, model, dest):
 def recipe_of(model, by_id):
     """What a torch export or derived model is made from: its recipe, inputs and the
     sources of the scripts that make it (a change to any of them remakes it)."""
-    recipe = dict(model.get("torch") or model["derived"], inputs=model["inputs"], first_size=model["sizes"][0])
+    recipe = dict(model.get("torch") or model["derived"], inputs=model["inputs"], first_size=(model["sizes"] or [{}])[0])
     scripts = ["torch_export.py"] if "torch" in model else ["quantize.py", "contrib_models.py", "fetch.py"]
     recipe["scripts"] = {s: W.sha256_file(os.path.join(W.HERE, s)) for s in scripts + ["wildlib.py"]}
     if "derived" in model:
@@ -137,7 +137,7 @@ def example_inputs(model, size):
 def export_torch(model, dest):
     import torch_export
     tmp = dest + ".part"
-    torch_export.export(model["torch"], example_inputs(model, model["sizes"][0]), tmp)
+    torch_export.export(model["torch"], example_inputs(model, (model["sizes"] or [{}])[0]), tmp)
     os.replace(tmp, dest)
 
 
@@ -169,7 +169,7 @@ def calibrate(base_file, base_model, names):
         if n not in have:
             m.graph.output.append(onnx.helper.make_tensor_value_info(n, onnx.TensorProto.FLOAT, None))
             have.add(n)
-    size = base_model["sizes"][0]
+    size = (base_model["sizes"] or [{}])[0]
     feeds = dict(zip(base_model["inputs"], example_inputs(base_model, size)))
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "calib.onnx")

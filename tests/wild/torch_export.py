@@ -278,6 +278,80 @@ def _swin_small():
                            num_classes=10)
 
 
+class DetectionOut(nn.Module):
+    """A torchvision detector over a batch of one image [1, 3, H, W] in [0, 1]: its boxes,
+    scores and labels (the postprocess, NMS included, is in the graph)."""
+
+    def __init__(self, m):
+        super().__init__()
+        self.m = m
+
+    def forward(self, images):
+        d = self.m([images[0]])[0]
+        return d["boxes"], d["scores"], d["labels"]
+
+
+def _detector(name, **kwargs):
+    # Random weights score every class near 1/classes: the score thresholds are lowered so
+    # that boxes come out of the NMS and the comparison has something to compare.
+    import torchvision
+    return DetectionOut(getattr(torchvision.models.detection, name)(weights=None, weights_backbone=None, **kwargs))
+
+
+def conv_bn_silu(cin, cout, k=3, s=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, s, k // 2, bias=False), nn.BatchNorm2d(cout), nn.SiLU())
+
+
+class YoloLite(nn.Module):
+    """A small YOLO-style detector over [1, 3, H, W] images in [0, 1]: a Conv-BN-SiLU backbone
+    with CSP-like blocks (Split/Concat), an FPN neck with nearest upsampling and Concat, an
+    anchor-free head at strides 8, 16 and 32 decoded on a grid, and the postprocess in the
+    graph: class scores times objectness, TopK candidates, a score filter, and
+    torchvision.ops.batched_nms (NonMaxSuppression over class-offset boxes)."""
+
+    def __init__(self, classes=20, w=16, conf=0.02, iou=0.45, max_det=100):
+        super().__init__()
+        self.classes, self.conf, self.iou, self.max_det = classes, conf, iou, max_det
+        self.stem = nn.Sequential(conv_bn_silu(3, w, 3, 2), conv_bn_silu(w, 2 * w, 3, 2))      # /4
+        self.c3 = nn.Sequential(conv_bn_silu(2 * w, 4 * w, 3, 2), conv_bn_silu(4 * w, 4 * w))   # /8
+        self.c4 = nn.Sequential(conv_bn_silu(4 * w, 8 * w, 3, 2), conv_bn_silu(8 * w, 8 * w))   # /16
+        self.c5 = nn.Sequential(conv_bn_silu(8 * w, 16 * w, 3, 2), conv_bn_silu(16 * w, 16 * w, 1))  # /32
+        self.lat5 = conv_bn_silu(16 * w, 8 * w, 1)
+        self.p4 = conv_bn_silu(16 * w, 8 * w)
+        self.lat4 = conv_bn_silu(8 * w, 4 * w, 1)
+        self.p3 = conv_bn_silu(8 * w, 4 * w)
+        self.heads = nn.ModuleList(nn.Conv2d(c, 5 + classes, 1) for c in (4 * w, 8 * w, 16 * w))
+
+    def forward(self, x):
+        import torchvision
+        c3 = self.c3(self.stem(x))
+        c4 = self.c4(c3)
+        c5 = self.c5(c4)
+        l5 = self.lat5(c5)
+        p4 = self.p4(torch.cat([F.interpolate(l5, scale_factor=2.0, mode="nearest"), c4], 1))
+        l4 = self.lat4(p4)
+        p3 = self.p3(torch.cat([F.interpolate(l4, scale_factor=2.0, mode="nearest"), c3], 1))
+        preds = []
+        for f, head, stride in zip((p3, p4, c5), self.heads, (8, 16, 32)):
+            y = head(f)
+            b, _, h, w = y.shape
+            y = y.permute(0, 2, 3, 1).reshape(b, h * w, 5 + self.classes)
+            gy, gx = torch.meshgrid(torch.arange(h, dtype=torch.float32), torch.arange(w, dtype=torch.float32),
+                                    indexing="ij")
+            grid = torch.stack([gx, gy], -1).reshape(1, h * w, 2)
+            xy = (y[..., :2].sigmoid() * 2 - 0.5 + grid) * stride
+            wh = torch.exp(y[..., 2:4].clamp(max=4.0)) * stride
+            preds.append(torch.cat([xy - wh / 2, xy + wh / 2, y[..., 4:].sigmoid()], -1))
+        p = torch.cat(preds, 1)[0]                       # [anchors, 4 + 1 + classes]
+        scores, labels = (p[:, 5:] * p[:, 4:5]).max(1)
+        scores, order = scores.topk(min(1000, p.shape[0]))
+        boxes, labels = p[order, :4], labels[order]
+        keep = scores > self.conf
+        boxes, scores, labels = boxes[keep], scores[keep], labels[keep]
+        keep = torchvision.ops.batched_nms(boxes, scores, labels, self.iou)[: self.max_det]
+        return boxes[keep], scores[keep], labels[keep]
+
+
 BUILDERS = {
     "resnet18": lambda: _torchvision("resnet18"),
     "mobilenet_v3_small": lambda: _torchvision("mobilenet_v3_small"),
@@ -303,6 +377,11 @@ BUILDERS = {
     "shufflenet_v2_x1_0": lambda: _torchvision("shufflenet_v2_x1_0"),
     "prenorm_encoder": PrenormEncoder,
     "conformer": Conformer,
+    "yolo_lite": YoloLite,
+    "ssdlite320_mobilenet_v3_large": lambda: _detector("ssdlite320_mobilenet_v3_large"),
+    "fasterrcnn_mobilenet_v3_large_320_fpn": lambda: _detector("fasterrcnn_mobilenet_v3_large_320_fpn",
+                                                               box_score_thresh=0.001),
+    "retinanet_resnet50_fpn": lambda: _detector("retinanet_resnet50_fpn", score_thresh=0.005),
 }
 SCRIPTED = {"loop_scorer"}   # exported from torch.jit.script, so control flow stays (Loop)
 
@@ -312,6 +391,8 @@ def calibrate_batchnorm(module, example, seed):
     like EXAMPLE. With torchvision's initial statistics (mean 0, var 1) a random
     MobileNetV3 or EfficientNet shrinks its activations layer after layer to
     logits of 1e-9..1e-14: comparisons on them would test noise."""
+    if isinstance(module, DetectionOut):
+        module = module.m.backbone   # a detector's forward in train mode wants targets
     bns = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     if not bns or not torch.is_floating_point(torch.from_numpy(example)):
         return

@@ -143,6 +143,12 @@ def make_input(model_id, name, spec, size, seed=0):
                 for k in range(x0, x0 + length, 6):
                     x[i, :, y0:y0 + lh, k:k + 3] = lo + 0.1 * (hi - lo)
         x += rng.normal(0.0, 0.025 * (hi - lo), shape)
+    elif gen == "photo":        # a real photograph [N, 3, H, W] in [0, 1] (scikit-learn's sample china.jpg)
+        from PIL import Image
+        from sklearn.datasets import load_sample_image
+        n, c, h, w = shape
+        img = Image.fromarray(load_sample_image(spec.get("image", "china.jpg"))).resize((w, h), Image.BILINEAR)
+        x = np.broadcast_to(np.asarray(img, dtype=np.float32).transpose(2, 0, 1)[:c] / 255.0, shape)
     elif gen == "tokens":       # token ids in [lo, hi)
         lo, hi = spec["range"]
         x = rng.integers(lo, hi, shape)
