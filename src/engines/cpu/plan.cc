@@ -314,9 +314,25 @@ void PlanBuilder::add(std::unique_ptr<Step> step) {
 
 PackedConstant PlanBuilder::pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
                                  const dnnl::memory::desc& to) {
-  PackedConstant p = plan_.options_.weight_cache
-                         ? plan_.options_.weight_cache->get(t, from, to, [&] { return pack_constant(engine(), t, from, to); })
-                         : pack_constant(engine(), t, from, to);
+  // Across plans (free input dims) the model's PackedWeightCache; within one, pack_cache_.
+  auto make = [&] {
+    plan_.packed_bytes_ += to.get_size();
+    return plan_.options_.weight_cache
+               ? plan_.options_.weight_cache->get(t, from, to, [&] { return pack_constant(engine(), t, from, to); })
+               : pack_constant(engine(), t, from, to);
+  };
+  PackedConstant p;
+  if (!value.empty()) {
+    auto& forms = pack_cache_[value];
+    for (const auto& f : forms)
+      if (f.from == from && f.to == to) p = f.packed;
+    if (!p.buffer) {
+      p = make();
+      forms.push_back({from, to, p});
+    }
+  } else {
+    p = make();
+  }
   if (!value.empty() && current_ && plan_.options_.release_weights && t.nbytes() >= kReleaseMinBytes) {
     // A layout oneDNN cannot reorder back (Winograd's transformed weights) keeps its original,
     // unless this plan is the model's only one.

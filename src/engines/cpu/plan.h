@@ -130,6 +130,8 @@ class Plan {
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }
+  // Bytes of the constants packed into oneDNN's layouts (each shared copy once), for tests.
+  size_t packed_bytes() const { return packed_bytes_; }
   // Outputs written straight into their input's tensor (PlanOptions::state_in_place); the other
   // "<x>.next" outputs are copied into the tensor fed as "<x>" at the end of a run.
   std::vector<std::string> in_place_outputs() const;
@@ -156,6 +158,7 @@ class Plan {
   std::map<int, RuntimeValue> spare_outputs_;
   std::shared_ptr<Storage> arena_;
   size_t arena_bytes_ = 0;
+  size_t packed_bytes_ = 0;
   int fallbacks_ = 0;
   interp::Interpreter interp_;
   ThreadGovernor governor_;  // all threads or one, run by run
@@ -239,6 +242,15 @@ class PlanBuilder {
     Tensor original;
   };
   std::map<std::string, Packing> packed_;
+  // Every packed form of a constant, by the view it was read as and the layout it went to:
+  // nodes that read one weight the same way share one copy (a detector's head runs the same
+  // convs on every pyramid level, and oneDNN's Winograd weights are 4x the original: RetinaNet
+  // held 50 such copies).
+  struct PackedForm {
+    dnnl::memory::desc from, to;
+    PackedConstant packed;
+  };
+  std::map<std::string, std::vector<PackedForm>> pack_cache_;
   std::map<const Storage*, int> storage_users_;  // initializers per storage (shared ones stay)
   const Node* current_ = nullptr;
   int node_threads_ = 1;

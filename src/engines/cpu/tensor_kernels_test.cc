@@ -1151,6 +1151,44 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
   }
 }
 
+// A detector's head runs the same convs on every pyramid level: nodes that read one weight in
+// the same view and layout share one packed copy (RetinaNet held 50 Winograd copies of its head
+// weights, 4x the originals each). Three 5x5 convs of one weight on the same shape (oneDNN's
+// direct kernel at every ISA; hodu's own AVX2 Winograd keeps its transformed copies) pack it once.
+TEST(CpuTensorKernels, ConvsOfOneWeightShareItsPackedCopy) {
+  auto model = [](int convs) {
+    Model m;
+    m.opset_imports[""] = 17;
+    Graph& g = m.graph;
+    g.inputs.push_back({"x", ValueType::tensor(DType::F32, Shape{1, 32, 40, 40}), ""});
+    Tensor w = rand_tensor(DType::F32, {32, 32, 5, 5}, 81);
+    for (int64_t i = 0; i < w.numel(); ++i) w.set_double(i, w.get_double(i) * 0.02);  // outputs stay near 1
+    g.set_initializer("w", w);
+    for (int i = 0; i < convs; ++i) {
+      Node n;
+      n.name = "conv" + std::to_string(i);
+      n.op_type = "Conv";
+      n.inputs = {i == 0 ? "x" : "y" + std::to_string(i - 1), "w"};
+      n.outputs = {"y" + std::to_string(i)};
+      n.attributes = {Attribute::make_ints("pads", {2, 2, 2, 2})};
+      g.nodes.push_back(n);
+    }
+    g.outputs.push_back({"y" + std::to_string(convs - 1), {}, ""});
+    infer_types(g);
+    return m;
+  };
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  Model one = model(1), three = model(3);
+  Plan p1(one, {{"x", {1, 32, 40, 40}}}, PlanOptions{}, eng), p3(three, {{"x", {1, 32, 40, 40}}}, PlanOptions{}, eng);
+  ASSERT_GT(p1.packed_bytes(), 0u);
+  EXPECT_EQ(p3.packed_bytes(), p1.packed_bytes());
+  Tensor x = rand_tensor(DType::F32, {1, 32, 40, 40}, 82);
+  auto want = interp::Interpreter(three).run({{"x", RuntimeValue(x)}});
+  auto got = p3.run({{"x", RuntimeValue(x)}}, stream);
+  expect_close(got[0].tensor, want[0].tensor, 1e-3, "three convs of one weight");
+}
+
 // Under HODU_MAX_ISA (ctest cpu_engine_test_avx2 runs this whole program so), hodu's vector loops
 // and oneDNN's kernels stay at or below the cap.
 TEST(CpuTensorKernels, MaxIsaCapsHoduLoopsAndOneDnn) {
