@@ -53,31 +53,31 @@ __attribute__((target("avx2,fma"))) void tile16(const int16_t* const* px, const 
   __m256i c00 = _mm256_setzero_si256(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00, c30 = c00,
           c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
   for (int64_t r = 0; r < nruns; ++r) {
-  const int64_t off = offs[r];
-  const int16_t *a0 = px[0] + off, *a1 = px[1] + off, *a2 = px[2] + off, *a3 = px[3] + off, *a4 = px[4] + off,
-                *a5 = px[5] + off;
-  for (int64_t c = 0; c < cpairs; ++c, w += 32) {
-    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
-    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
-    __m256i b = pair_at(a0 + 2 * c);
-    c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(b, w0));
-    c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(b, w1));
-    b = pair_at(a1 + 2 * c);
-    c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(b, w0));
-    c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(b, w1));
-    b = pair_at(a2 + 2 * c);
-    c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(b, w0));
-    c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(b, w1));
-    b = pair_at(a3 + 2 * c);
-    c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(b, w0));
-    c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(b, w1));
-    b = pair_at(a4 + 2 * c);
-    c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(b, w0));
-    c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(b, w1));
-    b = pair_at(a5 + 2 * c);
-    c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(b, w0));
-    c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(b, w1));
-  }
+    const int64_t off = offs[r];
+    const int16_t *a0 = px[0] + off, *a1 = px[1] + off, *a2 = px[2] + off, *a3 = px[3] + off, *a4 = px[4] + off,
+                  *a5 = px[5] + off;
+    for (int64_t c = 0; c < cpairs; ++c, w += 32) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w + 16));
+      __m256i b = pair_at(a0 + 2 * c);
+      c00 = _mm256_add_epi32(c00, _mm256_madd_epi16(b, w0));
+      c01 = _mm256_add_epi32(c01, _mm256_madd_epi16(b, w1));
+      b = pair_at(a1 + 2 * c);
+      c10 = _mm256_add_epi32(c10, _mm256_madd_epi16(b, w0));
+      c11 = _mm256_add_epi32(c11, _mm256_madd_epi16(b, w1));
+      b = pair_at(a2 + 2 * c);
+      c20 = _mm256_add_epi32(c20, _mm256_madd_epi16(b, w0));
+      c21 = _mm256_add_epi32(c21, _mm256_madd_epi16(b, w1));
+      b = pair_at(a3 + 2 * c);
+      c30 = _mm256_add_epi32(c30, _mm256_madd_epi16(b, w0));
+      c31 = _mm256_add_epi32(c31, _mm256_madd_epi16(b, w1));
+      b = pair_at(a4 + 2 * c);
+      c40 = _mm256_add_epi32(c40, _mm256_madd_epi16(b, w0));
+      c41 = _mm256_add_epi32(c41, _mm256_madd_epi16(b, w1));
+      b = pair_at(a5 + 2 * c);
+      c50 = _mm256_add_epi32(c50, _mm256_madd_epi16(b, w0));
+      c51 = _mm256_add_epi32(c51, _mm256_madd_epi16(b, w1));
+    }
   }
   const __m256i acc[kPixels][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
   store_tile<2>(acc, out, ldo, cols, pixels, add);
