@@ -69,8 +69,9 @@ def load_expected(path, known_ids):
             model, engine, size = fields
             if model not in known_ids:
                 raise W.WildError(f"{path}:{no}: unknown model id '{model}'")
-            if engine != "*" and engine not in ENGINES:
-                raise W.WildError(f"{path}:{no}: engine '{engine}' is not one of {', '.join(ENGINES)} or *")
+            if engine != "*" and engine not in ENGINES and engine not in FREE_ENGINES:
+                raise W.WildError(f"{path}:{no}: engine '{engine}' is not one of "
+                                  f"{', '.join(ENGINES + list(FREE_ENGINES))} or *")
             entries.append((model, engine, size, reason.strip(), no))
     return entries
 
