@@ -592,6 +592,15 @@ class DynamicReshapeStep : public TensorStep {
     }
     if (shape_numel(shape) != x.numel())
       fail(ErrorCode::InvalidArgument, "{}: cannot reshape {} into {}", label, x.shape_string(), shape_to_string(shape));
+    // An input allocated while running (not the arena's, whose bytes later values reuse, nor the
+    // caller's) is viewed, not copied: a decoder stacking its growing cache (Unsqueeze -> Concat)
+    // copied it twice a step. Its producer allocates anew while the view holds the bytes.
+    Slot& ys = rs.slots[writes[static_cast<size_t>(output_writes_[0])]];
+    const Slot& xs = rs.slots[reads[static_cast<size_t>(input_reads_[0])]];
+    if (ys.kind == Slot::Kind::Dynamic && xs.kind == Slot::Kind::Dynamic && x.is_contiguous()) {
+      ys.value = RuntimeValue(x.reshape(shape));
+      return;
+    }
     Tensor& y = out(rs, 0, dt_, shape);
     if (y.raw_data() != x.raw_data()) std::memcpy(y.raw_data(), x.raw_data(), x.nbytes());
   }
