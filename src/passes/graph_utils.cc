@@ -273,4 +273,10 @@ std::vector<int64_t> transpose_perm(const Node& n, size_t rank) {
   return perm;
 }
 
+bool all_inputs_static(const Graph& g) {
+  for (const auto& in : g.inputs)
+    if (!g.initializer(in.name) && (!in.type.is_tensor() || !in.type.shape.to_static())) return false;
+  return true;
+}
+
 }  // namespace hodu::passes

@@ -34,6 +34,8 @@ const Tensor* constant_of(const Graph& g, const std::string& value);
 std::optional<double> scalar_constant(const Graph& g, const std::string& value);
 
 bool is_graph_output(const Graph& g, const std::string& value);
+// Every fed input of the graph (not an initializer) is a tensor of a declared static shape.
+bool all_inputs_static(const Graph& g);
 // Every value name the graph uses (inputs, outputs, initializers, node inputs and outputs), with
 // `nested` its nested graphs' too.
 std::set<std::string> value_names(const Graph& g, bool nested = false);

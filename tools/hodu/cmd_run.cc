@@ -15,6 +15,7 @@
 #include "engines/cpu/cpu_engine.h"
 #include "engines/native/native_engine.h"
 #include "ir/hoduscript.h"
+#include "passes/graph_utils.h"
 #include "passes/passes.h"
 #include "plugins/engine_choice.h"
 #include "plugins/hodu_config.h"
@@ -100,13 +101,6 @@ void choose_engine(const RunArgs& a, SessionOptions& so) {
 
 // --check: the engine against the reference interpreter on the same feeds. Prints each
 // output's error and, when one differs, the first node whose result differs.
-// A fed tensor input whose shape is not fully declared.
-bool has_free_input_dims(const Model& m) {
-  for (const auto& in : m.graph.inputs)
-    if (!m.graph.initializer(in.name) && (!in.type.is_tensor() || !in.type.shape.to_static())) return true;
-  return false;
-}
-
 int run_check(const RunArgs& a, const SessionOptions& so) {
   HODU_CHECK(!native::is_native_library(a.model), ErrorCode::InvalidArgument,
              "--check needs a model graph (.onnx, .hdss, .hodu); a built library has none to bisect");
@@ -188,7 +182,7 @@ int run_run(const RunArgs& a) {
     // without the shapes would fuse what needed them (a conv's residual Add into an elementwise
     // loop instead of the conv's sum post-op). It gets the level instead.
     if (!a.dump_graph && (so.engine.empty() || so.engine == "cpu") && so.device.kind == Device::Kind::CPU &&
-        a.policy.empty() && has_free_input_dims(m))
+        a.policy.empty() && !passes::all_inputs_static(m.graph))
       so.opt_level = a.opt_level;
     else
       passes::optimize(m, {a.opt_level >= 0 ? a.opt_level : cpu::kDefaultOptLevel, {}});

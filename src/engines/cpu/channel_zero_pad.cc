@@ -56,14 +56,19 @@ int64_t appended_zero_channels(const PlanBuilder& b, const Node& n, int64_t rank
 
 }  // namespace
 
-bool has_channel_zero_pads(const PlanBuilder& b) {
-  // A scan per conv asking: Concat/Pad nodes are few, their zero constants small.
-  for (const auto& n : b.graph().nodes) {
-    if (!n.domain.empty() || (n.op_type != "Concat" && n.op_type != "Pad") || n.inputs.empty()) continue;
-    auto y = b.static_type(n.outputs[0]);
-    if (y && y->second.size() == 4 && appended_zero_channels(b, n, 4) >= 0) return true;
+bool has_channel_zero_pads(PlanBuilder& b) {
+  if (!b.channel_zero_pads) {
+    b.channel_zero_pads = false;
+    for (const auto& n : b.graph().nodes) {
+      if (!n.domain.empty() || (n.op_type != "Concat" && n.op_type != "Pad") || n.inputs.empty()) continue;
+      auto y = b.static_type(n.outputs[0]);
+      if (y && y->second.size() == 4 && appended_zero_channels(b, n, 4) >= 0) {
+        b.channel_zero_pads = true;
+        break;
+      }
+    }
   }
-  return false;
+  return *b.channel_zero_pads;
 }
 
 bool make_channel_zero_pad(PlanBuilder& b, const Node& n) {

@@ -6,6 +6,7 @@
 
 #include "core/error.h"
 #include "engines/cpu/plan.h"
+#include "passes/graph_utils.h"
 #include "ir/schema.h"
 #include "passes/passes.h"
 
@@ -19,13 +20,6 @@ bool env_flag(const char* name) {
 
 using ShapeKey = std::vector<std::vector<int64_t>>;
 
-// Every fed tensor input of `m` has a declared static shape.
-bool all_inputs_static(const Model& m) {
-  for (const auto& in : m.graph.inputs)
-    if (!m.graph.initializer(in.name) && (!in.type.is_tensor() || !in.type.shape.to_static())) return false;
-  return true;
-}
-
 class CpuExecutable : public Executable {
  public:
   CpuExecutable(const Model& model, const EngineOptions& o)
@@ -33,12 +27,13 @@ class CpuExecutable : public Executable {
     level_ = passes::optimized_level(model);
     base_ = model;
     bool rewritten = engine_rewrites(base_, level_);
+    const bool static_inputs = passes::all_inputs_static(base_.graph);
     if (level_ < 0) {
       level_ = o.opt_level >= 0 ? o.opt_level : kDefaultOptLevel;
       // Inputs with free dims: each plan optimizes the model for its shapes (new_plan), and
       // a graph fused here without them would keep fusions that needed them undone (a conv's
       // residual Add fused into an elementwise loop instead of the conv's sum post-op).
-      base_optimized_ = all_inputs_static(base_);
+      base_optimized_ = static_inputs;
       if (base_optimized_) passes::optimize(base_, {level_, {}});
     } else if (rewritten) {
       infer_types(base_.graph);
@@ -49,7 +44,7 @@ class CpuExecutable : public Executable {
     options_.verbose = env_flag("HODU_CPU_VERBOSE");
     options_.blocked_layouts = !env_flag("HODU_CPU_PLAIN_LAYOUT");
     options_.release_weights = o.exclusive_weights;
-    options_.single_plan = all_inputs_static(base_);
+    options_.single_plan = static_inputs;
     // A plan per input shape: they share the packed weights.
     if (!options_.single_plan) options_.weight_cache = std::make_shared<PackedWeightCache>();
     options_.state_in_place = o.update_state_in_place;

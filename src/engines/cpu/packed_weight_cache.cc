@@ -13,7 +13,7 @@ uint64_t PackedWeightCache::hash_of(const Tensor& t) {
   {
     std::lock_guard lock(mu_);
     auto it = hashes_.find(key);
-    if (it != hashes_.end() && !it->second.first.expired() && it->second.first.lock() == t.storage())
+    if (it != hashes_.end() && it->second.first.lock() == t.storage())
       return it->second.second;
   }
   const Tensor c = t.contiguous();

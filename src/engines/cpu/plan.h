@@ -176,6 +176,8 @@ class PlanBuilder {
   int threads() const { return node_threads_; }
   uint64_t seed() const { return plan_.options_.seed; }
   bool blocked_layouts() const { return plan_.options_.blocked_layouts; }
+  // has_channel_zero_pads's answer for this graph, once found (every conv asks).
+  std::optional<bool> channel_zero_pads;
 
   // The slot holding a value (as produced; maybe blocked).
   int slot(const std::string& value) const;
@@ -296,7 +298,7 @@ bool make_data_movement(PlanBuilder& b, const Node& node);   // data_movement.cc
 bool make_blocked_concat(PlanBuilder& b, const Node& node);  // dnnl_concat.cc (Concat of blocked tensors)
 bool make_channel_zero_pad(PlanBuilder& b, const Node& node);  // channel_zero_pad.cc (Concat/Pad of zero channels: a view)
 // Whether the graph appends zero channels somewhere as make_channel_zero_pad takes it.
-bool has_channel_zero_pads(const PlanBuilder& b);
+bool has_channel_zero_pads(PlanBuilder& b);
 bool make_channel_shuffle(PlanBuilder& b, const Node& node);  // channel_shuffle.cc (Concat/Reshape -> Transpose -> Reshape -> Slices)
 bool make_attention(PlanBuilder& b, const Node& node);       // attention.cc
 bool make_fused_elementwise(PlanBuilder& b, const Node& node);  // fused_elementwise.cc
