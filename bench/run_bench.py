@@ -83,6 +83,14 @@ def write_markdown(path, rows):
         f.write("\n".join(lines) + "\n")
 
 
+def symbolic_inputs(model):
+    """Names of the model's inputs with a dim of no fixed value (--shape applies to those only)."""
+    import onnx
+    m = onnx.load(model, load_external_data=False)
+    return {i.name for i in m.graph.input
+            if any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hodu", default=os.path.join(ROOT, "build", "bin", "hodu"))
@@ -143,8 +151,9 @@ def main():
                     os.path.join(given, sanitize(n) + ".npy")) else (n, p) for n, p in feeds]
                 print(f"{name}: inputs from {given}", flush=True)
             rng = np.random.default_rng(0)
-            for n, p in feeds:  # inputs given a shape: regenerated at it
-                if n in shapes:
+            symbolic = symbolic_inputs(model)
+            for n, p in feeds:  # inputs with symbolic dims given a shape: regenerated at it
+                if n in shapes and n in symbolic:
                     x = np.load(p)
                     y = (rng.standard_normal(shapes[n]) if np.issubdtype(x.dtype, np.floating)
                          else rng.integers(0, 10, shapes[n])).astype(x.dtype)
