@@ -116,6 +116,8 @@ TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
       {2, 17, 7, 5, 5, {0, 0, 0, 0}, "Clip", 1},        // no padding, one partial tile
       {1, 64, 64, 28, 28, {1, 1, 1, 1}, "Relu", 2},     // a ResNet-like layer, more tiles than one product
       {3, 64, 40, 40, 40, {1, 1, 1, 1}, "AddRelu", 2},  // images in groups of 2 and 1 (F(4,3)) or 1 (F(2,3))
+      // An image past the scratch budget: bands of tile rows (F(4,3): 23 + 15, F(2,3): 27 + 27 + 21).
+      {2, 16, 12, 150, 150, {1, 1, 1, 1}, "AddRelu", 2},
   };
   for (const char* tile : {"f2", "f4"}) {
     WinogradEnv env((std::string("hodu-") + tile).c_str());

@@ -67,11 +67,19 @@ HODU_AVX2_INLINE void output_1d(std::integral_constant<int, 4>, const __m256 m[6
   o[3] = _mm256_add_ps(_mm256_fmadd_ps(eight, d34, d12), m[5]);
 }
 
+// The tile rows [ti0, ti0 + rows) of each image of a group: where the group's transformed
+// tiles and products sit in scratch (tile t of the band at row t of each position's matrix).
+struct Band {
+  int64_t ti0, rows, tiles_w;
+  int64_t tile(int64_t n, int64_t ti, int64_t tj) const { return (n * rows + ti - ti0) * tiles_w + tj; }
+};
+
 // Pass 1: the (M+2)x(M+2) input tiles of tile row `ti` of image `n`, channel block `cb`,
 // transformed into v[pos][tile][cb * 8 .. +8]; zeros where a tile reaches past the input.
 template <int M>
-HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, int64_t tiles_w, int64_t tiles, const float* x,
+HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, const Band& band, int64_t tiles, const float* x,
                                float* v, int64_t n, int64_t ti, int64_t cb) {
+  const int64_t tiles_w = band.tiles_w;
   constexpr int A = M + 2;
   const std::integral_constant<int, M> tag;
   const int64_t cblocks = cin_p / 8;
@@ -82,7 +90,7 @@ HODU_AVX2 void transform_input(const ConvShape& s, int64_t cin_p, int64_t tiles_
   const int64_t pos_stride = tiles * cin_p;
   for (int64_t tj = 0; tj < tiles_w; ++tj) {
     const int64_t w0 = tj * M - s.pad_left;
-    const int64_t t = (n * (tiles / s.batch)) + ti * tiles_w + tj;
+    const int64_t t = band.tile(n, ti, tj);
     __m256 d[A][A];
     const bool inside = h0 >= 0 && h0 + A <= s.h && w0 >= 0 && w0 + A <= s.w;
     for (int r = 0; r < A; ++r) {
@@ -120,9 +128,10 @@ HODU_AVX2_INLINE __m256 activate_common(__m256 v, const packed_gemm::Epilogue& e
 // Pass 3: the products of tile row `ti` of image `n`, output channel block `cb`, turned back
 // into MxM outputs, plus bias and residual, activated, stored where inside the output.
 template <int M>
-HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tiles_w, int64_t tiles, const float* m,
+HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, const Band& band, int64_t tiles, const float* m,
                                 const float* bias, const float* z, float* y, int64_t n, int64_t ti, int64_t cb,
                                 const packed_gemm::Epilogue& ep) {
+  const int64_t tiles_w = band.tiles_w;
   constexpr int A = M + 2;
   const std::integral_constant<int, M> tag;
   const int64_t cblocks = cout_p / 8;
@@ -140,7 +149,7 @@ HODU_AVX2 void transform_output(const ConvShape& s, int64_t cout_p, int64_t tile
                           ep.act == packed_gemm::Act::Clip;
   const int64_t pos_stride = tiles * cout_p;
   for (int64_t tj = 0; tj < tiles_w; ++tj) {
-    const int64_t t = (n * (tiles / s.batch)) + ti * tiles_w + tj;
+    const int64_t t = band.tile(n, ti, tj);
     const float* mt = m + t * cout_p + cb * 8;
     __m256 rows[A][M];
     for (int r = 0; r < A; ++r) {
@@ -212,19 +221,26 @@ int tile_for(Policy policy, const ConvShape& s) {
   return t.tile;
 }
 
-// Images transformed and multiplied together: as many as keep the tiles and products within
-// about 4 MB (L2/L3), at least one. A batch of 8 56x56x64 images as one group (29 MB) took 1.33x
-// the direct kernel's time.
-int64_t images_per_group(const ConvShape& s) {
+// What goes through the three passes together: as many images as keep the tiles and products
+// within about 4 MB (L2/L3), or, where one image's exceed that, a band of its tile rows that
+// fits (at least one row). A batch of 8 56x56x64 images as one group (29 MB) took 1.33x the
+// direct kernel's time; ESPCN's 64 -> 32 conv at 224x224 (43 MB an image) 1.16x before bands.
+struct Grouping {
+  int64_t images, rows;  // images of a group; tile rows of a band (all of them for whole images)
+};
+Grouping grouping(const ConvShape& s) {
   constexpr int64_t kBudget = int64_t{1} << 20;  // floats
-  const int64_t m = s.tile == 2 ? 2 : 4, tiles = ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
-  const int64_t per_image = (m + 2) * (m + 2) * tiles * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
-  return std::max<int64_t>(1, std::min<int64_t>(s.batch, kBudget / std::max<int64_t>(per_image, 1)));
+  const int64_t m = s.tile == 2 ? 2 : 4, tiles_h = (s.oh + m - 1) / m, tiles_w = (s.ow + m - 1) / m;
+  const int64_t per_row = (m + 2) * (m + 2) * tiles_w * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
+  const int64_t per_image = per_row * tiles_h;
+  if (per_image > kBudget) return {1, std::clamp<int64_t>(kBudget / std::max<int64_t>(per_row, 1), 1, tiles_h)};
+  return {std::max<int64_t>(1, std::min<int64_t>(s.batch, kBudget / std::max<int64_t>(per_image, 1))), tiles_h};
 }
 
 int64_t scratch_floats(const ConvShape& s) {
-  const int64_t m = s.tile == 2 ? 2 : 4, tiles = ((s.oh + m - 1) / m) * ((s.ow + m - 1) / m);
-  return images_per_group(s) * (m + 2) * (m + 2) * tiles * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
+  const int64_t m = s.tile == 2 ? 2 : 4, tiles_w = (s.ow + m - 1) / m;
+  const Grouping g = grouping(s);
+  return g.images * g.rows * tiles_w * (m + 2) * (m + 2) * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
 }
 
 Conv::Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep)
@@ -237,7 +253,9 @@ Conv::Conv(const ConvShape& s, const float* weights, const float* bias, const pa
   cout_p_ = (s.cout + 7) / 8 * 8;
   tiles_h_ = (s.oh + m - 1) / m;
   tiles_w_ = (s.ow + m - 1) / m;
-  group_ = images_per_group(s_);
+  const Grouping grp = grouping(s_);
+  group_ = grp.images;
+  band_rows_ = grp.rows;
   pos_ = a * a;
   // U = G g G^T per (out, in) pair, in double: F(4,3)'s 1/6, 1/12, 1/24 rounded once.
   static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
@@ -270,17 +288,21 @@ void Conv::run(const float* x, const float* z, float* y, float* scratch, int thr
     ConvShape s = s_;  // the group's images as a batch of their own
     s.batch = std::min(group_, s_.batch - n0);
     const size_t in_img = static_cast<size_t>(cin_p_ * s.h * s.w), out_img = static_cast<size_t>(cout_p_ * s.oh * s.ow);
-    run_group(s, x + n0 * in_img, z ? z + n0 * out_img : nullptr, y + n0 * out_img, scratch, threads);
+    for (int64_t ti0 = 0; ti0 < tiles_h_; ti0 += band_rows_)
+      run_group(s, x + n0 * in_img, z ? z + n0 * out_img : nullptr, y + n0 * out_img, scratch, threads, ti0,
+                std::min(band_rows_, tiles_h_ - ti0));
   }
 }
 
-void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads) const {
-  const int64_t tiles = s.batch * tiles_h_ * tiles_w_;
-  const int64_t in_units = s.batch * tiles_h_ * (cin_p_ / 8);
+void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads,
+                     int64_t ti0, int64_t band_rows) const {
+  const Band band{ti0, band_rows, tiles_w_};
+  const int64_t tiles = s.batch * band_rows * tiles_w_;
+  const int64_t in_units = s.batch * band_rows * (cin_p_ / 8);
   const int64_t chunks = (tiles + kRowsPerGemm - 1) / kRowsPerGemm;
   const int64_t rows = ((tiles + chunks - 1) / chunks + 5) / 6 * 6;
   const int64_t gemm_units = pos_ * chunks;
-  const int64_t out_units = s.batch * tiles_h_ * (cout_p_ / 8);
+  const int64_t out_units = s.batch * band_rows * (cout_p_ / 8);
   // The products never write m's padding columns (cout..cout_p): those lanes of the output
   // transform hold whatever was there and are stored as zeros.
   float* v = scratch;
@@ -292,9 +314,9 @@ void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* 
   {
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < in_units; ++i) {
-      const int64_t cb = i % cin_blocks, ti = (i / cin_blocks) % tiles_h_, n = i / cin_blocks / tiles_h_;
-      if (four) transform_input<4>(s, cin_p_, tiles_w_, tiles, x, v, n, ti, cb);
-      else transform_input<2>(s, cin_p_, tiles_w_, tiles, x, v, n, ti, cb);
+      const int64_t cb = i % cin_blocks, ti = ti0 + (i / cin_blocks) % band_rows, n = i / cin_blocks / band_rows;
+      if (four) transform_input<4>(s, cin_p_, band, tiles, x, v, n, ti, cb);
+      else transform_input<2>(s, cin_p_, band, tiles, x, v, n, ti, cb);
     }
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < gemm_units; ++i) {
@@ -305,9 +327,9 @@ void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* 
     }
 #pragma omp for schedule(static)
     for (int64_t i = 0; i < out_units; ++i) {
-      const int64_t cb = i % cout_blocks, ti = (i / cout_blocks) % tiles_h_, n = i / cout_blocks / tiles_h_;
-      if (four) transform_output<4>(s, cout_p_, tiles_w_, tiles, m, bias_.data(), z, y, n, ti, cb, act_);
-      else transform_output<2>(s, cout_p_, tiles_w_, tiles, m, bias_.data(), z, y, n, ti, cb, act_);
+      const int64_t cb = i % cout_blocks, ti = ti0 + (i / cout_blocks) % band_rows, n = i / cout_blocks / band_rows;
+      if (four) transform_output<4>(s, cout_p_, band, tiles, m, bias_.data(), z, y, n, ti, cb, act_);
+      else transform_output<2>(s, cout_p_, band, tiles, m, bias_.data(), z, y, n, ti, cb, act_);
     }
   }
 }

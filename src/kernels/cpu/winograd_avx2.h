@@ -39,9 +39,11 @@ class Conv {
 
  private:
   ConvShape s_;
-  // The images of a group (images_per_group in the .cc) go through the three passes together.
-  void run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads) const;
-  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, pos_, group_;
+  // The images of a group, tile rows [ti0, ti0 + band_rows) of each (grouping() in the .cc), go
+  // through the three passes together.
+  void run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads,
+                 int64_t ti0, int64_t band_rows) const;
+  int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, pos_, group_, band_rows_;
   std::vector<float> u_;  // pos_ packed weight matrices (cin x cout), 32-byte aligned from u0_
   int64_t u0_ = 0, u_stride_ = 0;
   std::vector<float> bias_;  // [cout_p], zero-padded
@@ -67,7 +69,8 @@ int tile_for(Policy policy, const ConvShape& s);
 
 // Floats of scratch a Conv over `s` runs on: the transformed tiles [pos][tiles][cin rounded up
 // to 8] and their products [pos][tiles][cout rounded up to 8], pos = (tile + 2)², for the
-// images it transforms together (as many as fit about 4 MB, at least one).
+// images it transforms together (as many as fit about 4 MB, at least one), or for a band of one
+// image's tile rows where a whole image would not fit.
 int64_t scratch_floats(const ConvShape& s);
 
 }  // namespace hodu::winograd
