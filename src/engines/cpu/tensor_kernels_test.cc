@@ -322,6 +322,10 @@ TEST(CpuTensorKernels, SplitPadTileDepthToSpaceTrilu) {
     d.order = {"x"};
     d.attrs = {Attribute::make_int("blocksize", 2), Attribute::make_string("mode", mode)};
     check(d, std::string("DepthToSpace ") + mode);
+    // Block 3, two output channels, rows over threads (a pixel shuffle's shape).
+    d.inputs = {{"x", rand_tensor(DType::F32, {2, 18, 40, 25}, seed++)}};
+    d.attrs = {Attribute::make_int("blocksize", 3), Attribute::make_string("mode", mode)};
+    check(d, std::string("DepthToSpace block 3 ") + mode);
   }
   Case s2d;
   s2d.op = "SpaceToDepth";

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "engines/cpu/row_kernels.h"
 #include "engines/cpu/tensor_step.h"
 #include "passes/graph_utils.h"
 
@@ -183,12 +184,35 @@ class PermuteStep : public TensorStep {
   void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
     Tensor& y = out(rs, 0, dt_, out_shape_);
     dispatch_bytes(dt_, [&]<typename T>() {
-      gather_strided(static_cast<const T*>(in[0]->raw_data()), static_cast<T*>(y.raw_data()), dims_, strides_,
-                     rs.threads);
+      const T* x = static_cast<const T*>(in[0]->raw_data());
+      if (op_ == "DepthToSpace")
+        depth_to_space(x, static_cast<T*>(y.raw_data()), in[0]->shape(), rs.threads);
+      else
+        gather_strided(x, static_cast<T*>(y.raw_data()), dims_, strides_, rs.threads);
     });
   }
 
  private:
+  // Output row by output row: the b input rows that interleave into one are read in order and
+  // written b apart within it (a strided gather over the whole tensor read b planes per
+  // b outputs: ESPCN's 27 x 224 x 224 at 4.5 ms, twice ONNX Runtime's time).
+  template <typename T>
+  void depth_to_space(const T* x, T* y, const std::vector<int64_t>& xs, int threads) const {
+    const int64_t N = xs[0], C = xs[1], H = xs[2], W = xs[3], b = b_, c2 = C / (b * b);
+    const int64_t rows = N * c2 * H;
+    parallel_for(rows, rows * W * b * b >= (1 << 15) ? threads : 1, [&](int64_t r) {
+      const int64_t h = r % H, c = (r / H) % c2, n = r / H / c2;
+      for (int64_t i = 0; i < b; ++i) {
+        T* yr = y + (((n * c2 + c) * H + h) * b + i) * W * b;
+        for (int64_t j = 0; j < b; ++j) {
+          const int64_t ch = crd_ ? (c * b + i) * b + j : (i * b + j) * c2 + c;
+          const T* xr = x + ((n * C + ch) * H + h) * W;
+          for (int64_t w = 0; w < W; ++w) yr[w * b + j] = xr[w];
+        }
+      }
+    });
+  }
+
   DType dt_;
   std::string op_;
   int64_t b_;
