@@ -51,6 +51,7 @@ void optimize(Model& model, const OptimizeOptions& requested) {
   if (options.level >= 2) {
     infer_types(g);
     fold_transposes(g);
+    fold_pads_into_windows(g);
     fold_conv_batchnorm(g);
     infer_types(g);
     drop_padding_only_conv_taps(g);

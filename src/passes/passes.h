@@ -66,6 +66,11 @@ bool pretranspose_gemm_weights(Graph& g);
 // conv input's static shape.
 bool drop_padding_only_conv_taps(Graph& g);
 
+// A constant-zero Pad of the spatial dims (the only reader of its output a Conv or an
+// AveragePool without ceil_mode) folded into the reader's pads; the pool counts the zeros
+// (count_include_pad), as it did when they were the Pad's.
+bool fold_pads_into_windows(Graph& g);
+
 // Conv of a channel Concat (read by nothing else) → one Conv per part, added (fuse_conv then
 // makes each Add the next conv's residual); a pool of such a Concat → the Concat of the
 // pooled parts. Only where the conv's output is no larger than the Concat.

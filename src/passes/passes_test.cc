@@ -495,6 +495,70 @@ TEST(ConcatConvSplit, FireModulesLoseTheirConcats) {
 }
 
 // DeepLab's ASPP: 3x3 convs dilated past the map's size read only padding off their centre.
+// Pad -> AveragePool (torch's avg_pool2d with count_include_pad) and Pad -> Conv (Keras'
+// ZeroPadding2D): the zeros become the reader's pads. Non-zero values, other modes, padded
+// channels, a second reader, a ceil_mode pool and a pool that excludes its own padding stay.
+TEST(PadFolding, ZeroSpatialPadsBecomeTheReadersPads) {
+  Builder b;
+  b.input("x", {1, 4, 9, 11});
+  b.constant("w", {6, 4, 3, 3}, 1);
+  auto i64 = [&](const std::string& name, std::vector<int64_t> v) {
+    b.g.set_initializer(name, Tensor::from_vector(DType::I64, {static_cast<int64_t>(v.size())}, v));
+  };
+  i64("sp", {0, 0, 1, 2, 0, 0, 2, 1});    // spatial only: folds
+  i64("ch", {0, 1, 1, 1, 0, 0, 1, 1});    // a channel padded: stays
+  b.scalar("zero", 0.0f);
+  b.scalar("one", 1.0f);
+  auto pad = [&](const std::string& y, const std::string& pads, const std::string& value = "",
+                 const std::string& mode = "constant") {
+    b.node("Pad", {"x", pads, value}, {y}, {Attribute::make_string("mode", mode)});
+  };
+  auto pool = [&](const std::string& y, const std::string& x, std::vector<Attribute> extra = {}) {
+    extra.push_back(Attribute::make_ints("kernel_shape", {3, 3}));
+    b.node("AveragePool", {x}, {y}, extra);
+  };
+  pad("p1", "sp");
+  pool("avg", "p1");                                                     // folds
+  pad("p2", "sp", "zero");
+  b.node("Conv", {"p2", "w"}, {"conv"}, {Attribute::make_ints("pads", {1, 0, 0, 1})});  // folds onto its own pads
+  pad("p3", "sp", "one");
+  pool("avg_one", "p3");                                                 // a value of 1: stays
+  pad("p4", "sp", "", "reflect");
+  pool("avg_reflect", "p4");                                             // reflect: stays
+  pad("p5", "ch");
+  pool("avg_ch", "p5");                                                  // channels: stays
+  pad("p6", "sp");
+  pool("avg_shared", "p6");
+  b.node("Relu", {"p6"}, {"relu_shared"});                               // two readers: stays
+  pad("p7", "sp");
+  pool("avg_ceil", "p7", {Attribute::make_int("ceil_mode", 1)});         // ceil_mode: stays
+  pad("p8", "sp");
+  pool("avg_excl", "p8", {Attribute::make_ints("pads", {1, 1, 1, 1})});  // excludes its own pads: stays
+  pad("p9", "sp");
+  pool("avg_incl", "p9", {Attribute::make_ints("pads", {1, 1, 1, 1}), Attribute::make_int("count_include_pad", 1)});
+  for (const char* y : {"avg", "conv", "avg_one", "avg_reflect", "avg_ch", "avg_shared", "relu_shared", "avg_ceil",
+                        "avg_excl", "avg_incl"})
+    b.output(y);
+  b.finish();
+  Model opt = b.m;
+  EXPECT_TRUE(fold_pads_into_windows(opt.graph));
+  verify_model(opt);
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({1, 4, 9, 11}, 3))}};
+  expect_close(run(opt, feeds), run(b.m, feeds), 1e-6);
+  auto node = [&](const std::string& y) -> const Node& { return opt.graph.nodes[opt.graph.producer_of(y)]; };
+  EXPECT_EQ(node("avg").inputs[0], "x");
+  EXPECT_EQ(node("avg").get_ints("pads"), (std::vector<int64_t>{1, 2, 2, 1}));
+  EXPECT_EQ(node("avg").get_int("count_include_pad", 0), 1);
+  EXPECT_EQ(node("conv").inputs[0], "x");
+  EXPECT_EQ(node("conv").get_ints("pads"), (std::vector<int64_t>{2, 2, 2, 2}));
+  EXPECT_EQ(node("avg_incl").inputs[0], "x");
+  EXPECT_EQ(node("avg_incl").get_ints("pads"), (std::vector<int64_t>{2, 3, 3, 2}));
+  for (const char* y : {"avg_one", "avg_reflect", "avg_ch", "avg_shared", "avg_ceil", "avg_excl"})
+    EXPECT_EQ(opt.graph.nodes[opt.graph.producer_of(node(y).inputs[0])].op_type, "Pad") << y;
+  EXPECT_EQ(count_op(opt.graph, "Pad"), 6);
+  EXPECT_FALSE(fold_pads_into_windows(opt.graph));
+}
+
 TEST(ConvDeadTaps, DilatedPastTheMapBecomeSmallerKernels) {
   Builder b;
   b.input("x", {1, 8, 20, 20});
