@@ -616,8 +616,11 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
           slots_[alias->reads[0]].value.is_tensor())
         alias->fix(slots_);
     }
-  if (options_.verbose)
+  if (options_.verbose) {
     for (const auto& st : steps_) std::fprintf(stderr, "cpu: %s\n", st->label.c_str());
+    std::fprintf(stderr, "cpu: plan of %zu steps: arena %.1f MiB, packed constants %.1f MiB, %d on the interpreter\n",
+                 steps_.size(), arena_bytes_ / 1048576.0, packed_bytes_ / 1048576.0, fallbacks_);
+  }
 }
 
 void Plan::plan_state_in_place(const PlanBuilder& b) {
