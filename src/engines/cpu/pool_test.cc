@@ -52,5 +52,35 @@ TEST(CpuPool, PlainMaxPoolMatchesInterpreter) {
   }
 }
 
+// AveragePool (counting its pads or not) of a plain input: below
+// AVX-512 oneDNN's kernels for that layout are simple_nchw, so the plan reorders the input to
+// channel blocks for its jit kernel (Inception v3's pools: 41 -> 1.2 ms at AVX2).
+TEST(CpuPool, PlainAveragePoolRunsAJitKernelAndMatchesInterpreter) {
+  for (int64_t include : {0, 1})
+    for (const std::vector<int64_t>& pads : {std::vector<int64_t>{1, 1, 1, 1}, std::vector<int64_t>{0, 2, 1, 0}}) {
+      SCOPED_TRACE("count_include_pad " + std::to_string(include) + " pads " + std::to_string(pads[1]));
+      GraphBuilder b;
+      b.input("x", DType::F32, std::vector<int64_t>{2, 13, 9, 12});
+      b.node("Transpose", {"x"}, {"t"}, {Attribute::make_ints("perm", {0, 1, 3, 2})});  // a plain input
+      b.node("AveragePool", {"t"}, {"y"},
+             {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("pads", pads),
+              Attribute::make_int("count_include_pad", include)});
+      b.output("y");
+      Model m = b.finish();
+      std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 13, 9, 12}, 11, 2.0f))}};
+      auto want = interp::Interpreter(m).run(feeds);
+      PlannedModel p(m, feeds, 2);
+      std::string steps;
+      for (const auto& k : p.kernels()) steps += k + "\n";
+      SCOPED_TRACE(steps);
+      EXPECT_EQ(p.count("simple_nchw"), 0);
+      EXPECT_EQ(p.count("onednn ref"), 0);
+      EXPECT_EQ(p.count(": interp"), 0);
+      auto got = p.run(feeds);
+      ASSERT_EQ(got.size(), 1u);
+      testing::expect_close(got[0], want[0], 1e-6, 1e-6, "y");
+    }
+}
+
 }  // namespace
 }  // namespace hodu::cpu
