@@ -29,7 +29,7 @@ class WinogradEnv {
 struct Case {
   int64_t batch, cin, cout, h, w;
   std::vector<int64_t> pads;  // top, left, bottom, right
-  std::string after;          // "", "Relu", "Sigmoid", "Clip", "Add" (a residual), "AddRelu"
+  std::string after;  // "", "Relu", "Sigmoid", "Clip", "LeakyRelu", "Add" (a residual), "AddRelu", "AddLeakyRelu"
   int threads;
 };
 
@@ -42,13 +42,16 @@ Model conv_model(const Case& c) {
   b.constant("bias", random_floats({c.cout}, 8));
   b.node("Conv", {"x", "w", "bias"}, {"c"}, {Attribute::make_ints("pads", c.pads)});
   std::string out = "c";
-  if (c.after == "Add" || c.after == "AddRelu") {
+  if (c.after.rfind("Add", 0) == 0) {
     b.input("r", DType::F32, std::vector<int64_t>{c.batch, c.cout, oh, ow});
     b.node("Add", {"c", "r"}, {"s"});
     out = "s";
   }
   if (c.after == "Relu" || c.after == "AddRelu" || c.after == "Sigmoid") {
     b.node(c.after == "Sigmoid" ? "Sigmoid" : "Relu", {out}, {"a"});
+    out = "a";
+  } else if (c.after == "LeakyRelu" || c.after == "AddLeakyRelu") {
+    b.node("LeakyRelu", {out}, {"a"}, {Attribute::make_float("alpha", 0.1f)});
     out = "a";
   } else if (c.after == "Clip") {
     b.constant("lo", Tensor::scalar<float>(DType::F32, -0.5f));
@@ -68,7 +71,7 @@ Model conv_model(const Case& c) {
 std::map<std::string, RuntimeValue> feeds_of(const Case& c) {
   const int64_t oh = c.h + c.pads[0] + c.pads[2] - 2, ow = c.w + c.pads[1] + c.pads[3] - 2;
   std::map<std::string, RuntimeValue> f = {{"x", RuntimeValue(random_floats({c.batch, c.cin, c.h, c.w}, 3))}};
-  if (c.after == "Add" || c.after == "AddRelu") f["r"] = RuntimeValue(random_floats({c.batch, c.cout, oh, ow}, 4));
+  if (c.after.rfind("Add", 0) == 0) f["r"] = RuntimeValue(random_floats({c.batch, c.cout, oh, ow}, 4));
   return f;
 }
 
@@ -122,6 +125,38 @@ TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
   for (const char* tile : {"f2", "f4"}) {
     WinogradEnv env((std::string("hodu-") + tile).c_str());
     for (const auto& c : cases) check(c, tile == std::string("f2") ? "F(2x2,3x3)" : "F(4x4,3x3)");
+  }
+}
+
+// oneDNN 2.6's Winograd (AVX-512) takes ReLU as its only fused activation: LeakyRelu (YOLOv3's,
+// ESRGAN's) and Clip run after it on hodu's loop, a residual still inside it; an activation
+// that is not 0 at 0 (Sigmoid) keeps the direct kernel, as it would write a blocked layout's
+// padding channels.
+TEST(WinogradConv, OneDnnWinogradRunsOtherActivationsAfterIt) {
+  if (vector_math::cpu_isa() != vector_math::Isa::Avx512)
+    GTEST_SKIP() << "oneDNN's Winograd needs AVX-512 (this CPU or HODU_MAX_ISA is below it)";
+  const std::vector<Case> cases = {
+      {1, 32, 32, 24, 24, {1, 1, 1, 1}, "LeakyRelu", 2},
+      {2, 32, 20, 24, 22, {1, 1, 1, 1}, "AddLeakyRelu", 1},  // 20 channels: a padded last block
+      {1, 32, 24, 24, 24, {1, 1, 1, 1}, "Clip", 2},
+      {1, 32, 20, 24, 24, {1, 1, 1, 1}, "Sigmoid", 2},
+  };
+  for (const auto& c : cases) {
+    const std::string what = c.after + " cout " + std::to_string(c.cout);
+    Model m = conv_model(c);
+    auto feeds = feeds_of(c);
+    auto want = interp::Interpreter(m).run(feeds);
+    PlannedModel p(m, feeds, c.threads);
+    if (c.after == "Sigmoid") {
+      EXPECT_EQ(p.count("wino"), 0) << what;
+    } else {
+      EXPECT_EQ(p.count("wino"), 1) << what;
+      EXPECT_EQ(p.count(" loop"), 1) << what;
+    }
+    auto got = p.run(feeds);
+    ASSERT_EQ(got.size(), 2u);
+    expect_near(got[0].tensor, want[0].tensor, what + " y0");
+    expect_near(got[1].tensor, want[1].tensor, what + " y1");
   }
 }
 
