@@ -300,7 +300,8 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   std::optional<dnnl::convolution_forward::primitive_desc> pd;
   const bool concat_part = read_by_concat(b, chain.nodes.empty() ? n.outputs[0] : chain.output);
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
-                          win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0};
+                          win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} &&
+                          winograd_within_memory_budget(b, n);
   const WinogradPolicy wino_policy = winograd_policy();
   const bool depthwise = win->group > 1 && win->group == xs[1] && ws[1] == 1 && ys[1] == xs[1];
   const bool unit_strides = std::all_of(win->strides.begin(), win->strides.end(), [](int64_t s) { return s == 1; });
@@ -347,8 +348,15 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     // Not for small outputs (onednn::kWinogradMinPixels).
     if (!pd && wino_shape && wino_policy != WinogradPolicy::Off && xs[1] >= 16 &&
         ys[2] * ys[3] >= onednn::kWinogradMinPixels && !concat_part) {
+      // A weight another conv packed already (a head over pyramid levels) takes Winograd only in
+      // that conv's form: oneDNN lays its Winograd weights out per size, 4x the weights each
+      // (RetinaNet held three forms of each head weight).
+      auto usable = [&](const std::optional<dnnl::convolution_forward::primitive_desc>& p) {
+        return p && std::string(p->impl_info_str()).find("wino") != std::string::npos &&
+               !b.packed_only_otherwise(n.inputs[1], p->weights_desc());
+      };
       pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
-      if (pd && std::string(pd->impl_info_str()).find("wino") == std::string::npos) pd.reset();
+      if (!usable(pd)) pd.reset();
       // oneDNN 2.6's Winograd takes ReLU as its only activation: any other (YOLOv3's and ESRGAN's
       // LeakyRelu, Clip, Tanh, ...) runs after it, on hodu's loop, where it keeps 0 at 0 (a
       // blocked layout's padding channels). ESRGAN-style 32 -> 32 conv at 384x384 with
@@ -364,7 +372,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
           if (has_z) act_po.append_sum(1.0f);
           set_post_ops();
           pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
-          if (pd && std::string(pd->impl_info_str()).find("wino") != std::string::npos) {
+          if (usable(pd)) {
             after = loop;
           } else {
             pd.reset();

@@ -178,6 +178,8 @@ class PlanBuilder {
   bool blocked_layouts() const { return plan_.options_.blocked_layouts; }
   // has_channel_zero_pads's answer for this graph, once found (every conv asks).
   std::optional<bool> channel_zero_pads;
+  // The convs winograd_within_memory_budget turned away (outputs' names), once found.
+  std::optional<std::set<std::string>> winograd_over_budget;
 
   // The slot holding a value (as produced; maybe blocked).
   int slot(const std::string& value) const;
@@ -224,6 +226,15 @@ class PlanBuilder {
   // value's exact copy lets its original go (PlanOptions::release_weights).
   PackedConstant pack(const std::string& value, const Tensor& t, const dnnl::memory::desc& from,
                       const dnnl::memory::desc& to);
+  // Whether constant `value` was packed by an earlier node, in forms of which none is `to` (a
+  // detector's head shared by pyramid levels, whose Winograd weights oneDNN lays out per size).
+  bool packed_only_otherwise(const std::string& value, const dnnl::memory::desc& to) const {
+    auto it = pack_cache_.find(value);
+    if (it == pack_cache_.end() || it->second.empty()) return false;
+    for (const auto& f : it->second)
+      if (f.to == to) return false;
+    return true;
+  }
   // The current node read constant `value` only at plan time, into a form of its own (int8
   // weights split or offset, derived tensors): with PlanOptions::single_plan its original may go
   // once every reader has done so; otherwise the original stays.

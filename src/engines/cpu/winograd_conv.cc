@@ -1,7 +1,9 @@
 // 3x3 stride-1 convolutions on hodu's AVX2 Winograd F(2x2,3x3)/F(4x4,3x3) kernels (kernels/cpu/winograd_avx2.h)
 // where oneDNN 2.6 has no Winograd: CPUs (or HODU_MAX_ISA caps) at AVX2, and on AVX-512 a Concat's
 // nhwc parts, which oneDNN's Winograd cannot write. HODU_CPU_WINOGRAD picks.
+#include <algorithm>
 #include <cstdlib>
+#include <set>
 #include <string>
 
 #include "core/error.h"
@@ -11,6 +13,7 @@
 #include "kernels/cpu/vector_math.h"
 #include "kernels/cpu/winograd_avx2.h"
 #include "kernels/cpu/winograd.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
@@ -39,6 +42,54 @@ WinogradPolicy winograd_policy() {
               ": expected auto, hodu (hodu's AVX2 kernel wherever it fits), hodu-f2 or "
               "hodu-f4 (the same with F(2x2,3x3) or F(4x4,3x3) tiles), onednn (oneDNN's Winograd only) or off "
               "(direct convolutions only)");
+}
+
+bool winograd_within_memory_budget(PlanBuilder& b, const Node& n) {
+  if (!b.winograd_over_budget) {
+    struct Candidate {
+      int64_t pixels;
+      size_t bytes;
+      std::string weight, output;
+    };
+    std::vector<Candidate> candidates;
+    size_t weights = 0;
+    for (const auto& [name, t] : b.graph().initializers)
+      if (t.dtype() == DType::F32) weights += t.nbytes();
+    for (const Node& c : b.graph().nodes) {
+      const bool conv = (c.op_type == "Conv" && c.domain.empty()) || (c.op_type == "FusedConv" && c.domain == "hodu");
+      if (!conv || c.inputs.size() < 2 || c.outputs.empty()) continue;
+      const Tensor* w = passes::constant_of(b.graph(), c.inputs[1]);
+      auto y = b.static_type(c.outputs[0]);
+      if (!w || w->dtype() != DType::F32 || w->rank() != 4 || w->dim(2) != 3 || w->dim(3) != 3 || !y ||
+          y->second.size() != 4 || w->dim(1) < 16 || c.get_int("group", 1) != 1)
+        continue;
+      bool unit = true;
+      for (int64_t v : c.get_ints("strides", {1, 1})) unit &= v == 1;
+      for (int64_t v : c.get_ints("dilations", {1, 1})) unit &= v == 1;
+      const int64_t pixels = y->second[2] * y->second[3];
+      if (!unit || pixels < onednn::kWinogradMinPixels) continue;
+      candidates.push_back({pixels, w->nbytes(), c.inputs[1], c.outputs[0]});
+    }
+    std::stable_sort(candidates.begin(), candidates.end(),
+                     [](const Candidate& a, const Candidate& c) { return a.pixels > c.pixels; });
+    const size_t budget = std::max<size_t>(size_t{64} << 20, weights / 4 * 3);
+    size_t extra = 0;
+    std::set<std::string> counted, over;
+    for (const auto& c : candidates) {
+      if (counted.count(c.weight)) continue;  // a shared weight (a detector's head) counted once
+      if (extra + 3 * c.bytes <= budget) {
+        extra += 3 * c.bytes;
+        counted.insert(c.weight);
+      } else {
+        over.insert(c.weight);
+      }
+    }
+    std::set<std::string> refused;
+    for (const auto& c : candidates)
+      if (over.count(c.weight) && !counted.count(c.weight)) refused.insert(c.output);
+    b.winograd_over_budget = std::move(refused);
+  }
+  return n.outputs.empty() || !b.winograd_over_budget->count(n.outputs[0]);
 }
 
 bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {

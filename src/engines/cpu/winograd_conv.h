@@ -26,6 +26,15 @@ struct WinogradConv {
   // its direct kernel): on AVX-512 an nhwc part of 16+ input channels takes hodu's kernel in nhwc.
   bool concat_part = false;
 };
+// Winograd's transformed weights are (m+2)²/9 times the weights (4x for F(4,3)), and a static
+// model releases the originals: about 3x the weights more memory for each conv it takes. The
+// 3x3 stride-1 convs of the graph take it by output size, largest first (its saving per byte
+// grows with the pixels), while that extra stays within max(64 MiB, 3/4 of the model's weights);
+// false for a conv past that budget. VGG-style detectors, whose big 3x3 weights all qualified,
+// held 2.3x (SSD300) and 1.6x (RetinaNet) the memory of ONNX Runtime; ResNets stay within it.
+// A conv whose shapes the graph does not give is not counted and not refused.
+bool winograd_within_memory_budget(PlanBuilder& b, const Node& n);
+
 // Plans `n` on hodu's F(4,3) kernel when the policy and the CPU allow it; false otherwise.
 bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c);
 

@@ -160,6 +160,76 @@ TEST(WinogradConv, OneDnnWinogradRunsOtherActivationsAfterIt) {
   }
 }
 
+// Winograd's weights are about 4x a conv's: the convs take it largest output first while the
+// extra stays within max(64 MiB, 3/4 of the weights). Three 512 -> 512 3x3 convs (9.4 MB of
+// weights each, about 28 MB extra) in a model of 28 MB: the first two (the larger maps) fit,
+// the third runs the direct kernel. Outputs as the interpreter's either way.
+TEST(WinogradConv, ConvsPastTheMemoryBudgetKeepTheDirectKernel) {
+  if (vector_math::cpu_isa() != vector_math::Isa::Avx512 && !winograd::available())
+    GTEST_SKIP() << "no Winograd kernel on this CPU (or below the HODU_MAX_ISA cap)";
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 512, 14, 14});
+  b.constant("w0", random_floats({512, 512, 3, 3}, 21, 0.02f));
+  b.constant("w1", random_floats({512, 512, 3, 3}, 22, 0.02f));
+  b.constant("w2", random_floats({512, 512, 3, 3}, 23, 0.02f));
+  b.node("Conv", {"x", "w0"}, {"c0"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});                // 14x14
+  b.node("Conv", {"c0", "w1"}, {"c1"}, {Attribute::make_ints("pads", {0, 0, 0, 0})});               // 12x12
+  b.node("Conv", {"c1", "w2"}, {"y"}, {Attribute::make_ints("pads", {0, 0, 0, 0})});                // 10x10
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({1, 512, 14, 14}, 24))}};
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, 2);
+  std::string steps;
+  for (const auto& k : p.kernels()) steps += k + "\n";
+  SCOPED_TRACE(steps);
+  auto wino = [&](const std::string& node) {
+    for (const auto& k : p.kernels())
+      if (k.find("'" + node + "'") != std::string::npos) return k.find("wino") != std::string::npos;
+    return false;
+  };
+  EXPECT_TRUE(wino("c0"));
+  EXPECT_TRUE(wino("c1"));
+  EXPECT_FALSE(wino("y"));
+  auto got = p.run(feeds);
+  ASSERT_EQ(got.size(), 1u);
+  testing::expect_close(got[0], want[0], 1e-4, 1e-4, "y");
+}
+
+// A weight read by convs of several sizes (a detector's head over pyramid levels) is packed in
+// one Winograd form at most: oneDNN lays its Winograd weights out per size (64 channels: one
+// form at 100x100 and 25x25, another at 13x13), so the reader whose form differs runs the
+// direct kernel on a direct copy.
+TEST(WinogradConv, SharedWeightKeepsOneWinogradForm) {
+  if (vector_math::cpu_isa() != vector_math::Isa::Avx512)
+    GTEST_SKIP() << "oneDNN's Winograd needs AVX-512 (this CPU or HODU_MAX_ISA is below it)";
+  GraphBuilder b;
+  b.input("p3", DType::F32, std::vector<int64_t>{1, 64, 100, 100});
+  b.input("p4", DType::F32, std::vector<int64_t>{1, 64, 25, 25});
+  b.input("p6", DType::F32, std::vector<int64_t>{1, 64, 13, 13});
+  b.constant("w", random_floats({64, 64, 3, 3}, 31, 0.05f));
+  b.constant("bias", random_floats({64}, 32));
+  for (const char* level : {"p3", "p4", "p6"})
+    b.node("Conv", {level, "w", "bias"}, {std::string("y_") + level}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  for (const char* y : {"y_p3", "y_p4", "y_p6"}) b.output(y);
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"p3", RuntimeValue(random_floats({1, 64, 100, 100}, 33))},
+                                               {"p4", RuntimeValue(random_floats({1, 64, 25, 25}, 34))},
+                                               {"p6", RuntimeValue(random_floats({1, 64, 13, 13}, 35))}};
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, 2);
+  std::string steps;
+  for (const auto& k : p.kernels()) steps += k + "\n";
+  SCOPED_TRACE(steps);
+  EXPECT_EQ(p.count("wino"), 2);  // p3 and p4 share a form; p6's differs
+  // One Winograd form (36/9 of the weights at F(4,3)) and one direct copy at most.
+  const size_t w_bytes = 64 * 64 * 9 * sizeof(float);
+  EXPECT_LE(p.plan->packed_bytes(), 4 * w_bytes + w_bytes + 2 * 64 * sizeof(float));
+  auto got = p.run(feeds);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-4, "level " + std::to_string(i));
+}
+
 // auto: hodu's kernel only where the ISA is AVX2 (not on AVX-512, where oneDNN's Winograd stays),
 // and not for small outputs; onednn and off never choose it.
 TEST(WinogradConv, PolicyChoosesTheKernel) {
