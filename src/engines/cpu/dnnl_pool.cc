@@ -403,10 +403,10 @@ bool make_pool(PlanBuilder& b, const Node& n) {
   // (below AVX-512): the input reordered to channel blocks, which its jit kernels take. An
   // AveragePool of Inception v3's 768 x 17 x 17 ran 4.7 ms on simple_nchw at AVX2, 0.3 with the reorder.
   int read = b.slot(n.inputs[0]);
-  if (slow_plain && b.blocked_layouts()) {
+  if (slow_plain && b.blocked_layouts() && spatial == 2) {
     const int64_t want = vector_math::cpu_isa() == vector_math::Isa::Avx512 ? 16 : 8;
-    const auto blocked = onednn::channel_blocked_md(to_dims(xs), want);
     try {
+      const auto blocked = onednn::channel_blocked_md(to_dims(xs), want);
       dnnl::pooling_v2_forward::desc d(dnnl::prop_kind::forward_inference, win->alg, blocked, dst_md, to_dims(strides),
                                        to_dims(kernel), dd, pl, pr);
       dnnl::pooling_v2_forward::primitive_desc jit(d, b.engine());
