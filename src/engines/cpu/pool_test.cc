@@ -13,6 +13,21 @@ using testing::GraphBuilder;
 using testing::PlannedModel;
 using testing::random_floats;
 
+// The plan of `m` (one pool) runs no reference or simple_nchw pooling, nor the interpreter, and
+// its output matches the interpreter's within `tol` (relative and absolute).
+void expect_no_reference_pool_and_matches(const Model& m, const std::map<std::string, RuntimeValue>& feeds,
+                                          double tol) {
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, 2);
+  SCOPED_TRACE(p.steps());
+  EXPECT_EQ(p.count("simple_nchw"), 0);
+  EXPECT_EQ(p.count("onednn ref"), 0);
+  EXPECT_EQ(p.count(": interp"), 0);
+  auto got = p.run(feeds);
+  ASSERT_EQ(got.size(), 1u);
+  testing::expect_close(got[0], want[0], tol, tol, "y");
+}
+
 struct PoolCase {
   std::vector<int64_t> kernel, strides, pads, dilations;
   bool ceil = false;
@@ -38,17 +53,7 @@ TEST(CpuPool, PlainMaxPoolMatchesInterpreter) {
     b.output("y");
     Model m = b.finish();
     std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 5, 13, 11}, 7 + i, 2.0f))}};
-    auto want = interp::Interpreter(m).run(feeds);
-    PlannedModel p(m, feeds, 2);
-    std::string steps;
-    for (const auto& k : p.kernels()) steps += k + "\n";
-    SCOPED_TRACE(steps);
-    EXPECT_EQ(p.count("simple_nchw"), 0);
-    EXPECT_EQ(p.count("onednn ref"), 0);
-    EXPECT_EQ(p.count(": interp"), 0);
-    auto got = p.run(feeds);
-    ASSERT_EQ(got.size(), 1u);
-    testing::expect_close(got[0], want[0], 0.0, 0.0, "y");
+    expect_no_reference_pool_and_matches(m, feeds, 0.0);
   }
 }
 
@@ -68,17 +73,7 @@ TEST(CpuPool, PlainAveragePoolRunsAJitKernelAndMatchesInterpreter) {
       b.output("y");
       Model m = b.finish();
       std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 13, 9, 12}, 11, 2.0f))}};
-      auto want = interp::Interpreter(m).run(feeds);
-      PlannedModel p(m, feeds, 2);
-      std::string steps;
-      for (const auto& k : p.kernels()) steps += k + "\n";
-      SCOPED_TRACE(steps);
-      EXPECT_EQ(p.count("simple_nchw"), 0);
-      EXPECT_EQ(p.count("onednn ref"), 0);
-      EXPECT_EQ(p.count(": interp"), 0);
-      auto got = p.run(feeds);
-      ASSERT_EQ(got.size(), 1u);
-      testing::expect_close(got[0], want[0], 1e-6, 1e-6, "y");
+      expect_no_reference_pool_and_matches(m, feeds, 1e-6);
     }
 }
 

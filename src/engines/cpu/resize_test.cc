@@ -53,9 +53,7 @@ TEST(CpuResize, BlockedNearestBetweenConvsMatchesInterpreter) {
       std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({2, 8, 9, 7}, 4))}};
       auto want = interp::Interpreter(m).run(feeds);
       PlannedModel p(m, feeds, threads);
-      std::string steps;
-      for (const auto& k : p.kernels()) steps += k + "\n";
-      SCOPED_TRACE(steps);
+      SCOPED_TRACE(p.steps());
       EXPECT_EQ(p.count("nearest resize"), 1);
       for (int run = 0; run < 2; ++run) {
         auto got = p.run(feeds);

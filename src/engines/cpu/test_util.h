@@ -75,6 +75,12 @@ struct PlannedModel {
   std::vector<RuntimeValue> run(const std::map<std::string, RuntimeValue>& feeds) { return plan->run(feeds, stream); }
   // Kernel lines ("node 'x' (Op): kernel") of the plan and of the subgraph plans built so far.
   std::vector<std::string> kernels() const { return plan->kernel_choices(); }
+  // The kernel lines one per line, for SCOPED_TRACE.
+  std::string steps() const {
+    std::string s;
+    for (const auto& k : kernels()) s += k + "\n";
+    return s;
+  }
   // Ops of the steps that run on the interpreter's kernel.
   std::set<std::string> interp_ops() const {
     std::set<std::string> ops;

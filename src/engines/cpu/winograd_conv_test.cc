@@ -180,9 +180,7 @@ TEST(WinogradConv, ConvsPastTheMemoryBudgetKeepTheDirectKernel) {
   std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({1, 512, 14, 14}, 24))}};
   auto want = interp::Interpreter(m).run(feeds);
   PlannedModel p(m, feeds, 2);
-  std::string steps;
-  for (const auto& k : p.kernels()) steps += k + "\n";
-  SCOPED_TRACE(steps);
+  SCOPED_TRACE(p.steps());
   auto wino = [&](const std::string& node) {
     for (const auto& k : p.kernels())
       if (k.find("'" + node + "'") != std::string::npos) return k.find("wino") != std::string::npos;
@@ -218,9 +216,7 @@ TEST(WinogradConv, SharedWeightKeepsOneWinogradForm) {
                                                {"p6", RuntimeValue(random_floats({1, 64, 13, 13}, 35))}};
   auto want = interp::Interpreter(m).run(feeds);
   PlannedModel p(m, feeds, 2);
-  std::string steps;
-  for (const auto& k : p.kernels()) steps += k + "\n";
-  SCOPED_TRACE(steps);
+  SCOPED_TRACE(p.steps());
   EXPECT_EQ(p.count("wino"), 2);  // p3 and p4 share a form; p6's differs
   // One Winograd form (36/9 of the weights at F(4,3)) and one direct copy at most.
   const size_t w_bytes = 64 * 64 * 9 * sizeof(float);
