@@ -72,7 +72,7 @@ bool winograd_within_memory_budget(PlanBuilder& b, const Node& n) {
     }
     std::stable_sort(candidates.begin(), candidates.end(),
                      [](const Candidate& a, const Candidate& c) { return a.pixels > c.pixels; });
-    const size_t budget = std::max<size_t>(size_t{64} << 20, weights / 4 * 3);
+    const size_t budget = std::max<size_t>(size_t{64} << 20, weights);
     size_t extra = 0;
     std::set<std::string> counted, over;
     for (const auto& c : candidates) {
