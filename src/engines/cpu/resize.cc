@@ -356,8 +356,9 @@ class BlockedNearestResizeStep : public Step {
     const size_t row_bytes = static_cast<size_t>(ow * v) * sizeof(float);
     // A task: the output rows of one plane that share a source row (integer upsampling: the
     // first is gathered, the others copy it).
-    parallel_for(planes * runs_, planes * oh * ow * v >= (1 << 15) ? rs.threads : 1, [&](int64_t t) {
-      const int64_t p = t / runs_, k = t % runs_;
+    const int64_t runs = static_cast<int64_t>(run_start_.size()) - 1;
+    parallel_for(planes * runs, planes * oh * ow * v >= (1 << 15) ? rs.threads : 1, [&](int64_t t) {
+      const int64_t p = t / runs, k = t % runs;
       const int64_t first = run_start_[static_cast<size_t>(k)], last = run_start_[static_cast<size_t>(k + 1)];
       float* yr = y + (p * oh + first) * ow * v;
       const float* xr = x + (p * ih_ + rows_[static_cast<size_t>(first)]) * iw_ * v;
@@ -370,15 +371,13 @@ class BlockedNearestResizeStep : public Step {
     run_start_.clear();
     for (size_t o = 0; o < rows_.size(); ++o)
       if (o == 0 || rows_[o] != rows_[o - 1]) run_start_.push_back(static_cast<int64_t>(o));
-    runs_ = static_cast<int64_t>(run_start_.size());
     run_start_.push_back(static_cast<int64_t>(rows_.size()));
   }
   std::vector<int64_t> cols_;
   int64_t planes_ = 0, vec_ = 0, ih_ = 0, iw_ = 0;
 
  private:
-  std::vector<int64_t> rows_, run_start_;
-  int64_t runs_ = 0;
+  std::vector<int64_t> rows_, run_start_;  // run_start_: each run of equal source rows, then the end
 };
 
 // Resize as BlockedNearestResizeStep where its input is in a blocked layout and its output shape

@@ -150,7 +150,8 @@ bool make_tile(PlanBuilder& b, const Node& n) {
   return true;
 }
 
-// out = x viewed with `view` dims and strides, copied contiguous (DepthToSpace, SpaceToDepth).
+// DepthToSpace by output rows (depth_to_space); SpaceToDepth as x viewed with permuted dims and
+// strides, copied contiguous.
 class PermuteStep : public TensorStep {
  public:
   PermuteStep(DType dt, std::string op, int64_t block, bool crd) : dt_(dt), op_(std::move(op)), b_(block), crd_(crd) {}
@@ -162,17 +163,14 @@ class PermuteStep : public TensorStep {
     if (op_ == "DepthToSpace") {
       if (C % (b * b) != 0)
         fail(ErrorCode::InvalidArgument, "{}: channels {} not divisible by blocksize² {}", label, C, b * b);
-      const int64_t c2 = C / (b * b);
-      shape = crd_ ? std::vector<int64_t>{N, c2, b, b, H, W} : std::vector<int64_t>{N, b, b, c2, H, W};
-      perm = crd_ ? std::vector<int64_t>{0, 1, 4, 2, 5, 3} : std::vector<int64_t>{0, 3, 4, 1, 5, 2};
-      out_shape_ = {N, c2, H * b, W * b};
-    } else {
-      if (H % b != 0 || W % b != 0)
-        fail(ErrorCode::InvalidArgument, "{}: spatial dims {}x{} not divisible by blocksize {}", label, H, W, b);
-      shape = {N, C, H / b, b, W / b, b};
-      perm = {0, 3, 5, 1, 2, 4};
-      out_shape_ = {N, C * b * b, H / b, W / b};
+      out_shape_ = {N, C / (b * b), H * b, W * b};
+      return;  // depth_to_space's own loop
     }
+    if (H % b != 0 || W % b != 0)
+      fail(ErrorCode::InvalidArgument, "{}: spatial dims {}x{} not divisible by blocksize {}", label, H, W, b);
+    shape = {N, C, H / b, b, W / b, b};
+    perm = {0, 3, 5, 1, 2, 4};
+    out_shape_ = {N, C * b * b, H / b, W / b};
     auto st = contiguous_strides(shape);
     dims_.clear();
     strides_.clear();

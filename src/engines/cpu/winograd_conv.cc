@@ -74,19 +74,15 @@ bool winograd_within_memory_budget(PlanBuilder& b, const Node& n) {
                      [](const Candidate& a, const Candidate& c) { return a.pixels > c.pixels; });
     const size_t budget = std::max<size_t>(size_t{64} << 20, weights);
     size_t extra = 0;
-    std::set<std::string> counted, over;
-    for (const auto& c : candidates) {
-      if (counted.count(c.weight)) continue;  // a shared weight (a detector's head) counted once
-      if (extra + 3 * c.bytes <= budget) {
+    std::set<std::string> counted;  // a shared weight (a detector's head) counted once
+    for (const auto& c : candidates)
+      if (!counted.count(c.weight) && extra + 3 * c.bytes <= budget) {
         extra += 3 * c.bytes;
         counted.insert(c.weight);
-      } else {
-        over.insert(c.weight);
       }
-    }
     std::set<std::string> refused;
     for (const auto& c : candidates)
-      if (over.count(c.weight) && !counted.count(c.weight)) refused.insert(c.output);
+      if (!counted.count(c.weight)) refused.insert(c.output);
     b.winograd_over_budget = std::move(refused);
   }
   return n.outputs.empty() || !b.winograd_over_budget->count(n.outputs[0]);
