@@ -128,6 +128,18 @@ TEST(WinogradConv, ForcedMatchesInterpreterAtOddSizes) {
   }
 }
 
+// An image whose tiles and products pass the cache budget runs in bands of tile rows, unless
+// re-reading the transformed weights once per band costs more than the tiles' trip through
+// memory: FCN's 2048 -> 512 head at 28x28 ran in 7 bands of 7-row products, 2.5x slower.
+TEST(WinogradConv, BandsOnlyWhereTheWeightsAreCheapToReread) {
+  winograd::ConvShape s;
+  s.tile = 4;
+  s.cin = 2048, s.cout = 512, s.h = s.w = s.oh = s.ow = 28;  // 49 tiles, 151 MB of weights
+  EXPECT_EQ(winograd::scratch_floats(s), 7 * 7 * 36 * (2048 + 512)) << "the whole image at once";
+  s.cin = 64, s.cout = 32, s.h = s.w = s.oh = s.ow = 224;  // ESPCN: 56 tile rows, 295 KB of weights
+  EXPECT_LT(winograd::scratch_floats(s), 56 * 56 * 36 * (64 + 32) / 4) << "bands of tile rows";
+}
+
 // oneDNN 2.6's Winograd (AVX-512) takes ReLU as its only fused activation: LeakyRelu (YOLOv3's,
 // ESRGAN's) and Clip run after it on hodu's loop, a residual still inside it; an activation
 // that is not 0 at 0 (Sigmoid) keeps the direct kernel, as it would write a blocked layout's
