@@ -11,6 +11,7 @@
 #include "engines/cpu/grouped_conv_merge.h"
 #include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
+#include "engines/cpu/tap_conv.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/packed_gemm.h"
@@ -412,6 +413,29 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     if (choose()) return true;
   }
   if (!pd) return false;
+  // Below AVX-512 oneDNN 2.6 runs dilated convs past dilation 2 as im2col + sgemm over every
+  // tap; hodu's tap-by-tap kernel computes only the taps' products that reach inside the image
+  // (tap_conv.h). DeepLabV3-ResNet50's ASPP convs at 28x28 (rates 12, 24, 36): 51, 18 and 11 %
+  // of the dense products.
+  if (w && !runtime_bias && !has_z && chain.nodes.empty() && win->group == 1 && w->is_contiguous() &&
+      (!bias || bias->is_contiguous())) {
+    TapConv tc;
+    tc.xs = xs;
+    tc.ys = ys;
+    for (int64_t i = 0; i < spatial; ++i) {
+      tc.kernel.push_back(ws[2 + i]);
+      tc.strides.push_back(win->strides[i]);
+      tc.dilations.push_back(win->dilations[i] + 1);
+      tc.pads_begin.push_back(win->pad_l[i]);
+    }
+    tc.weights = w->data<float>();
+    tc.bias = bias ? bias->data<float>() : nullptr;
+    tc.onednn_impl = pd->impl_info_str();
+    if (packed_gemm::activation_of(act.c_str(), act_params.data(), static_cast<int64_t>(act_params.size()), &tc.act.act,
+                                   &tc.act.p0, &tc.act.p1) &&
+        make_tap_conv(b, n, tc))
+      return true;
+  }
   // Groups too narrow for oneDNN's direct kernels (its pick is im2col + sgemm): k of them as one
   // group with block-diagonal weights, where that gets a direct kernel (grouped_conv_merge.h).
   Tensor merged_w;

@@ -99,6 +99,47 @@ TEST(WinogradPackedGemm, MatchesDoubleProduct) {
     check(13, 21, 37, false, true, true, act, 1);
 }
 
+// Rows in groups (Rows::group): A a strided window of an nChw8c image (a conv tap's inputs:
+// every 2nd pixel of 5 rows of 7, rows 2 apart), C a rectangle of another image (the outputs
+// that tap reaches); C outside the rectangle is untouched. Tiles of 6 rows span groups of 7.
+TEST(WinogradPackedGemm, GroupedRowsReadAndWriteImageWindows) {
+  if (!available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2)";
+  const int64_t hi = 13, wi = 17, ho = 8, wo = 9, k = 20, n = 24, kp = 24;
+  const int64_t rows = 5, cols = 7, iy0 = 1, ix0 = 2, sy = 2, sx = 2, oy0 = 2, ox0 = 1;
+  std::mt19937 rng(5);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  std::vector<float> x(static_cast<size_t>(kp * hi * wi)), b(static_cast<size_t>(k * n)), y0(static_cast<size_t>(n * ho * wo));
+  for (auto* v : {&x, &b, &y0})
+    for (auto& e : *v) e = d(rng);
+  Aligned pb(packed_size(k, n));
+  pack_b(b.data(), n, 1, k, n, pb.data());
+  for (int threads : {1, 2}) {
+    std::vector<float> y = y0;
+    MatrixA a{x.data() + (iy0 * wi + ix0) * 8, 8 * sx, hi * wi * 8};
+    a.group = cols;
+    a.group_row = wi * 8 * sy;
+    MatrixC c{y.data() + (oy0 * wo + ox0) * 8, 8, ho * wo * 8};
+    c.group = cols;
+    c.group_row = wo * 8;
+    Epilogue ep;
+    ep.accumulate = true;
+    gemm(rows * cols, n, k, a, pb.data(), c, ep, threads);
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t oy = 0; oy < ho; ++oy)
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const size_t at = static_cast<size_t>((j / 8) * ho * wo * 8 + (oy * wo + ox) * 8 + j % 8);
+          const int64_t r = oy - oy0, q = ox - ox0;
+          double want = y0[at];
+          if (r >= 0 && r < rows && q >= 0 && q < cols)
+            for (int64_t i = 0; i < k; ++i)
+              want += static_cast<double>(x[static_cast<size_t>((i / 8) * hi * wi * 8 +
+                                                                 ((iy0 + r * sy) * wi + ix0 + q * sx) * 8 + i % 8)]) *
+                      b[static_cast<size_t>(i * n + j)];
+          EXPECT_NEAR(y[at], want, 1e-4) << "channel " << j << " at " << oy << "," << ox << " threads " << threads;
+        }
+  }
+}
+
 // gemm_few_rows (an RNN's recurrent product: a few rows, A's rows `a_row` apart, C's `c_row`
 // apart) against a double-precision product: 1 to 7 rows (tiles of 3), column counts off its
 // 32-column tile (a single 16-column panel at the end, a partial panel), columns past n unwritten.

@@ -95,19 +95,20 @@ HODU_AVX2_INLINE __m256 activate8(__m256 v, const Epilogue& ep) {
   return v;
 }
 
-// One 6 x 16 tile of C over a block of k: `a` at the block's first k (row r at a + r * a_row,
-// 8 k apart by a_kb; read in place, as MLAS does: packing it cost as much as the products of a
-// 16-column B), `b` the panel's block (kc x 16); rows [0, rows) and columns [0, cols) of the
-// tile are written. Starts from zero or C's values (`load`), plus `bias` when not null (the
-// first block); `last`: the final block of k, whose activation is applied before the store.
+// One 6 x 16 tile of C over a block of k: row r of A at a[r] (the block's first k; 8 k apart by
+// a_kb; read in place, as MLAS does: packing it cost as much as the products of a 16-column B;
+// rows past `rows` repeat the last one, their sums never stored), `b` the panel's block
+// (kc x 16), row r of C at c[r]; rows [0, rows) and columns [0, cols) of the tile are written.
+// Starts from zero or C's values (`load`), plus `bias` when not null (the first block); `last`:
+// the final block of k, whose activation is applied before the store.
 // Twelve accumulators in named variables: GCC spilled an array of them to the stack.
-HODU_AVX2 void tile(int64_t kc, const float* a, int64_t a_row, int64_t a_kb, const float* b, float* c, int64_t c_row,
-                    int64_t c_jb, int64_t rows, int64_t cols, bool load, const float* bias, const Epilogue* last) {
+HODU_AVX2 void tile(int64_t kc, const float* const* a, int64_t a_kb, const float* b, float* const* c, int64_t c_jb,
+                    int64_t rows, int64_t cols, bool load, const float* bias, const Epilogue* last) {
   const __m256i m0 = lanes_below(cols), m1 = lanes_below(cols - 8);
   const bool two = cols > 8, full = cols >= 16;
   __m256 acc[kRows][2];
   for (int r = 0; r < kRows; ++r) {
-    const float* cr = c + r * c_row;
+    const float* cr = c[r];
     if (!load || r >= rows) {
       acc[r][0] = acc[r][1] = _mm256_setzero_ps();
     } else if (full) {
@@ -127,13 +128,7 @@ HODU_AVX2 void tile(int64_t kc, const float* a, int64_t a_row, int64_t a_kb, con
   }
   __m256 c00 = acc[0][0], c01 = acc[0][1], c10 = acc[1][0], c11 = acc[1][1], c20 = acc[2][0], c21 = acc[2][1];
   __m256 c30 = acc[3][0], c31 = acc[3][1], c40 = acc[4][0], c41 = acc[4][1], c50 = acc[5][0], c51 = acc[5][1];
-  // Rows past `rows` read the last row again (their sums are never stored).
-  const float* a0 = a;
-  const float* a1 = a + std::min<int64_t>(1, rows - 1) * a_row;
-  const float* a2 = a + std::min<int64_t>(2, rows - 1) * a_row;
-  const float* a3 = a + std::min<int64_t>(3, rows - 1) * a_row;
-  const float* a4 = a + std::min<int64_t>(4, rows - 1) * a_row;
-  const float* a5 = a + std::min<int64_t>(5, rows - 1) * a_row;
+  const float *a0 = a[0], *a1 = a[1], *a2 = a[2], *a3 = a[3], *a4 = a[4], *a5 = a[5];
 #define HODU_GEMM_STEP(kk)                          \
   {                                                 \
     const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8); \
@@ -179,7 +174,7 @@ HODU_AVX2 void tile(int64_t kc, const float* a, int64_t a_row, int64_t a_kb, con
       v0 = activate8(v0, *last);
       v1 = activate8(v1, *last);
     }
-    float* cr = c + r * c_row;
+    float* cr = c[r];
     if (full) {
       _mm256_storeu_ps(cr, v0);
       _mm256_storeu_ps(cr + c_jb, v1);
@@ -194,6 +189,7 @@ HODU_AVX2 void tile(int64_t kc, const float* a, int64_t a_row, int64_t a_kb, con
 // L2) and a block of k, each 6 rows of A (in L1) against every panel of the chunk.
 void block(int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t n, int64_t k, const MatrixA& a, const float* pb,
            const MatrixC& c, const Epilogue& ep) {
+  const Rows a_rows = a.rows(), c_rows = c.rows();
   for (int64_t q0 = p0; q0 < p1; q0 += kChunk) {
     const int64_t q1 = std::min(p1, q0 + kChunk);
     // One pass with kc = 0 when k is 0: C = activation(bias, or C's own values).
@@ -203,11 +199,19 @@ void block(int64_t r0, int64_t r1, int64_t p0, int64_t p1, int64_t n, int64_t k,
       const float* a_k = a.data + (k0 / 8) * a.kblock;
       for (int64_t r = r0; r < r1; r += kRows) {
         const int64_t rows = std::min(kRows, r1 - r);
+        const float* ar[kRows];
+        int64_t c_off[kRows];
+        for (int64_t i = 0; i < kRows; ++i) {
+          const int64_t ri = r + std::min(i, rows - 1);  // rows past the end repeat the last
+          ar[i] = a_k + a_rows.offset(ri);
+          c_off[i] = c_rows.offset(ri);
+        }
         for (int64_t p = q0; p < q1; ++p) {
           const int64_t j0 = p * kPanel, cols = std::min(kPanel, n - j0);
-          tile(kc, a_k + r * a.row, a.row, a.kblock, pb + (p * k + k0) * kPanel, c.data + (j0 / 8) * c.jblock + r * c.row,
-               c.row, c.jblock, rows, cols, !first || ep.accumulate, first && ep.bias ? ep.bias + j0 : nullptr,
-               last ? &ep : nullptr);
+          float* cr[kRows];
+          for (int64_t i = 0; i < kRows; ++i) cr[i] = c.data + (j0 / 8) * c.jblock + c_off[i];
+          tile(kc, ar, a.kblock, pb + (p * k + k0) * kPanel, cr, c.jblock, rows, cols, !first || ep.accumulate,
+               first && ep.bias ? ep.bias + j0 : nullptr, last ? &ep : nullptr);
         }
       }
     }
@@ -319,7 +323,10 @@ void gemm(int64_t m, int64_t n, int64_t k, const MatrixA& a, const float* packed
   const int64_t panels = (n + kPanel - 1) / kPanel;
   // Blocks of about kRowBlock rows, each over all columns (A packed once per block of k) unless
   // there are fewer blocks than threads: then the panels are split too.
-  const int64_t rb = (m + kRowBlock - 1) / kRowBlock;
+  int64_t rb = (m + kRowBlock - 1) / kRowBlock;
+  // Past one block, a multiple of the threads: 5 blocks over 2 threads (784 rows, a 28x28 image's
+  // pixels) left one thread idle for a fifth of the product.
+  if (rb > 1 && threads > 1) rb = std::min((rb + threads - 1) / threads * threads, (m + kRows - 1) / kRows);
   const int64_t row_block = ((m + rb - 1) / rb + kRows - 1) / kRows * kRows;
   const int64_t cb = std::min<int64_t>(panels, std::max<int64_t>(1, (threads + rb - 1) / rb));
   const int64_t panel_block = (panels + cb - 1) / cb;

@@ -33,16 +33,27 @@ struct Epilogue {
   float p0 = 0, p1 = 0;  // LeakyRelu's alpha; Clip's bounds; HardSigmoid's alpha, beta
 };
 
-// A(r, i) = data[r * row + (i / 8) * kblock + i % 8]: row-major when kblock == 8 (any row
-// stride), oneDNN's nChw8c seen as [H·W, C] when row == 8 and kblock == H·W·8.
+// Where row r of A or C starts: r * row, or, when group > 0, rows in groups of `group` that
+// start group_row apart ((r / group) * group_row + (r % group) * row): a rectangle of an
+// image's pixels (tap_conv.h reads and writes the window one kernel tap reaches).
+struct Rows {
+  int64_t row = 0, group = 0, group_row = 0;
+  int64_t offset(int64_t r) const { return group > 0 ? (r / group) * group_row + (r % group) * row : r * row; }
+};
+// A(r, i) = data[rows.offset(r) + (i / 8) * kblock + i % 8]: row-major when kblock == 8 (any
+// row stride), oneDNN's nChw8c seen as [H·W, C] when rows.row == 8 and kblock == H·W·8.
 struct MatrixA {
   const float* data;
   int64_t row, kblock;
+  int64_t group = 0, group_row = 0;  // see Rows
+  Rows rows() const { return {row, group, group_row}; }
 };
-// C(r, j) = data[r * row + (j / 8) * jblock + j % 8]: row-major with jblock == 8.
+// C(r, j) = data[rows.offset(r) + (j / 8) * jblock + j % 8]: row-major with jblock == 8.
 struct MatrixC {
   float* data;
   int64_t row, jblock;
+  int64_t group = 0, group_row = 0;  // see Rows
+  Rows rows() const { return {row, group, group_row}; }
 };
 
 // Whether gemm() may run here: AVX2 and FMA, and HODU_MAX_ISA allows AVX2.
