@@ -10,8 +10,8 @@
 namespace hodu::cpu {
 
 // HODU_CPU_TAP_CONV: auto (unset: where oneDNN's pick is its im2col + sgemm kernel — below
-// AVX-512, dilated convs past dilation 2 — the input has 32 channels or more and the taps that
-// fall in the padding skip a tenth of the products), on (every conv that fits, whatever oneDNN
+// AVX-512, dilated convs past dilation 2 — the input has 32 channels or more and, for a 2-D
+// conv, the taps that fall in the padding skip a tenth of the products), on (every conv that fits, whatever oneDNN
 // picked: for tests), off (oneDNN's kernels only); any other value is an InvalidArgument error.
 enum class TapConvPolicy { Auto, On, Off };
 TapConvPolicy tap_conv_policy();
