@@ -20,6 +20,9 @@
 
 namespace hodu {
 class Dispatcher;
+namespace winograd {
+struct TransformedWeights;
+}
 }
 
 namespace hodu::cpu {
@@ -130,7 +133,8 @@ class Plan {
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }
-  // Bytes of the constants packed into oneDNN's layouts (each shared copy once), for tests.
+  // Bytes of the constants packed into oneDNN's layouts or hodu's kernels' own forms (each
+  // shared copy once), for tests and HODU_CPU_VERBOSE.
   size_t packed_bytes() const { return packed_bytes_; }
   // Outputs written straight into their input's tensor (PlanOptions::state_in_place); the other
   // "<x>.next" outputs are copied into the tensor fed as "<x>" at the end of a run.
@@ -180,6 +184,8 @@ class PlanBuilder {
   std::optional<bool> channel_zero_pads;
   // The convs winograd_within_memory_budget turned away (outputs' names), once found.
   std::optional<std::set<std::string>> winograd_over_budget;
+  // hodu's AVX2 Winograd weights by weight value: built once, shared by the convs reading it.
+  std::map<std::string, std::shared_ptr<const winograd::TransformedWeights>> winograd_weights;
 
   // The slot holding a value (as produced; maybe blocked).
   int slot(const std::string& value) const;
@@ -239,6 +245,9 @@ class PlanBuilder {
   // weights split or offset, derived tensors): with PlanOptions::single_plan its original may go
   // once every reader has done so; otherwise the original stays.
   void consumed_at_plan_time(const std::string& value);
+  // A step holds `bytes` of constants in a form of its own (hodu's Winograd and tap conv
+  // weights): counted in Plan::packed_bytes.
+  void add_packed_bytes(size_t bytes) { plan_.packed_bytes_ += bytes; }
 
  private:
   friend class Plan;

@@ -71,6 +71,7 @@ bool make_tap_conv(PlanBuilder& b, const Node& n, const TapConv& c) {
   if (policy == TapConvPolicy::Auto && spatial == 2 && tap_conv::valid_fraction(s) > kMaxValidFraction) return false;
   auto conv = std::make_unique<tap_conv::Conv>(s, c.weights, c.bias, c.act);
   const double reached = tap_conv::valid_fraction(s);
+  b.add_packed_bytes(conv->packed_bytes());
   b.consumed_at_plan_time(n.inputs[1]);  // the packed taps are the conv's own copy
   // nChw8c, or nCw8c for a 1-D conv: the same bytes as an image of height 1.
   auto blocked = [&](const std::vector<int64_t>& d) {

@@ -117,8 +117,17 @@ bool make_winograd_conv(PlanBuilder& b, const Node& n, const WinogradConv& c) {
     policy = WinogradPolicy::Hodu;
   s.tile = winograd::tile_for(policy, s);
   if (!s.tile) return false;
+  // A weight another conv transformed already (a detector's head over pyramid levels) is read in
+  // that form, whatever tile this size would take: one copy, about 4x the weight, not one a level.
+  auto& shared = b.winograd_weights[n.inputs[1]];
+  if (shared && shared->tile != s.tile && (policy == WinogradPolicy::Auto || policy == WinogradPolicy::Hodu))
+    s.tile = shared->tile;
+  if (!shared || shared->tile != s.tile) {
+    shared = winograd::transform_weights(c.weights, s.cin, s.cout, s.tile);
+    b.add_packed_bytes(shared->data.size() * sizeof(float));
+  }
   const int64_t scratch = winograd::scratch_floats(s);
-  auto conv = std::make_unique<winograd::Conv>(s, c.weights, c.bias, c.ep);
+  auto conv = std::make_unique<winograd::Conv>(s, shared, c.bias, c.ep);
   // The transformed weights are the conv's own copy: the original may go (PlanOptions::single_plan).
   b.consumed_at_plan_time(n.inputs[1]);
   const auto md_x = s.nhwc ? nhwc_x : onednn::channel_blocked_md(to_dims(xs), 8);

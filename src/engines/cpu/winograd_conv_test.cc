@@ -238,6 +238,37 @@ TEST(WinogradConv, SharedWeightKeepsOneWinogradForm) {
   for (size_t i = 0; i < 3; ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-4, "level " + std::to_string(i));
 }
 
+// hodu's AVX2 Winograd: a weight read by convs of several sizes (FCOS's and RetinaNet's heads
+// over pyramid levels) is transformed once, in the first reader's tile, and every reader takes
+// that form: the 16x16 level (F(2x2,3x3) by its size) runs F(4x4,3x3) on the shared matrices.
+TEST(WinogradConv, HoduWinogradSharesOneTransformAcrossReaders) {
+  if (!winograd::available()) GTEST_SKIP() << "no AVX2+FMA here (or HODU_MAX_ISA below avx2)";
+  WinogradEnv env("hodu");
+  GraphBuilder b;
+  const std::vector<std::pair<std::string, int64_t>> levels = {{"p3", 40}, {"p4", 24}, {"p5", 16}};
+  b.constant("w", random_floats({32, 32, 3, 3}, 41, 0.05f));
+  b.constant("bias", random_floats({32}, 42));
+  std::map<std::string, RuntimeValue> feeds;
+  for (const auto& [level, size] : levels) {
+    b.input(level, DType::F32, std::vector<int64_t>{1, 32, size, size});
+    b.node("Conv", {level, "w", "bias"}, {"y_" + level}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+    b.output("y_" + level);
+    feeds[level] = RuntimeValue(random_floats({1, 32, size, size}, static_cast<uint32_t>(size)));
+  }
+  Model m = b.finish();
+  auto want = interp::Interpreter(m).run(feeds);
+  PlannedModel p(m, feeds, 2);
+  SCOPED_TRACE(p.steps());
+  EXPECT_EQ(p.count("cpu winograd F(4x4,3x3)"), 3);
+  // One F(4,3) form: 36 matrices of 32 x 32 (packed in 16-column panels), 4x the weights.
+  const size_t form = 36 * 32 * 32 * sizeof(float);
+  EXPECT_GE(p.plan->packed_bytes(), form);
+  EXPECT_LT(p.plan->packed_bytes(), 2 * form);
+  auto got = p.run(feeds);
+  ASSERT_EQ(got.size(), 3u);
+  for (size_t i = 0; i < 3; ++i) testing::expect_close(got[i], want[i], 1e-4, 1e-4, levels[i].first);
+}
+
 // auto: hodu's kernel only where the ISA is AVX2 (not on AVX-512, where oneDNN's Winograd stays),
 // and not for small outputs; onednn and off never choose it.
 TEST(WinogradConv, PolicyChoosesTheKernel) {

@@ -39,6 +39,7 @@ class Conv {
   const ConvShape& shape() const { return s_; }
   // The taps that reach some output, in the order they run (one that reaches all, if any, first).
   const std::vector<Tap>& taps() const { return taps_; }
+  size_t packed_bytes() const { return packed_.nbytes(); }
 
  private:
   ConvShape s_;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 #include <type_traits>
 #include <cstdint>
@@ -252,9 +253,46 @@ int64_t scratch_floats(const ConvShape& s) {
   return g.images * g.rows * tiles_w * (m + 2) * (m + 2) * ((s.cin + 7) / 8 * 8 + (s.cout + 7) / 8 * 8);
 }
 
+std::shared_ptr<const TransformedWeights> transform_weights(const float* weights, int64_t cin, int64_t cout, int tile) {
+  auto t = std::make_shared<TransformedWeights>();
+  t->tile = tile == 2 ? 2 : 4;
+  t->cin = cin;
+  t->cout = cout;
+  const int m = t->tile, a = m + 2, pos = a * a;
+  // U = G g G^T per (out, in) pair, in double: F(4,3)'s 1/6, 1/12, 1/24 rounded once.
+  static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
+  static const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
+  const double(*g)[3] = m == 4 ? g4 : g2;
+  std::vector<float> plain(static_cast<size_t>(pos * cin * cout));  // [pos][cin][cout]
+  for (int64_t o = 0; o < cout; ++o)
+    for (int64_t i = 0; i < cin; ++i) {
+      const float* k = weights + (o * cin + i) * 9;
+      double u[6][3];
+      for (int r = 0; r < a; ++r)
+        for (int c = 0; c < 3; ++c) u[r][c] = g[r][0] * k[c] + g[r][1] * k[3 + c] + g[r][2] * k[6 + c];
+      for (int r = 0; r < a; ++r)
+        for (int c = 0; c < a; ++c)
+          plain[static_cast<size_t>(((r * a + c) * cin + i) * cout + o)] =
+              static_cast<float>(u[r][0] * g[c][0] + u[r][1] * g[c][1] + u[r][2] * g[c][2]);
+    }
+  t->stride = packed_gemm::packed_size(cin, cout);
+  t->data.assign(static_cast<size_t>(pos * t->stride + 8), 0.0f);
+  t->offset = static_cast<int64_t>(((32 - (reinterpret_cast<uintptr_t>(t->data.data()) & 31)) & 31) / 4);
+  for (int64_t p = 0; p < pos; ++p)
+    packed_gemm::pack_b(plain.data() + p * cin * cout, cout, 1, cin, cout, t->data.data() + t->offset + p * t->stride);
+  return t;
+}
+
 Conv::Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep)
-    : s_(s), act_(ep) {
+    : Conv(s, transform_weights(weights, s.cin, s.cout, s.tile), bias, ep) {}
+
+Conv::Conv(const ConvShape& s, std::shared_ptr<const TransformedWeights> u, const float* bias,
+           const packed_gemm::Epilogue& ep)
+    : s_(s), u_(std::move(u)), act_(ep) {
   if (s_.tile != 2) s_.tile = 4;
+  if (u_->tile != s_.tile || u_->cin != s.cin || u_->cout != s.cout)
+    throw std::invalid_argument("winograd::Conv: weights transformed for another tile or shape");
   act_.bias = nullptr;
   act_.accumulate = false;
   const int m = s_.tile, a = m + 2;
@@ -266,28 +304,6 @@ Conv::Conv(const ConvShape& s, const float* weights, const float* bias, const pa
   group_ = grp.images;
   band_rows_ = grp.rows;
   pos_ = a * a;
-  // U = G g G^T per (out, in) pair, in double: F(4,3)'s 1/6, 1/12, 1/24 rounded once.
-  static const double g4[6][3] = {{1.0 / 4, 0, 0},           {-1.0 / 6, -1.0 / 6, -1.0 / 6}, {-1.0 / 6, 1.0 / 6, -1.0 / 6},
-                                  {1.0 / 24, 1.0 / 12, 1.0 / 6}, {1.0 / 24, -1.0 / 12, 1.0 / 6}, {0, 0, 1}};
-  static const double g2[4][3] = {{1, 0, 0}, {0.5, 0.5, 0.5}, {0.5, -0.5, 0.5}, {0, 0, 1}};
-  const double(*g)[3] = m == 4 ? g4 : g2;
-  std::vector<float> plain(static_cast<size_t>(pos_ * s.cin * s.cout));  // [pos][cin][cout]
-  for (int64_t o = 0; o < s.cout; ++o)
-    for (int64_t i = 0; i < s.cin; ++i) {
-      const float* k = weights + (o * s.cin + i) * 9;
-      double t[6][3];
-      for (int r = 0; r < a; ++r)
-        for (int c = 0; c < 3; ++c) t[r][c] = g[r][0] * k[c] + g[r][1] * k[3 + c] + g[r][2] * k[6 + c];
-      for (int r = 0; r < a; ++r)
-        for (int c = 0; c < a; ++c)
-          plain[static_cast<size_t>(((r * a + c) * s.cin + i) * s.cout + o)] =
-              static_cast<float>(t[r][0] * g[c][0] + t[r][1] * g[c][1] + t[r][2] * g[c][2]);
-    }
-  u_stride_ = packed_gemm::packed_size(s.cin, s.cout);
-  u_.assign(static_cast<size_t>(pos_ * u_stride_ + 8), 0.0f);
-  u0_ = static_cast<int64_t>(((32 - (reinterpret_cast<uintptr_t>(u_.data()) & 31)) & 31) / 4);
-  for (int64_t p = 0; p < pos_; ++p)
-    packed_gemm::pack_b(plain.data() + p * s.cin * s.cout, s.cout, 1, s.cin, s.cout, u_.data() + u0_ + p * u_stride_);
   bias_.assign(static_cast<size_t>(cout_p_), 0.0f);
   if (bias) std::copy(bias, bias + s.cout, bias_.begin());
 }
@@ -316,7 +332,6 @@ void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* 
   // transform hold whatever was there and are stored as zeros.
   float* v = scratch;
   float* m = scratch + pos_ * tiles * cin_p_;
-  const float* u = u_.data() + u0_;
   const int64_t cin_blocks = cin_p_ / 8, cout_blocks = cout_p_ / 8;
   const bool four = s.tile == 4;
 #pragma omp parallel num_threads(threads) if (threads > 1)
@@ -331,7 +346,7 @@ void Conv::run_group(const ConvShape& s, const float* x, const float* z, float* 
     for (int64_t i = 0; i < gemm_units; ++i) {
       const int64_t p = i / chunks, r0 = (i % chunks) * rows, r = std::min(rows, tiles - r0);
       if (r <= 0) continue;
-      packed_gemm::gemm(r, s.cout, s.cin, {v + (p * tiles + r0) * cin_p_, cin_p_, 8}, u + p * u_stride_,
+      packed_gemm::gemm(r, s.cout, s.cin, {v + (p * tiles + r0) * cin_p_, cin_p_, 8}, u_->matrix(p),
                         {m + (p * tiles + r0) * cout_p_, cout_p_, 8}, {}, 1);
     }
 #pragma omp for schedule(static)

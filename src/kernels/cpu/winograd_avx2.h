@@ -10,6 +10,7 @@
 // ONNX Runtime); F(2,3)'s (factors 1 and 1/2) add little.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "kernels/cpu/packed_gemm.h"
@@ -26,11 +27,28 @@ struct ConvShape {
   bool nhwc = false;
 };
 
+// A weight [cout, cin, 3, 3] transformed for tiles of m outputs a side (G g G^T, in double):
+// (m+2)² packed [cin, cout] matrices, about (m+2)²/9 times the weight. Built once per weight and
+// tile and shared by the convs that read that weight (a detector's head over pyramid levels:
+// FCOS held a copy per level).
+struct TransformedWeights {
+  int tile = 4;
+  int64_t cin = 0, cout = 0;
+  int64_t stride = 0;       // floats from one matrix to the next: packed_gemm::packed_size(cin, cout)
+  std::vector<float> data;  // the matrices from data[offset] on (32-byte aligned)
+  int64_t offset = 0;
+  const float* matrix(int64_t pos) const { return data.data() + offset + pos * stride; }
+};
+std::shared_ptr<const TransformedWeights> transform_weights(const float* weights, int64_t cin, int64_t cout, int tile);
+
 class Conv {
  public:
   // `weights` [cout, cin, 3, 3] (ONNX's layout), `bias` [cout] or null; `ep`: the activation
   // (its bias and accumulate fields are ignored: bias is given here, the residual to run()).
   Conv(const ConvShape& s, const float* weights, const float* bias, const packed_gemm::Epilogue& ep);
+  // The same with weights transformed already for s.tile (and s.cin, s.cout).
+  Conv(const ConvShape& s, std::shared_ptr<const TransformedWeights> u, const float* bias,
+       const packed_gemm::Epilogue& ep);
   // y = act(conv(x) + bias + z) with x, z and y in nChw8c (channels padded to 8 with zeros;
   // y's padding channels are written as zeros). z may be null and may be y itself. `scratch`:
   // scratch_floats(shape()) floats for the transformed tiles and products, any contents.
@@ -44,8 +62,7 @@ class Conv {
   void run_group(const ConvShape& s, const float* x, const float* z, float* y, float* scratch, int threads,
                  int64_t ti0, int64_t band_rows) const;
   int64_t cin_p_, cout_p_, tiles_h_, tiles_w_, pos_, group_, band_rows_;
-  std::vector<float> u_;  // pos_ packed weight matrices (cin x cout), 32-byte aligned from u0_
-  int64_t u0_ = 0, u_stride_ = 0;
+  std::shared_ptr<const TransformedWeights> u_;
   std::vector<float> bias_;  // [cout_p], zero-padded
   packed_gemm::Epilogue act_;
 };
