@@ -3,6 +3,8 @@
 // max, min), in the interpreter's semantics (tensor_index.cc): negative indices wrap, an index
 // out of range is an InvalidArgument naming the node, scatter updates apply in index order.
 // Elements move by their size; whole inner blocks are memcpy'd.
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 
 #include "engines/cpu/tensor_step.h"
@@ -146,6 +148,11 @@ class GatherNDStep : public TensorStep {
     const int64_t inner = prod(x.shape(), static_cast<size_t>(b + m), static_cast<size_t>(r));
     const int64_t batch_stride = prod(x.shape(), static_cast<size_t>(b), static_cast<size_t>(r));
     const auto ds = contiguous_strides(x.shape());
+    if (it.is_contiguous() && it.dtype() == DType::I64) {
+      gather_in_place(rs, x, it, oshape, m, batches, per_batch, inner * static_cast<int64_t>(es), batch_stride, ds,
+                      static_cast<int64_t>(es));
+      return;
+    }
     const auto ids = it.to_int64s();
     offs_.resize(static_cast<size_t>(batches * per_batch));
     for (int64_t bt = 0; bt < batches; ++bt)
@@ -162,6 +169,45 @@ class GatherNDStep : public TensorStep {
   }
 
  private:
+  // Contiguous int64 indices read where they lie, each tuple's block copied as its offset
+  // is found: no copy of the indices, no offset table. A detector's score filter (RetinaNet:
+  // GatherND of 11M scores by NonZero's indices) took 554 ms and 176 MB of those two.
+  void gather_in_place(RunState& rs, const Tensor& x, const Tensor& it, const std::vector<int64_t>& oshape, int64_t m,
+                       int64_t batches, int64_t per_batch, int64_t block, int64_t batch_stride,
+                       const std::vector<int64_t>& ds, int64_t es) {
+    Tensor& y = out(rs, 0, dt_, oshape);
+    const char* src = static_cast<const char*>(x.raw_data());
+    char* dst = static_cast<char*>(y.raw_data());
+    const int64_t* ids = it.data<int64_t>();
+    const int64_t total = batches * per_batch, b = b_;
+    std::atomic<int64_t> bad{-1};  // an index out of range (its position in `it`): the error after the loop
+    const int threads = total * block >= (1 << 17) ? rs.threads : 1;
+    // Chunks of 4096 tuples within one batch entry: no division per tuple.
+    constexpr int64_t kChunk = 4096;
+    const int64_t chunks = (per_batch + kChunk - 1) / kChunk;
+    const int64_t* dims = x.shape().data() + b;
+    const int64_t* strides = ds.data() + b;
+    parallel_for(batches * chunks, threads, [&](int64_t c) {
+      const int64_t bt = c / chunks, j0 = bt * per_batch + (c % chunks) * kChunk;
+      const int64_t j1 = std::min(j0 + kChunk, (bt + 1) * per_batch);
+      for (int64_t j = j0; j < j1; ++j) {
+        int64_t off = bt * batch_stride;
+        for (int64_t k = 0; k < m; ++k) {
+          const int64_t v = ids[j * m + k], w = v < 0 ? v + dims[k] : v;
+          if (w < 0 || w >= dims[k]) {
+            bad.store(j * m + k, std::memory_order_relaxed);
+            return;
+          }
+          off += w * strides[k];
+        }
+        if (block == 4) std::memcpy(dst + j * 4, src + off * es, 4);
+        else std::memcpy(dst + j * block, src + off * es, static_cast<size_t>(block));
+      }
+    });
+    if (const int64_t at = bad.load(); at >= 0)
+      fix_index(label, ids[at], x.dim(b + at % m));
+  }
+
   DType dt_;
   int64_t b_;
   std::vector<int64_t> offs_;

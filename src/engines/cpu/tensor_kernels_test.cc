@@ -788,6 +788,26 @@ TEST(CpuTensorKernels, GatherScatter) {
   gn.order = {"x", "i"};
   gn.attrs = {Attribute::make_int("batch_dims", 1)};
   check(gn, "GatherND batch_dims 1");
+  // A detector's score filter: single elements of a flat tensor by NonZero's [n, 1] indices,
+  // enough of them to run on every thread; tuples of 2 with blocks of 3 elements.
+  {
+    std::vector<int64_t> idx(40000);
+    for (size_t k = 0; k < idx.size(); ++k) idx[k] = static_cast<int64_t>((k * 7919) % 50000) - (k % 3 == 0 ? 50000 : 0);
+    Case flat;
+    flat.op = "GatherND";
+    flat.inputs = {{"x", rand_tensor(DType::F32, {50000}, seed++)},
+                   {"i", Tensor::from_vector<int64_t>(DType::I64, {40000, 1}, idx)}};
+    flat.order = {"x", "i"};
+    check(flat, "GatherND of single elements");
+    std::vector<int64_t> tup;
+    for (int k = 0; k < 300; ++k) tup.insert(tup.end(), {k % 5 - 2, (k * 3) % 7});
+    Case pairs;
+    pairs.op = "GatherND";
+    pairs.inputs = {{"x", rand_tensor(DType::F32, {5, 7, 3}, seed++)},
+                    {"i", Tensor::from_vector<int64_t>(DType::I64, {10, 30, 2}, tup)}};
+    pairs.order = {"x", "i"};
+    check(pairs, "GatherND pairs");
+  }
   Case g;
   g.op = "Gather";
   g.inputs = {{"x", rand_tensor(DType::I64, {5, 6}, seed++)}, {"i", Tensor::from_vector<int32_t>(DType::I32, {2, 2}, {0, -1, 3, 2})}};
@@ -815,22 +835,24 @@ TEST(CpuTensorKernels, GatherScatter) {
 }
 
 TEST(CpuTensorKernels, IndexOutOfRangeIsAnErrorNamingTheNode) {
-  Case g;
-  g.op = "GatherElements";
-  g.inputs = {{"x", rand_tensor(DType::F32, {3, 4}, 1)}, {"i", Tensor::from_vector<int64_t>(DType::I64, {1, 1}, {9})}};
-  g.order = {"x", "i"};
-  Model m = build(g);
-  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
-  dnnl::stream stream(eng);
-  Plan plan(m, {{"x", {3, 4}}, {"i", {1, 1}}}, PlanOptions{}, eng);
-  EXPECT_EQ(plan.fallback_count(), 0);
-  try {
-    plan.run({{"x", RuntimeValue(g.inputs[0].second)}, {"i", RuntimeValue(g.inputs[1].second)}}, stream);
-    FAIL() << "no error";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
-    EXPECT_NE(std::string(e.what()).find("node"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  for (const char* op : {"GatherElements", "GatherND"}) {
+    Case g;
+    g.op = op;
+    g.inputs = {{"x", rand_tensor(DType::F32, {3, 4}, 1)}, {"i", Tensor::from_vector<int64_t>(DType::I64, {1, 1}, {9})}};
+    g.order = {"x", "i"};
+    Model m = build(g);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    Plan plan(m, {{"x", {3, 4}}, {"i", {1, 1}}}, PlanOptions{}, eng);
+    EXPECT_EQ(plan.fallback_count(), 0) << op;
+    try {
+      plan.run({{"x", RuntimeValue(g.inputs[0].second)}, {"i", RuntimeValue(g.inputs[1].second)}}, stream);
+      ADD_FAILURE() << op << ": no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument) << op;
+      EXPECT_NE(std::string(e.what()).find("node"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+    }
   }
 }
 
