@@ -154,6 +154,10 @@ class ConvStep : public Step {
       bind(b_user_, rs, reads[b_read_]);
       args[DNNL_ARG_BIAS] = b_user_;
     }
+    if (scratch_write_ >= 0) {
+      bind(scratch_, rs, writes[scratch_write_]);
+      args[DNNL_ARG_SCRATCHPAD] = scratch_;
+    }
     prim_.execute(rs.stream, args);
     if (silu_) {
       // Over every byte of dst, padding included: silu(0) = 0 keeps a blocked layout's zero channels.
@@ -188,6 +192,8 @@ class ConvStep : public Step {
   // Weights and bias that are not constants: read from their slots (plain) every run.
   int w_read_ = -1, b_read_ = -1;
   dnnl::memory w_user_, w_, b_user_;
+  int scratch_write_ = -1;  // the primitive's scratchpad: writes[scratch_write_], any contents
+  dnnl::memory scratch_;
   dnnl::reorder w_reorder_;
   bool has_bias_ = false, has_z_ = false;
   bool silu_ = false;  // SiLU by hodu's loop after the primitive, not oneDNN's post-op
@@ -290,6 +296,11 @@ bool make_conv(PlanBuilder& b, const Node& n) {
     operands.clear();
     append_post_ops(po, chain.ops, static_cast<int>(ys.size()), operands);
     attr = dnnl::primitive_attr();
+    // The primitive's scratch in the plan's arena, alive during its step only (below). oneDNN's
+    // own (library mode) is one process-wide buffer the size of the largest any primitive asked
+    // for, held to the end: RetinaNet's 256 -> 819 class conv at 100x134 on oneDNN's Winograd,
+    // 170 MB.
+    attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     attr.set_post_ops(po);
   };
   const bool silu = act == "Silu";
@@ -535,6 +546,11 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   step->dst_ = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
   if (step->has_z_) step->z_copy_ = dnnl::reorder(step->z_, step->dst_);
   step->writes = {dst};
+  if (const size_t scratch = pd->scratchpad_desc().get_size()) {
+    step->scratch_ = dnnl::memory(pd->scratchpad_desc(), b.engine(), nullptr);
+    step->scratch_write_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(b.define("", DType::U8, {static_cast<int64_t>(scratch)}));
+  }
   step->label = n.describe() + ": onednn " + std::string(pd->impl_info_str()) +
                 (merged_by ? ", groups merged by " + std::to_string(merged_by) : "") + (silu ? ", silu loop" : "") +
                 (after.act != packed_gemm::Act::None ? ", " + lower_case(act) + " loop" : "") +
