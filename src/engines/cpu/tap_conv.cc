@@ -68,9 +68,9 @@ bool make_tap_conv(PlanBuilder& b, const Node& n, const TapConv& c) {
   // 512 -> 512 at 28x28: dilation 4 reaches 82 % and took 53 ms at 1 thread against 58). A 1-D
   // conv always: oneDNN's gemm conv took 5.0 ms for a 256 -> 256 TCN layer over 400 steps whose
   // taps all but reach every output (dilation 4 to 32), this kernel 3.1.
-  if (policy == TapConvPolicy::Auto && spatial == 2 && tap_conv::valid_fraction(s) > kMaxValidFraction) return false;
-  auto conv = std::make_unique<tap_conv::Conv>(s, c.weights, c.bias, c.act);
   const double reached = tap_conv::valid_fraction(s);
+  if (policy == TapConvPolicy::Auto && spatial == 2 && reached > kMaxValidFraction) return false;
+  auto conv = std::make_unique<tap_conv::Conv>(s, c.weights, c.bias, c.act);
   b.add_packed_bytes(conv->packed_bytes());
   b.consumed_at_plan_time(n.inputs[1]);  // the packed taps are the conv's own copy
   // nChw8c, or nCw8c for a 1-D conv: the same bytes as an image of height 1.

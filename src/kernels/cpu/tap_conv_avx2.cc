@@ -2,7 +2,6 @@
 #include "kernels/cpu/tap_conv_avx2.h"
 
 #include <algorithm>
-#include <cstring>
 
 namespace hodu::tap_conv {
 namespace {

@@ -22,8 +22,8 @@ struct ConvShape {
   int64_t pad_top = 0, pad_left = 0;  // the bottom/right padding follows from oh/ow
 };
 
-// One kernel tap: its packed [cin, cout] weights and the outputs [oy0, oy1) x [ox0, ox1) whose
-// input pixel (oy * stride + ky * dilation - pad, ...) is inside the image.
+// One kernel tap (ky, kx) and the outputs [oy0, oy1) x [ox0, ox1) whose input pixel
+// (oy * stride + ky * dilation - pad, ...) is inside the image.
 struct Tap {
   int64_t ky, kx, oy0, oy1, ox0, ox1;
   bool covers_all(const ConvShape& s) const { return oy0 == 0 && oy1 == s.oh && ox0 == 0 && ox1 == s.ow; }
