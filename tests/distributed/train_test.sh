@@ -200,6 +200,15 @@ n=$(grep -c "^error:" <<<"$out")
 out=$(mpi 2 "$gaki" train "$model" --data "$data" --batch 16 --steps 5 --lr 0.1 2>&1); rc=$?
 n=$(grep -c "is required" <<<"$out")
 [ $rc -ne 0 ] && [ "$n" -eq 1 ] && ok || bad "under mpirun a usage error is printed once (exit $rc, $n lines)" "$out"
+# The ranks that did not fail exit 0 and leave the job's status to the reporting rank: a second
+# nonzero exit lets mpirun kill that rank before it prints why (seen in CI as a lost error line).
+for case in "usage:--batch 0" "data:--batch 1000"; do
+  rm -f "$tmp/rank-exit-"*
+  mpi 2 bash -c '"$@"; rc=$?; echo $rc >"'"$tmp"'/rank-exit-$OMPI_COMM_WORLD_RANK"; exit $rc' _ \
+    "${base[@]}" ${case#*:} --input x=x >/dev/null 2>&1
+  codes="$(cat "$tmp/rank-exit-0" 2>/dev/null)/$(cat "$tmp/rank-exit-1" 2>/dev/null)"
+  case $codes in [1-9]*/0) ok ;; *) bad "under mpirun (${case%%:*} error) rank 0 reports and fails, rank 1 exits 0 (exits $codes)" ;; esac
+done
 expect_ok "train --help" "--checkpoint.*--resume" bash -c "$gaki train --help | tr '\n' ' '"
 expect_ok "hodugaki --help lists train" "train" "$gaki" --help
 summary

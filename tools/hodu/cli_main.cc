@@ -27,8 +27,11 @@ int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (quiet_parse) {
+      // Rank 0 prints the error and exits nonzero; a nonzero exit here could let the launcher
+      // kill rank 0 before it has printed.
       std::ostringstream discard;
-      return app.exit(e, discard, discard);
+      app.exit(e, discard, discard);
+      return 0;
     }
     return app.exit(e);
   }

@@ -13,7 +13,8 @@ namespace hodu::cli {
 void restart_with_short_omp_spin(char** argv);
 
 // Parses the command line and runs the chosen subcommand's function. `quiet_parse`: parse errors
-// and --help print nothing (the ranks but the first of an MPI job, which all parse the same line).
+// and --help print nothing and exit 0 (the ranks but the first of an MPI job, which all parse the
+// same line: the first reports).
 int run_subcommand(CLI::App& app, const std::map<CLI::App*, std::function<int()>>& commands, int argc, char** argv,
                    bool quiet_parse = false);
 

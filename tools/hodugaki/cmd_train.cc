@@ -37,6 +37,11 @@ struct TrainArgs {
 #ifdef HODU_HAVE_MPI
 using namespace distributed;
 
+// A rank that did not fail exits 0 when another did (run_agreed): the failing rank's exit 1 is the
+// job's status, and a second nonzero exit would let mpirun kill the failing rank before it has
+// printed why (CI saw the error line lost that way).
+constexpr int kFailedElsewhereExit = 0;
+
 std::vector<std::string> split_names(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -125,7 +130,7 @@ int train(const TrainArgs& a) {
       trainer = std::make_unique<Trainer>(forward, *data, o, comm);
     });
   } catch (const FailedElsewhere&) {
-    return 1;  // the failing rank said why
+    return kFailedElsewhereExit;
   }
   Trainer& t = *trainer;
   DataParallel& dp = t.model();
@@ -133,7 +138,7 @@ int train(const TrainArgs& a) {
   try {
     start = t.restore();
   } catch (const FailedElsewhere&) {
-    return 1;
+    return kFailedElsewhereExit;
   }
   if (root) {
     const auto& sampler = t.sampler();
@@ -177,7 +182,7 @@ int train(const TrainArgs& a) {
       }
     });
   } catch (const FailedElsewhere&) {
-    return 1;
+    return kFailedElsewhereExit;
   } catch (const std::exception& e) {
     // One rank failing mid-run leaves the others in a collective: end the job.
     if (comm.size() == 1) throw;
