@@ -884,6 +884,80 @@ TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
   }
 }
 
+
+struct SplitEnv {
+  explicit SplitEnv(const char* value) { setenv("HODU_CPU_MATMUL_SPLIT", value, 1); }
+  ~SplitEnv() { unsetenv("HODU_CPU_MATMUL_SPLIT"); }
+};
+
+// Products on the 1x1 conv at 2 threads run in column chunks the threads take in turn
+// (make_column_chunks): with bias, GELU, a residual in place and one without, transB, and a last
+// chunk narrower than the others (200 columns: 64, 64, 64, 8). The same bits at 1 thread (one
+// primitive) and 2; HODU_CPU_MATMUL_SPLIT=whole keeps one primitive; a bad value is an error.
+TEST(CpuEngine, ColumnChunkedProductMatchesInterpreter) {
+  Builder b;
+  b.input("x", Shape({Dim(1), Dim::sym("rows"), Dim(192)}));
+  b.input("r", Shape({Dim(1), Dim::sym("rows"), Dim(200)}));
+  b.constant("w1", {192, 200}, 91, -0.1f, 0.1f);
+  b.constant("b1", {200}, 92);
+  b.constant("w2", {200, 200}, 93, -0.1f, 0.1f);  // [N, K]: transB
+  b.constant("w3", {200, 200}, 94, -0.1f, 0.1f);
+  b.scalar("half", 0.5f);
+  b.scalar("one", 1.0f);
+  b.scalar("sqrt2", std::sqrt(2.0f));
+  b.node("MatMul", {"x", "w1"}, {"m1"});
+  b.node("Add", {"m1", "b1"}, {"h1"});
+  b.node("Div", {"h1", "sqrt2"}, {"gd"});  // GELU: the product's post-op
+  b.node("Erf", {"gd"}, {"ge"});
+  b.node("Add", {"ge", "one"}, {"ge1"});
+  b.node("Mul", {"h1", "ge1"}, {"gm"});
+  b.node("Mul", {"gm", "half"}, {"g"});
+  b.ints("flat", {-1, 200});
+  b.ints("back", {1, -1, 200});
+  b.node("Reshape", {"g", "flat"}, {"gf"});
+  b.node("Gemm", {"gf", "w2"}, {"q2"}, {Attribute::make_int("transB", 1)});
+  b.node("Reshape", {"q2", "back"}, {"q"});
+  b.node("Add", {"q", "r"}, {"s"});  // r is a graph input: the residual is copied in
+  b.node("MatMul", {"s", "w3"}, {"p"});
+  b.node("Add", {"p", "s"}, {"y"});  // s dies here: the residual in place
+  b.output("y");
+  Model m = b.finish();
+  const int64_t rows = 45;
+  std::map<std::string, RuntimeValue> feeds{{"x", RuntimeValue(random_tensor({1, rows, 192}, 95))},
+                                            {"r", RuntimeValue(random_tensor({1, rows, 200}, 96))}};
+  expect_matches_interp(m, feeds, 2);
+  auto one = prepare_cpu(m, 1)->run(feeds), two = prepare_cpu(m, 2)->run(feeds);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_EQ(std::memcmp(one[0].tensor.raw_data(), two[0].tensor.raw_data(), one[0].tensor.nbytes()), 0)
+      << "one thread (one primitive) and two (column chunks) differ";
+  std::map<std::string, std::vector<int64_t>> shapes{{"x", {1, rows, 192}}, {"r", {1, rows, 200}}};
+  passes::optimize(m, {3, shapes});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  auto chunked = [&](int threads) {
+    PlanOptions po;
+    po.threads = threads;
+    Plan plan(m, shapes, po, eng);
+    int n = 0;
+    for (const auto& k : plan.kernel_choices()) n += k.find("4 column chunks") != std::string::npos;
+    return n;
+  };
+  const char* isa = std::getenv("ONEDNN_MAX_CPU_ISA");
+  if (!isa || std::string(isa) != "AVX2") GTEST_SKIP() << "results checked; the 1x1 conv runs the products below AVX-512";
+  EXPECT_EQ(chunked(2), 3) << "each product in 4 column chunks at 2 threads";
+  EXPECT_EQ(chunked(1), 0) << "one primitive at 1 thread";
+  {
+    SplitEnv whole("whole");
+    EXPECT_EQ(chunked(2), 0) << "HODU_CPU_MATMUL_SPLIT=whole keeps one primitive";
+  }
+  SplitEnv bad("halves");
+  try {
+    chunked(2);
+    ADD_FAILURE() << "HODU_CPU_MATMUL_SPLIT=halves was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("HODU_CPU_MATMUL_SPLIT=halves"), std::string::npos) << e.what();
+  }
+}
+
 // A conv and a product whose residual could be their buffer, but whose output is a graph
 // output that later steps outlive: the output keeps its own bytes.
 TEST(CpuEngine, ResidualConvIntoGraphOutputKeepsItsBytes) {
