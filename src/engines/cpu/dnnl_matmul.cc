@@ -74,11 +74,12 @@ class MatMulStep : public Step {
     const int threads = static_cast<int>(std::min<int64_t>({rs.threads, chunks, static_cast<int64_t>(lanes_.size())}));
 #pragma omp parallel num_threads(threads) if (threads > 1)
     {
-      Lane& lane = lanes_[static_cast<size_t>(omp_get_thread_num())];
+      const int tid = omp_get_thread_num();
+      Lane& lane = lanes_[static_cast<size_t>(tid)];
       lane.src.set_data_handle(const_cast<float*>(a));
+      float* t = static_cast<float*>(rs.slots[writes[buffer_write_]].data()) + tid * lane_floats_;
       for (int64_t c; (c = next.fetch_add(1)) < chunks;) {
         Chunk& ch = chunks_[static_cast<size_t>(c)];
-        float* t = lane.buffer.data();
         if (z_slot_ >= 0)
           for (int64_t i = 0; i < rows_; ++i) std::memcpy(t + i * ch.cols, y + i * cols_ + ch.col0, ch.cols * 4);
         dnnl::memory& dst = ch.cols == chunks_[0].cols ? lane.dst : lane.dst_last;
@@ -96,14 +97,17 @@ class MatMulStep : public Step {
     PackedConstant weights, bias;
     int64_t col0 = 0, cols = 0;
   };
-  struct Lane {  // one thread's: its stream, the primitive's memories, its chunk buffer
+  struct Lane {  // one thread's: its stream and the primitive's memories
     dnnl::stream stream;
     dnnl::memory src, dst, dst_last;
-    std::vector<float> buffer;
   };
   std::vector<Chunk> chunks_;
   std::vector<Lane> lanes_;
   int64_t rows_ = 0, cols_ = 0;
+  // The lanes' chunk buffers, lane_floats_ apart: writes[buffer_write_], an arena slot alive
+  // during this step only.
+  int buffer_write_ = -1;
+  int64_t lane_floats_ = 0;
 
   dnnl::matmul prim_;
   dnnl::convolution_forward conv_;  // the product as a 1x1 conv (matmul_as_conv): a_, dst_ are its src, dst
@@ -181,45 +185,59 @@ bool column_chunks_allowed() {
                   "or whole (one primitive, split evenly between the threads)");
 }
 
-// The 1x1 conv of [m, k] x [k, n] (B `w` stored [k, n], or [n, k] when `tb`) as about four column
-// chunks a thread, each its own single-threaded primitive with its columns of the weights and
-// bias packed, taken by whichever thread is free (MatMulStep::run_chunks). oneDNN's split gives
-// each thread the same share; on a shared machine one core often runs slower than the other, and
-// the faster thread then waits: chunks taken in turn ran 2-12 % faster on average on transformer
-// products at AVX2 (2 threads, Cascade Lake), with the same fastest runs. Each output is the same
-// chunk primitive's sum whatever the thread count. False (nothing made) at one thread, for a
-// product too narrow to cut, or where oneDNN answers a chunk with another kernel or a scratchpad.
-bool make_column_chunks(PlanBuilder& b, MatMulStep& step, int64_t m, int64_t k, int64_t n, bool tb, const Tensor& w,
-                        const float* bias, const dnnl::primitive_attr& attr) {
+// The 1x1 conv of step (m rows, k deep, n columns; its weights and bias packed whole) as about
+// four column chunks a thread, each its own primitive run on one thread, taken by whichever
+// thread is free (MatMulStep::run_chunks). oneDNN's own split gives each thread the same share;
+// on a shared machine one core often runs slower than the other and the faster thread then
+// waits: chunks taken in turn ran 5-15 % faster on average on BERT and ViT at AVX2 (2 threads,
+// Cascade Lake, bench/ab_env.py), with the same fastest runs. A chunk reads its columns of the
+// whole packed weights in place (the blocked layout keeps each 8 output channels' weights
+// together: a chunk of whole blocks is a contiguous range with the same strides), so nothing is
+// held twice. Each output is the same sum whatever the thread count (the kernel's order over k
+// does not depend on the columns). False (nothing made) at one thread, for a product too narrow
+// to cut, or where oneDNN answers a chunk with another kernel, layout or a scratchpad.
+bool make_column_chunks(PlanBuilder& b, MatMulStep& step, int64_t m, int64_t k, int64_t n, bool bias,
+                        const dnnl::primitive_attr& attr, const dnnl::memory::desc& whole_weights) {
   const int threads = b.threads();
   if (threads < 2 || !column_chunks_allowed()) return false;
   const int64_t width = std::max<int64_t>(64, ((n + 4 * threads - 1) / (4 * threads) + 7) / 8 * 8);
   if (width >= n) return false;
   const int64_t count = (n + width - 1) / width, last = n - (count - 1) * width;
-  auto pd = onednn::conv_1x1_pd(b.engine(), m, k, width, bias != nullptr, attr);
-  auto pd_last = last == width ? pd : onednn::conv_1x1_pd(b.engine(), m, k, last, bias != nullptr, attr);
+  auto pd = onednn::conv_1x1_pd(b.engine(), m, k, width, bias, attr);
+  auto pd_last = last == width ? pd : onednn::conv_1x1_pd(b.engine(), m, k, last, bias, attr);
   if (!pd || !pd_last || pd->scratchpad_desc().get_size() != 0 || pd_last->scratchpad_desc().get_size() != 0)
     return false;
+  // The chunks' weights must be the whole's blocked layout with output channels in outermost
+  // blocks of `block`, `width` a multiple of it: then chunk c starts (c·width / block) outer
+  // strides into the whole.
+  const auto& wb = whole_weights.data.format_desc.blocking;
+  if (whole_weights.data.format_kind != dnnl_blocked || wb.inner_nblks < 1 || wb.inner_idxs[wb.inner_nblks - 1] != 0)
+    return false;
+  const int64_t block = wb.inner_blks[wb.inner_nblks - 1];
+  if (width % block != 0) return false;
+  for (const auto* cpd : {&*pd, &*pd_last}) {
+    const auto w = cpd->weights_desc().data;
+    if (w.format_kind != dnnl_blocked || w.ndims != whole_weights.data.ndims ||
+        w.format_desc.blocking.inner_nblks != wb.inner_nblks)
+      return false;
+    for (int i = 0; i < w.ndims; ++i)
+      if (w.format_desc.blocking.strides[i] != wb.strides[i]) return false;
+    for (int i = 0; i < wb.inner_nblks; ++i)
+      if (w.format_desc.blocking.inner_blks[i] != wb.inner_blks[i] || w.format_desc.blocking.inner_idxs[i] != wb.inner_idxs[i])
+        return false;
+  }
   const dnnl::convolution_forward prim(*pd), prim_last = last == width ? prim : dnnl::convolution_forward(*pd_last);
-  const float* wd = w.data<float>();
+  float* weights = static_cast<float*>(step.packed_b_.mem.get_data_handle());
+  float* biases = bias ? static_cast<float*>(step.bias_.mem.get_data_handle()) : nullptr;
   for (int64_t c = 0; c < count; ++c) {
     MatMulStep::Chunk ch;
     ch.col0 = c * width;
     ch.cols = std::min(width, n - ch.col0);
     const auto& cpd = ch.cols == width ? *pd : *pd_last;
     ch.prim = ch.cols == width ? prim : prim_last;
-    Tensor part = Tensor::empty(DType::F32, tb ? std::vector<int64_t>{ch.cols, k} : std::vector<int64_t>{k, ch.cols});
-    float* pp = part.data<float>();
-    if (tb)
-      std::memcpy(pp, wd + ch.col0 * k, static_cast<size_t>(ch.cols * k) * 4);
-    else
-      for (int64_t i = 0; i < k; ++i) std::memcpy(pp + i * ch.cols, wd + i * n + ch.col0, static_cast<size_t>(ch.cols) * 4);
-    ch.weights = b.pack("", part, onednn::conv_1x1_weights(k, ch.cols, tb), cpd.weights_desc());
-    if (bias) {
-      Tensor bp = Tensor::empty(DType::F32, {ch.cols});
-      std::memcpy(bp.data<float>(), bias + ch.col0, static_cast<size_t>(ch.cols) * 4);
-      ch.bias = b.pack("", bp, cpd.bias_desc(), cpd.bias_desc());
-    }
+    // Views of the whole's bytes (packed_b_ and bias_ keep them alive).
+    ch.weights.mem = dnnl::memory(cpd.weights_desc(), b.engine(), weights + ch.col0 / block * wb.strides[0]);
+    if (bias) ch.bias.mem = dnnl::memory(cpd.bias_desc(), b.engine(), biases + ch.col0);
     step.chunks_.push_back(std::move(ch));
   }
   for (int t = 0; t < threads; ++t) {
@@ -228,11 +246,11 @@ bool make_column_chunks(PlanBuilder& b, MatMulStep& step, int64_t m, int64_t k, 
     lane.src = dnnl::memory(pd->src_desc(), b.engine(), nullptr);
     lane.dst = dnnl::memory(pd->dst_desc(), b.engine(), nullptr);
     lane.dst_last = dnnl::memory(pd_last->dst_desc(), b.engine(), nullptr);
-    lane.buffer.resize(static_cast<size_t>(m * width));
     step.lanes_.push_back(std::move(lane));
   }
   step.rows_ = m;
   step.cols_ = n;
+  step.lane_floats_ = (m * width + 15) / 16 * 16;
   return true;
 }
 
@@ -409,13 +427,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     }
     return w;
   };
-  const bool chunked = conv && !few_rows &&
-                       make_column_chunks(b, *step, as[0], as[1], ncols, tb, scaled_b(),
-                                          bias_vector ? bias_values.data<float>() : nullptr, attr);
-  if (chunked) {
-    impl = std::string(conv->impl_info_str()) + ", as 1x1 conv in " + std::to_string(step->chunks_.size()) +
-           " column chunks";
-  } else if (conv) {
+  if (conv) {
     step->conv_ = dnnl::convolution_forward(*conv);
     impl = std::string(conv->impl_info_str()) + ", as 1x1 conv";
   } else if (r == 2 && impl.rfind("gemm", 0) == 0)
@@ -428,9 +440,7 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   step->a_ = dnnl::memory(conv ? conv->src_desc() : a_md, b.engine(), nullptr);
   if (bconst) {
     step->b_const_ = true;
-    if (chunked) {
-      // the chunks hold the weights
-    } else if (conv) {
+    if (conv) {
       step->packed_b_ = b.pack(alpha == 1.0f ? n.inputs[1] : "", scaled_b(), onednn::conv_1x1_weights(as[1], ncols, tb),
                                conv->weights_desc());
     } else if (in_place) {
@@ -447,13 +457,17 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   if (bias_vector) {
     const Tensor& c = bias_values;
     step->has_bias_ = true;
-    if (!chunked)
-      step->bias_ = conv ? b.pack("", c, conv->bias_desc(), conv->bias_desc()) : b.pack("", c, bias_md, pd.bias_desc());
+    step->bias_ = conv ? b.pack("", c, conv->bias_desc(), conv->bias_desc()) : b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
     step->c_slot_ = b.plain(addend);
     step->c_post_op_ = onednn::binary_post_op_index(pd);
     step->reads.push_back(step->c_slot_);
     step->c_ = dnnl::memory(c_md, b.engine(), nullptr);
+  }
+  if (conv && !few_rows &&
+      make_column_chunks(b, *step, as[0], as[1], ncols, bias_vector, attr, conv->weights_desc())) {
+    step->conv_ = {};  // the chunks run the product
+    impl += " in " + std::to_string(step->chunks_.size()) + " column chunks";
   }
   int dst = -1;
   if (!residual.empty()) {
@@ -466,6 +480,11 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   }
   if (dst < 0) dst = b.define(n.outputs[0], DType::F32, ys);
   step->writes = {dst};
+  if (!step->chunks_.empty()) {
+    step->buffer_write_ = static_cast<int>(step->writes.size());
+    step->writes.push_back(
+        b.define("", DType::F32, {static_cast<int64_t>(step->lanes_.size()) * step->lane_floats_}));
+  }
   step->dst_ = dnnl::memory(conv ? conv->dst_desc() : y_md, b.engine(), nullptr);
   step->label = n.describe() + ": onednn " + impl +
                 (residual.empty() ? "" : b.at(dst).kind == Slot::Kind::Part ? ", residual in place" : ", residual");
