@@ -5,7 +5,8 @@
 // is dst's starting value under a sum post-op. Where oneDNN has only its sgemm (no AVX-512),
 // or the product has at most 4 rows (onednn::kMaxConvRows),
 // a 2-D product with constant B runs as oneDNN's 1x1 convolution over channels-last rows
-// (weights packed once: kernels/cpu/matmul_as_conv.h), any other 2-D product as fixed tiles, one sgemm
+// (weights packed once: kernels/cpu/matmul_as_conv.h; at 2+ threads in column chunks the threads
+// take in turn: make_column_chunks), any other 2-D product as fixed tiles, one sgemm
 // call each (onednn::TiledMatMul). A few rows against a large constant [N, K] B (Gemm's transB)
 // read B where it lies, row by row (StreamGemvStep).
 #include <omp.h>
