@@ -232,23 +232,22 @@ __attribute__((target("avx2,fma"))) inline __m256 exp8(__m256 x) {
 }
 
 // exp(-v) for SiLU as 2^k · 2^f: k = round(-v·log2 e), f = -v·log2 e - k in [-0.5, 0.5] from a
-// two-part log2 e (f exact to a few ulp whatever k), 2^f by its degree-6 Taylor polynomial.
+// two-part log2 e (f exact to a few ulp whatever k), 2^f by a degree-6 polynomial.
 // Fewer operations than exp16's ln 2 reduction and polynomial (a Cascade Lake core: the SiLU
 // loop 0.63 -> 0.54 ns an element at AVX-512, 0.85 -> 0.67 at AVX2), within 1.3e-7 relative of
 // v·sigmoid(v). v is clamped first to where 2^k is infinity (below -88.8) and where exp(-v)
 // no longer changes 1 + exp(-v).
 constexpr float kNegLog2eHi = -1.44269502162933350f, kNegLog2eLo = -1.92596298909109e-08f;
+// 2^f on [-0.5, 0.5], highest degree first: near (ln 2)^i / i!, adjusted for the interval.
+constexpr float kExp2Poly[7] = {1.535336188319500e-4f, 1.339887440266574e-3f, 9.618437357674640e-3f,
+                                  5.550332471162809e-2f, 2.402264791363012e-1f, 6.931472028550421e-1f, 1.0f};
 __attribute__((target("avx512f"))) inline __m512 exp_neg16(__m512 v) {
   v = _mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-88.8f)), _mm512_set1_ps(87.0f));
   const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(kNegLog2eHi)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m512 f = _mm512_fmadd_ps(v, _mm512_set1_ps(kNegLog2eLo), _mm512_fmsub_ps(v, _mm512_set1_ps(kNegLog2eHi), k));
-  __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.535336188319500e-4f), f, _mm512_set1_ps(1.339887440266574e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(9.618437357674640e-3f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(5.550332471162809e-2f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(2.402264791363012e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(6.931472028550421e-1f));
-  p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
+  __m512 p = _mm512_set1_ps(kExp2Poly[0]);
+  for (int i = 1; i < 7; ++i) p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(kExp2Poly[i]));
   return _mm512_scalef_ps(p, k);  // p · 2^k
 }
 
@@ -258,12 +257,8 @@ __attribute__((target("avx2,fma"))) inline __m256 exp_neg8(__m256 v) {
   const __m256 k =
       _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(kNegLog2eHi)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   const __m256 f = _mm256_fmadd_ps(v, _mm256_set1_ps(kNegLog2eLo), _mm256_fmsub_ps(v, _mm256_set1_ps(kNegLog2eHi), k));
-  __m256 p = _mm256_fmadd_ps(_mm256_set1_ps(1.535336188319500e-4f), f, _mm256_set1_ps(1.339887440266574e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
-  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  __m256 p = _mm256_set1_ps(kExp2Poly[0]);
+  for (int i = 1; i < 7; ++i) p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(kExp2Poly[i]));
   const __m256i bits = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
