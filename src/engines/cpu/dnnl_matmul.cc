@@ -64,7 +64,7 @@ class MatMulStep : public Step {
     prim_.execute(rs.stream, args);
   }
 
-  // The 1x1 conv's columns in chunks (ColumnChunks): each thread takes the next chunk left, runs
+  // The 1x1 conv's columns in chunks (make_column_chunks): each thread takes the next chunk left, runs
   // its primitive on one thread into its own [rows, chunk] buffer and copies that into dst's
   // columns (the residual's columns copied in first: the sum post-op adds onto them).
   void run_chunks(RunState& rs) {
@@ -190,8 +190,9 @@ bool column_chunks_allowed() {
 // four column chunks a thread, each its own primitive run on one thread, taken by whichever
 // thread is free (MatMulStep::run_chunks). oneDNN's own split gives each thread the same share;
 // on a shared machine one core often runs slower than the other and the faster thread then
-// waits: chunks taken in turn ran 5-15 % faster on average on BERT and ViT at AVX2 (2 threads,
-// Cascade Lake, bench/ab_env.py), with the same fastest runs. A chunk reads its columns of the
+// waits: chunks taken in turn took 2-12 % less time on average on single transformer products
+// at AVX2 and 1-10 % less on BERT, GPT-2 and ViT (2 threads, Cascade Lake, bench/ab_env.py),
+// with the same fastest runs. A chunk reads its columns of the
 // whole packed weights in place (the blocked layout keeps each 8 output channels' weights
 // together: a chunk of whole blocks is a contiguous range with the same strides), so nothing is
 // held twice. Each output is the same sum whatever the thread count (the kernel's order over k
@@ -410,24 +411,6 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
   if (bconst && matmul_as_conv_allowed() && r == 2 && !ta && (addend.empty() || bias_vector) &&
       (impl.rfind("gemm", 0) == 0 || few_rows))
     conv = onednn::conv_1x1_pd(b.engine(), as[0], as[1], ncols, bias_vector, attr, few_rows);
-  Tensor bias_values;  // [ncols], beta folded in
-  if (bias_vector) {
-    bias_values = cconst->contiguous().clone();
-    if (beta != 1.0f) {
-      float* p = bias_values.data<float>();
-      for (int64_t i = 0; i < bias_values.numel(); ++i) p[i] *= beta;
-    }
-  }
-  // alpha folded into the weights.
-  auto scaled_b = [&] {
-    Tensor w = stored_b;
-    if (alpha != 1.0f) {
-      w = w.clone();
-      float* p = w.data<float>();
-      for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
-    }
-    return w;
-  };
   if (conv) {
     step->conv_ = dnnl::convolution_forward(*conv);
     impl = std::string(conv->impl_info_str()) + ", as 1x1 conv";
@@ -439,6 +422,16 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     step->prim_ = dnnl::matmul(pd);  // the whole product's primitive only runs untiled
   step->reads = {b.plain(n.inputs[0])};
   step->a_ = dnnl::memory(conv ? conv->src_desc() : a_md, b.engine(), nullptr);
+  // alpha folded into the weights.
+  auto scaled_b = [&] {
+    Tensor w = stored_b;
+    if (alpha != 1.0f) {
+      w = w.clone();
+      float* p = w.data<float>();
+      for (int64_t i = 0; i < w.numel(); ++i) p[i] *= alpha;
+    }
+    return w;
+  };
   if (bconst) {
     step->b_const_ = true;
     if (conv) {
@@ -456,7 +449,11 @@ bool make_matmul(PlanBuilder& b, const Node& n) {
     step->b_ = dnnl::memory(b_user, b.engine(), nullptr);
   }
   if (bias_vector) {
-    const Tensor& c = bias_values;
+    Tensor c = cconst->contiguous().clone();
+    if (beta != 1.0f) {
+      float* p = c.data<float>();
+      for (int64_t i = 0; i < c.numel(); ++i) p[i] *= beta;
+    }
     step->has_bias_ = true;
     step->bias_ = conv ? b.pack("", c, conv->bias_desc(), conv->bias_desc()) : b.pack("", c, bias_md, pd.bias_desc());
   } else if (!addend.empty()) {
