@@ -30,6 +30,15 @@ class MatMulStep : public Step {
   void run(RunState& rs) override {
     bind(a_, rs, reads[0]);
     bind(dst_, rs, writes[0]);
+    if (z_slot_ >= 0) {
+      // The residual enters dst first; the sum post-op adds the product onto it.
+      const void* z = rs.slots[z_slot_].data();
+      if (z != dst_.get_data_handle()) std::memcpy(dst_.get_data_handle(), z, z_bytes_);
+    }
+    if (!chunks_.empty()) {
+      run_chunks(rs);
+      return;
+    }
     std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, a_}, {DNNL_ARG_DST, dst_}};
     if (b_const_) {
       args[DNNL_ARG_WEIGHTS] = packed_b_.mem;
@@ -41,15 +50,6 @@ class MatMulStep : public Step {
     if (c_slot_ >= 0) {
       bind(c_, rs, c_slot_);
       args[DNNL_ARG_ATTR_MULTIPLE_POST_OP(c_post_op_) | DNNL_ARG_SRC_1] = c_;
-    }
-    if (z_slot_ >= 0) {
-      // The residual enters dst first; the sum post-op adds the product onto it.
-      const void* z = rs.slots[z_slot_].data();
-      if (z != dst_.get_data_handle()) std::memcpy(dst_.get_data_handle(), z, z_bytes_);
-    }
-    if (!chunks_.empty()) {
-      run_chunks(rs);
-      return;
     }
     if (conv_) {
       conv_.execute(rs.stream, args);
@@ -85,9 +85,9 @@ class MatMulStep : public Step {
           for (int64_t i = 0; i < rows_; ++i) std::memcpy(t + i * ch.cols, y + i * cols_ + ch.col0, ch.cols * 4);
         dnnl::memory& dst = ch.cols == chunks_[0].cols ? lane.dst : lane.dst_last;
         dst.set_data_handle(t);
-        std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, lane.src}, {DNNL_ARG_WEIGHTS, ch.weights.mem},
+        std::unordered_map<int, dnnl::memory> args = {{DNNL_ARG_SRC, lane.src}, {DNNL_ARG_WEIGHTS, ch.weights},
                                                       {DNNL_ARG_DST, dst}};
-        if (has_bias_) args[DNNL_ARG_BIAS] = ch.bias.mem;
+        if (has_bias_) args[DNNL_ARG_BIAS] = ch.bias;
         ch.prim.execute(lane.stream, args);
         for (int64_t i = 0; i < rows_; ++i) std::memcpy(y + i * cols_ + ch.col0, t + i * ch.cols, ch.cols * 4);
       }
@@ -95,7 +95,7 @@ class MatMulStep : public Step {
   }
   struct Chunk {
     dnnl::convolution_forward prim;
-    PackedConstant weights, bias;
+    dnnl::memory weights, bias;  // views of packed_b_'s and bias_'s bytes
     int64_t col0 = 0, cols = 0;
   };
   struct Lane {  // one thread's: its stream and the primitive's memories
@@ -237,9 +237,8 @@ bool make_column_chunks(PlanBuilder& b, MatMulStep& step, int64_t m, int64_t k, 
     ch.cols = std::min(width, n - ch.col0);
     const auto& cpd = ch.cols == width ? *pd : *pd_last;
     ch.prim = ch.cols == width ? prim : prim_last;
-    // Views of the whole's bytes (packed_b_ and bias_ keep them alive).
-    ch.weights.mem = dnnl::memory(cpd.weights_desc(), b.engine(), weights + ch.col0 / block * wb.strides[0]);
-    if (bias) ch.bias.mem = dnnl::memory(cpd.bias_desc(), b.engine(), biases + ch.col0);
+    ch.weights = dnnl::memory(cpd.weights_desc(), b.engine(), weights + ch.col0 / block * wb.strides[0]);
+    if (bias) ch.bias = dnnl::memory(cpd.bias_desc(), b.engine(), biases + ch.col0);
     step.chunks_.push_back(std::move(ch));
   }
   for (int t = 0; t < threads; ++t) {

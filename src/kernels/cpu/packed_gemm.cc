@@ -195,9 +195,9 @@ HODU_AVX2 void tile(int64_t kc, const float* const* a, int64_t a_kb, const float
     a0 += done, a1 += done, a2 += done, a3 += done, a4 += done, a5 += done;
     b += groups * 8 * kPanel;
   }
+  const float* const ar[kRows] = {a0, a1, a2, a3, a4, a5};
   for (int64_t kk = 0; kk < tail; ++kk, b += kPanel) {
     const __m256 b0 = _mm256_load_ps(b), b1 = _mm256_load_ps(b + 8);
-    const float* ar[kRows] = {a0, a1, a2, a3, a4, a5};
     for (int r = 0; r < kRows; ++r) {
       const __m256 av = _mm256_broadcast_ss(ar[r] + kk);
       acc[r][0] = _mm256_fmadd_ps(av, b0, acc[r][0]);
