@@ -91,6 +91,99 @@ def symbolic_inputs(model):
             if any(not d.HasField("dim_value") for d in i.type.tensor_type.shape.dim)}
 
 
+def bench_model(model, name, args, shapes, engines, ort_js, rows, label, isa_args):
+    """Checks one model's outputs against ORT and times it at each thread count into rows;
+    returns how many of its rows missed the tolerance."""
+    failures = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        feeds, outputs = make_inputs(model, tmp, 0)
+        sizes = sorted(glob.glob(os.path.join(args.inputs_from, name, "*", "inputs"))) if args.inputs_from else []
+        if sizes:
+            given = sizes[min(args.size_index, len(sizes) - 1)]
+            feeds = [(n, os.path.join(given, sanitize(n) + ".npy")) if os.path.isfile(
+                os.path.join(given, sanitize(n) + ".npy")) else (n, p) for n, p in feeds]
+            print(f"{name}: inputs from {given}", flush=True)
+        rng = np.random.default_rng(0)
+        symbolic = symbolic_inputs(model)
+        for n, p in feeds:  # inputs with symbolic dims given a shape: regenerated at it
+            if n in shapes and n in symbolic:
+                x = np.load(p)
+                y = (rng.standard_normal(shapes[n]) if np.issubdtype(x.dtype, np.floating)
+                     else rng.integers(0, 10, shapes[n])).astype(x.dtype)
+                np.save(p, y)
+        # Outputs of each, once, for the comparison.
+        ort_out = os.path.join(tmp, "ort")
+        run_json(["node", ort_js, model, "--threads", "2", "--warmup", "0", "--iters", "1", "--out", ort_out] +
+                 [f"{n}={p}" for n, p in feeds])
+        # What each engine row runs: the model, or for native the library built from it once.
+        target = {k: (model, (["--engine", k[0]] if k[0] else []) + isa_args(k[1])) for k in engines}
+        if any(k[0] == "native" for k in engines):
+            lib = os.path.join(tmp, "model.so")
+            t0 = time.time()
+            subprocess.run([args.hodu, "build", model, "-o", lib, "-q"], capture_output=True, check=True)
+            print(f"{name}: hodu build -> .so in {time.time() - t0:.1f} s", flush=True)
+            for k in engines:
+                if k[0] == "native":
+                    target[k] = (lib, isa_args(k[1]))
+        errs = {}
+        for e in engines:
+            hodu_out = os.path.join(tmp, "hodu-" + label(e))
+            subprocess.run([args.hodu, "run", target[e][0], "-f", "npy", "-o", hodu_out, "--threads", "2"] +
+                           target[e][1] +
+                           sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
+            errs[e] = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
+                                 np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
+            for o in outputs if e == engines[0] else []:
+                y = np.load(os.path.join(ort_out, sanitize(o) + ".npy"))
+                if y.size > 1 and np.all(y == y.flat[0]):
+                    print(f"{name}: warning: ONNX Runtime's output '{o}' is constant ({y.flat[0]}): "
+                          "the rel-L2 column proves nothing for it", file=sys.stderr, flush=True)
+            if not errs[e] <= args.tol:
+                failures += 1
+        for t in args.threads:
+            hodu_runs, ort_runs = {e: [] for e in engines}, []
+            probe = run_json([args.hodu, "bench", target[engines[0]][0], "--json", "--threads", str(t), "--iters",
+                              "3", "--warmup", "1"] + target[engines[0]][1] +
+                             sum([["-i", f"{n}={p}"] for n, p in feeds], []))
+            iters = max(args.iters, math.ceil(args.min_ms / max(probe["median_ms"], 1e-3)))
+            for _ in range(args.rounds):
+                for e in engines:
+                    hodu_runs[e].append(run_json(
+                        [args.hodu, "bench", target[e][0], "--json", "--threads", str(t), "--iters", str(iters),
+                         "--warmup", str(args.warmup)] + target[e][1] +
+                        sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
+                ort_runs.append(run_json(
+                    ["node", ort_js, model, "--threads", str(t), "--iters", str(iters), "--warmup",
+                     str(args.warmup)] + [f"{n}={p}" for n, p in feeds]))
+            o = statistics.median(r["median_ms"] for r in ort_runs)
+            for e in engines:
+                h = statistics.median(r["median_ms"] for r in hodu_runs[e])
+                err = errs[e]
+                row = {"model": name, "engine": label(e), "threads": t, "hodu_ms": h, "ort_ms": o,
+                       "ratio": h / o,
+                       # The fastest run of each: the least disturbed by other load on a shared machine.
+                       "min_ratio": min(r["min_ms"] for r in hodu_runs[e]) / min(r["min_ms"] for r in ort_runs),
+                       # CPU time per run (all threads): at 1 thread, what a run costs even where
+                       # other load keeps the process waiting for a core.
+                       "cpu_ratio": (statistics.median(r["cpu_ms"] for r in hodu_runs[e]) /
+                                     statistics.median(r["cpu_ms"] for r in ort_runs)),
+                       "hodu_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in hodu_runs[e]),
+                       "ort_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in ort_runs),
+                       "hodu_rss_mb": max(r["peak_rss_mb"] for r in hodu_runs[e]),
+                       "ort_rss_mb": max(r["peak_rss_mb"] for r in ort_runs), "rel_l2": err}
+                # Nodes that ran on the interpreter's kernel (hodu bench --json's one profiled run).
+                row["fallbacks"] = hodu_runs[e][-1].get("fallback_nodes", [])
+                rows.append(row)
+                print(f"{name:20s} {row['engine']:>7s} {t:3d} {h:9.1f} {o:9.1f} {h / o:8.2f} "
+                      f"{row['min_ratio']:7.2f} {row['cpu_ratio']:7.2f} {row['hodu_load_ms']:9.0f} {row['ort_load_ms']:9.0f} {row['hodu_rss_mb']:8.0f} "
+                      f"{row['ort_rss_mb']:7.0f} {err:9.2e}{'' if err <= args.tol else '  MISMATCH'}", flush=True)
+                if row["fallbacks"]:
+                    print(f"  {name} ({row['engine']}, {t} thr): interpreter fallbacks: " +
+                          ", ".join(f"{f['op']} '{f['node']}' {f['percent']:.1f}%" for f in row["fallbacks"]),
+                          flush=True)
+    return failures
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hodu", default=os.path.join(ROOT, "build", "bin", "hodu"))
@@ -142,92 +235,15 @@ def main():
     print("-" * len(hdr))
     for model in models:
         name = os.path.splitext(os.path.basename(model))[0]
-        with tempfile.TemporaryDirectory() as tmp:
-            feeds, outputs = make_inputs(model, tmp, 0)
-            sizes = sorted(glob.glob(os.path.join(args.inputs_from, name, "*", "inputs"))) if args.inputs_from else []
-            if sizes:
-                given = sizes[min(args.size_index, len(sizes) - 1)]
-                feeds = [(n, os.path.join(given, sanitize(n) + ".npy")) if os.path.isfile(
-                    os.path.join(given, sanitize(n) + ".npy")) else (n, p) for n, p in feeds]
-                print(f"{name}: inputs from {given}", flush=True)
-            rng = np.random.default_rng(0)
-            symbolic = symbolic_inputs(model)
-            for n, p in feeds:  # inputs with symbolic dims given a shape: regenerated at it
-                if n in shapes and n in symbolic:
-                    x = np.load(p)
-                    y = (rng.standard_normal(shapes[n]) if np.issubdtype(x.dtype, np.floating)
-                         else rng.integers(0, 10, shapes[n])).astype(x.dtype)
-                    np.save(p, y)
-            # Outputs of each, once, for the comparison.
-            ort_out = os.path.join(tmp, "ort")
-            run_json(["node", ort_js, model, "--threads", "2", "--warmup", "0", "--iters", "1", "--out", ort_out] +
-                     [f"{n}={p}" for n, p in feeds])
-            # What each engine row runs: the model, or for native the library built from it once.
-            target = {k: (model, (["--engine", k[0]] if k[0] else []) + isa_args(k[1])) for k in engines}
-            if any(k[0] == "native" for k in engines):
-                lib = os.path.join(tmp, "model.so")
-                t0 = time.time()
-                subprocess.run([args.hodu, "build", model, "-o", lib, "-q"], capture_output=True, check=True)
-                print(f"{name}: hodu build -> .so in {time.time() - t0:.1f} s", flush=True)
-                for k in engines:
-                    if k[0] == "native":
-                        target[k] = (lib, isa_args(k[1]))
-            errs = {}
-            for e in engines:
-                hodu_out = os.path.join(tmp, "hodu-" + label(e))
-                subprocess.run([args.hodu, "run", target[e][0], "-f", "npy", "-o", hodu_out, "--threads", "2"] +
-                               target[e][1] +
-                               sum([["-i", f"{n}={p}"] for n, p in feeds], []), capture_output=True, check=True)
-                errs[e] = max(rel_l2(np.load(os.path.join(hodu_out, sanitize(o) + ".npy")),
-                                     np.load(os.path.join(ort_out, sanitize(o) + ".npy"))) for o in outputs)
-                for o in outputs if e == engines[0] else []:
-                    y = np.load(os.path.join(ort_out, sanitize(o) + ".npy"))
-                    if y.size > 1 and np.all(y == y.flat[0]):
-                        print(f"{name}: warning: ONNX Runtime's output '{o}' is constant ({y.flat[0]}): "
-                              "the rel-L2 column proves nothing for it", file=sys.stderr, flush=True)
-                if not errs[e] <= args.tol:
-                    failures += 1
-            for t in args.threads:
-                hodu_runs, ort_runs = {e: [] for e in engines}, []
-                probe = run_json([args.hodu, "bench", target[engines[0]][0], "--json", "--threads", str(t), "--iters",
-                                  "3", "--warmup", "1"] + target[engines[0]][1] +
-                                 sum([["-i", f"{n}={p}"] for n, p in feeds], []))
-                iters = max(args.iters, math.ceil(args.min_ms / max(probe["median_ms"], 1e-3)))
-                for _ in range(args.rounds):
-                    for e in engines:
-                        hodu_runs[e].append(run_json(
-                            [args.hodu, "bench", target[e][0], "--json", "--threads", str(t), "--iters", str(iters),
-                             "--warmup", str(args.warmup)] + target[e][1] +
-                            sum([["-i", f"{n}={p}"] for n, p in feeds], [])))
-                    ort_runs.append(run_json(
-                        ["node", ort_js, model, "--threads", str(t), "--iters", str(iters), "--warmup",
-                         str(args.warmup)] + [f"{n}={p}" for n, p in feeds]))
-                o = statistics.median(r["median_ms"] for r in ort_runs)
-                for e in engines:
-                    h = statistics.median(r["median_ms"] for r in hodu_runs[e])
-                    err = errs[e]
-                    row = {"model": name, "engine": label(e), "threads": t, "hodu_ms": h, "ort_ms": o,
-                           "ratio": h / o,
-                           # The fastest run of each: the least disturbed by other load on a shared machine.
-                           "min_ratio": min(r["min_ms"] for r in hodu_runs[e]) / min(r["min_ms"] for r in ort_runs),
-                           # CPU time per run (all threads): at 1 thread, what a run costs even where
-                           # other load keeps the process waiting for a core.
-                           "cpu_ratio": (statistics.median(r["cpu_ms"] for r in hodu_runs[e]) /
-                                         statistics.median(r["cpu_ms"] for r in ort_runs)),
-                           "hodu_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in hodu_runs[e]),
-                           "ort_load_ms": statistics.median(r["load_ms"] + r["first_run_ms"] for r in ort_runs),
-                           "hodu_rss_mb": max(r["peak_rss_mb"] for r in hodu_runs[e]),
-                           "ort_rss_mb": max(r["peak_rss_mb"] for r in ort_runs), "rel_l2": err}
-                    # Nodes that ran on the interpreter's kernel (hodu bench --json's one profiled run).
-                    row["fallbacks"] = hodu_runs[e][-1].get("fallback_nodes", [])
-                    rows.append(row)
-                    print(f"{name:20s} {row['engine']:>7s} {t:3d} {h:9.1f} {o:9.1f} {h / o:8.2f} "
-                          f"{row['min_ratio']:7.2f} {row['cpu_ratio']:7.2f} {row['hodu_load_ms']:9.0f} {row['ort_load_ms']:9.0f} {row['hodu_rss_mb']:8.0f} "
-                          f"{row['ort_rss_mb']:7.0f} {err:9.2e}{'' if err <= args.tol else '  MISMATCH'}", flush=True)
-                    if row["fallbacks"]:
-                        print(f"  {name} ({row['engine']}, {t} thr): interpreter fallbacks: " +
-                              ", ".join(f"{f['op']} '{f['node']}' {f['percent']:.1f}%" for f in row["fallbacks"]),
-                              flush=True)
+        try:
+            failures += bench_model(model, name, args, shapes, engines, ort_js, rows, label, isa_args)
+        except (RuntimeError, subprocess.CalledProcessError) as e:
+            # A model either runtime cannot run (a symbolic dim left at 1, an op ORT lacks) is
+            # reported and counted; the others still run.
+            detail = (e.stderr.decode(errors="replace") if isinstance(e, subprocess.CalledProcessError) and e.stderr
+                      else str(e)).strip()[-400:]
+            print(f"{name}: FAILED, not timed: {detail}", flush=True)
+            failures += 1
     if rows:
         for e in engines:
             for t in args.threads:
