@@ -95,6 +95,39 @@ HODU_ISA_VARIANTS(void, gemv_rows,
                    int64_t cols),
                   (w, x, bias, y, row_begin, row_end, cols))
 
+HODU_ISA_BODY void depthwise_conv_row_body(const float* __restrict x, const float* w, const DepthwiseTap* taps,
+                                           int64_t n_taps, float bias, float* __restrict y, int64_t out_len,
+                                           int64_t stride) {
+  for (int64_t t = 0; t < out_len; ++t) y[t] = bias;
+  for (int64_t j = 0; j < n_taps; ++j) {
+    const DepthwiseTap& tap = taps[j];
+    const float wj = w[j];
+    if (stride == 1) {
+      const float* xs = x + tap.offset;
+      for (int64_t t = tap.lo; t < tap.hi; ++t) y[t] += wj * xs[t];
+    } else {
+      for (int64_t t = tap.lo; t < tap.hi; ++t) y[t] += wj * x[t * stride + tap.offset];
+    }
+  }
+}
+HODU_ISA_VARIANTS(void, depthwise_conv_row,
+                  (const float* x, const float* w, const DepthwiseTap* taps, int64_t n_taps, float bias, float* y,
+                   int64_t out_len, int64_t stride),
+                  (x, w, taps, n_taps, bias, y, out_len, stride))
+
+std::vector<DepthwiseTap> depthwise_taps(int64_t n_taps, int64_t in_len, int64_t out_len, int64_t stride,
+                                         int64_t dilation, int64_t pad) {
+  std::vector<DepthwiseTap> taps(static_cast<size_t>(n_taps));
+  for (int64_t j = 0; j < n_taps; ++j) {
+    const int64_t off = j * dilation - pad;
+    DepthwiseTap& tap = taps[static_cast<size_t>(j)];
+    tap.offset = off;
+    tap.lo = std::min(out_len, off >= 0 ? 0 : (-off + stride - 1) / stride);
+    tap.hi = std::max(tap.lo, std::min(out_len, in_len > off ? (in_len - off + stride - 1) / stride : 0));
+  }
+  return taps;
+}
+
 HODU_ISA_BODY void affine_lanes_body(const float* x, float* y, const float* a, const float* b, int64_t runs,
                                      int64_t lanes, bool relu) {
   // One loop per case, lanes known: each a few vector multiply-adds per run.

@@ -3,6 +3,7 @@
 // (kernels/cpu/isa_dispatch.h).
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/vector_math.h"
 
@@ -17,6 +18,19 @@ void layer_norm_row(const float* x, const float* scale, const float* bias, float
 // y[o] = bias[o] + sum_i w[o * cols + i] * x[i] for rows o in [row_begin, row_end); bias may be null.
 void gemv_rows(const float* w, const float* x, const float* bias, float* y, int64_t row_begin, int64_t row_end,
                int64_t cols);
+// One tap of a 1-D depthwise convolution: outputs t in [lo, hi) read x[t * stride + offset],
+// those inside the input (the padding's zeros are skipped, not read).
+struct DepthwiseTap {
+  int64_t lo = 0, hi = 0, offset = 0;
+};
+// The taps of a kernel of n_taps (dilation 1 = none) over in_len inputs, out_len outputs.
+std::vector<DepthwiseTap> depthwise_taps(int64_t n_taps, int64_t in_len, int64_t out_len, int64_t stride,
+                                         int64_t dilation, int64_t pad);
+// One channel of a 1-D depthwise convolution: y[t] = bias + sum over taps j of w[j] * x[t * stride
+// + taps[j].offset] for t in [0, out_len), each output summing its taps in order j = 0, 1, ...
+// (the ranges are computed once: a division per tap per channel cost more than the taps).
+void depthwise_conv_row(const float* x, const float* w, const DepthwiseTap* taps, int64_t n_taps, float bias, float* y,
+                        int64_t out_len, int64_t stride);
 // Rows r in [begin, end) of `len` values: y[r, j] = x[r, j] * v[r / rows_per_v, j] (a vector per
 // group of rows: nhwc's channels, nChw16c's blocks), or with scalar_per_row y[r, j] = x[r, j] * v[r]
 // (nchw's channels). y may be x.

@@ -1,0 +1,98 @@
+// 1-D depthwise convolutions (Silero VAD's and Conformer-style speech models' Conv1d with
+// groups = channels): one row kernel call per output channel (row_kernels.h:
+// depthwise_conv_row), tap by tap over the outputs each tap reaches. oneDNN 2.6 runs these as
+// im2col + an sgemm per channel: Silero VAD v4's 258-channel, 5-tap conv over 8 steps took
+// 100-170 us for 10K multiply-adds.
+#include "engines/cpu/depthwise_conv1d.h"
+
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/error.h"
+
+#include "engines/cpu/dnnl_common.h"
+#include "engines/cpu/row_kernels.h"
+#include "engines/cpu/scalar_activation.h"
+
+namespace hodu::cpu {
+namespace {
+
+class DepthwiseConv1dStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
+    const float* z = has_z_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
+    float* y = static_cast<float*>(rs.slots[writes[0]].data());
+    const int64_t rows = batch_ * cout_, per_chunk = 16, chunks = (rows + per_chunk - 1) / per_chunk;
+    const int64_t n_taps = static_cast<int64_t>(taps_.size());
+    // A few thousand multiply-adds take less than waking the other threads.
+    const int threads = rows * out_len_ * n_taps >= (1 << 16) ? rs.threads : 1;
+    parallel_for(chunks, threads, [&](int64_t c) {
+      for (int64_t r = c * per_chunk; r < std::min(rows, (c + 1) * per_chunk); ++r) {
+        const int64_t image = r / cout_, o = r % cout_, channel = o / multiplier_;
+        float* yr = y + r * out_len_;
+        depthwise_conv_row(x + (image * cin_ + channel) * in_len_, weights_.data() + o * n_taps, taps_.data(),
+                           n_taps, bias_.empty() ? 0.0f : bias_[static_cast<size_t>(o)], yr, out_len_, stride_);
+        if (z)
+          for (int64_t t = 0; t < out_len_; ++t) yr[t] += z[r * out_len_ + t];
+        if (act_.kind == ScalarActivation::Kind::Silu)
+          silu_in_place(yr, out_len_);
+        else if (act_.kind != ScalarActivation::Kind::None)
+          for (int64_t t = 0; t < out_len_; ++t) yr[t] = act_(yr[t]);
+      }
+    });
+  }
+  std::vector<float> weights_, bias_;  // [cout, taps], [cout] or empty
+  std::vector<DepthwiseTap> taps_;
+  int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1, in_len_ = 0, out_len_ = 0, stride_ = 1;
+  ScalarActivation act_;
+  bool has_z_ = false;
+};
+
+}  // namespace
+
+DepthwiseConv1dPolicy depthwise_conv1d_policy() {
+  const char* v = std::getenv("HODU_CPU_DEPTHWISE_CONV1D");
+  const std::string s = v ? v : "";
+  if (s.empty() || s == "auto") return DepthwiseConv1dPolicy::Auto;
+  if (s == "off") return DepthwiseConv1dPolicy::Off;
+  throw Error(ErrorCode::InvalidArgument, "HODU_CPU_DEPTHWISE_CONV1D=" + s +
+                                              ": expected auto (1-D depthwise convs on hodu's row kernel) or off "
+                                              "(oneDNN's kernels)");
+}
+
+bool make_depthwise_conv1d(PlanBuilder& b, const Node& n, const std::vector<int64_t>& xs, const std::vector<int64_t>& ys,
+                           const Tensor& w, const Tensor* bias, const std::string& act,
+                           const std::vector<float>& act_params, bool has_z) {
+  if (xs.size() != 3 || ys.size() != 3 || w.rank() != 3) return false;
+  const int64_t cin = xs[1], cout = ys[1];
+  if (n.get_int("group", 1) != cin || cin < 2 || w.dim(0) != cout || w.dim(1) != 1 || cout % cin != 0) return false;
+  auto win = conv_window(n, xs, ys, {w.dim(0), w.dim(1), w.dim(2)});
+  auto sa = ScalarActivation::of(act, act_params);
+  if (!win || !sa || !w.is_contiguous() || (bias && (!bias->is_contiguous() || bias->numel() != cout))) return false;
+  auto step = std::make_unique<DepthwiseConv1dStep>();
+  step->batch_ = xs[0];
+  step->cin_ = cin;
+  step->cout_ = cout;
+  step->multiplier_ = cout / cin;
+  step->in_len_ = xs[2];
+  step->out_len_ = ys[2];
+  step->stride_ = win->strides[0];
+  // oneDNN's dilation: 0 = none.
+  step->taps_ = depthwise_taps(w.dim(2), xs[2], ys[2], win->strides[0], win->dilations[0] + 1, win->pad_l[0]);
+  const float* wd = w.data<float>();
+  step->weights_.assign(wd, wd + w.numel());
+  if (bias) step->bias_.assign(bias->data<float>(), bias->data<float>() + cout);
+  step->act_ = *sa;
+  step->reads = {b.plain(n.inputs[0])};
+  if (has_z) {
+    step->has_z_ = true;
+    step->reads.push_back(b.plain(n.inputs[3]));
+  }
+  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
+  step->label = n.describe() + ": cpu depthwise conv1d";
+  b.add(std::move(step));
+  return true;
+}
+
+}  // namespace hodu::cpu
