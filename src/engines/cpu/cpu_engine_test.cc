@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <random>
 #include <thread>
@@ -1086,6 +1087,67 @@ TEST(CpuEngine, FusedElementwiseMatchesInterpreter) {
   EXPECT_EQ(plan.fallback_count(), 0);
   ASSERT_EQ(plan.kernel_choices().size(), 1u);
   EXPECT_NE(plan.kernel_choices()[0].find("cpu fused loop (6 ops)"), std::string::npos);
+}
+
+// The FusedElementwise loop's Exp, Sigmoid, Tanh and Erf (vector_math's vectorizable forms) and
+// Pow by 2 and 3 (products) element by element against the C library's, over the values where
+// approximations go wrong: around 0 (tanh's x itself below 4e-4), at exp's clamps and past them
+// (subnormal results, 0, inf), at tanh's saturation, NaN.
+TEST(CpuEngine, FusedMathAndPowMatchTheCLibrary) {
+  std::vector<float> v;
+  for (float x : {0.0f, -0.0f, 1e-8f, -3e-5f, 3.9e-4f, 4.1e-4f, 1e-3f, -0.3f, 0.7f, 1.0f, -2.5f, 5.0f, 7.9f, -8.0f,
+                  9.0f, 20.0f, -30.0f, 50.0f, 87.5f, 88.5f, 89.0f, -87.5f, -100.0f, -104.0f, -110.0f,
+                  std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::quiet_NaN()})
+    v.push_back(x);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> d(-12.0f, 12.0f);
+  while (v.size() < 1000) v.push_back(d(rng));
+  const int64_t n = static_cast<int64_t>(v.size());
+  Tensor x = Tensor::from_vector(DType::F32, {n}, v);
+  struct Case {
+    const char* op;
+    std::function<double(double)> want;
+    double rel, abs;  // allowed |got - want| <= abs + rel·|want|
+  };
+  const Case cases[] = {
+      {"Exp", [](double t) { return std::exp(t); }, 4e-7, 0},
+      // As the interpreter computes it, in float: 1 / (1 + inf) = 0 below x = -88.7.
+      {"Sigmoid", [](double t) { return 1.0f / (1.0f + std::exp(-static_cast<float>(t))); }, 4e-7, 0},
+      {"Tanh", [](double t) { return std::tanh(t); }, 4e-7, 0},
+      {"Erf", [](double t) { return std::erf(t); }, 0, 4e-7},  // the engine's Erf op's, in float arithmetic
+      {"Pow2", [](double t) { return t * t; }, 6e-8, 0},
+      {"Pow3", [](double t) { return t * t * t; }, 1.2e-7, 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.op);
+    Builder b;
+    b.input("x", Shape({Dim(n)}));
+    b.scalar("zero", 0.0f);
+    b.scalar("e", c.op[3] == '3' ? 3.0f : 2.0f);
+    b.node("Add", {"x", "zero"}, {"a"});  // two ops: a FusedElementwise for the unary ones
+    const std::string op = c.op;
+    if (op.rfind("Pow", 0) == 0) b.node("Pow", {"a", "e"}, {"y"});
+    else b.node(op, {"a"}, {"y"});
+    b.output("y");
+    Model m = b.finish();
+    auto got = prepare_cpu(m)->run({{"x", RuntimeValue(x)}});
+    ASSERT_EQ(got.size(), 1u);
+    const float* y = got[0].tensor.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const double want = c.want(static_cast<double>(v[static_cast<size_t>(i)]));
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(y[i])) << "x = " << v[static_cast<size_t>(i)];
+      } else if (std::isinf(want) || std::fabs(want) > std::numeric_limits<float>::max()) {
+        EXPECT_EQ(static_cast<double>(y[i]), std::isinf(want) ? want : std::copysign(INFINITY, want))
+            << "x = " << v[static_cast<size_t>(i)];
+      } else {
+        // Below the smallest normal float a result can only be as close as the subnormal spacing.
+        const double tol = c.abs + c.rel * std::fabs(want) + 1.5e-45;
+        EXPECT_LE(std::fabs(y[i] - want), tol) << "x = " << v[static_cast<size_t>(i)] << " got " << y[i];
+      }
+    }
+  }
 }
 
 // Two convs concatenated on channels feed a wider conv (a narrower one takes the parts

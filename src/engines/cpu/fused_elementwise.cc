@@ -7,6 +7,8 @@
 #include "core/error.h"
 #include "engines/cpu/plan.h"
 #include "engines/cpu/row_kernels.h"
+#include "kernels/cpu/isa_dispatch.h"
+#include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
 namespace {
@@ -35,7 +37,12 @@ struct Instr {
   int a = -1, b = -1, dst = -1;
 };
 
-void apply(Op op, const float* a, const float* b, float* d, int64_t n) {
+// Exp, Sigmoid, Tanh and Erf on vector_math's vectorizable forms (exp about 2 ulp; tanh MLAS's
+// rational approximation; erf within 4e-7 absolute, as the engine's Erf op): with the C
+// library's they ran one element at a time (a Conformer's Swish, Sigmoid·Mul on 5760 values,
+// 50 us; a GPT decoder's tanh GELU 40 % of its run).
+HODU_ISA_BODY void apply_body(Op op, const float* a, const float* b, float* d, int64_t n) {
+  using vector_math::exp_full;
   switch (op) {
     case Op::Add: for (int64_t i = 0; i < n; ++i) d[i] = a[i] + b[i]; break;
     case Op::Sub: for (int64_t i = 0; i < n; ++i) d[i] = a[i] - b[i]; break;
@@ -46,13 +53,14 @@ void apply(Op op, const float* a, const float* b, float* d, int64_t n) {
     case Op::Abs: for (int64_t i = 0; i < n; ++i) d[i] = std::fabs(a[i]); break;
     case Op::Sqrt: for (int64_t i = 0; i < n; ++i) d[i] = std::sqrt(a[i]); break;
     case Op::Reciprocal: for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / a[i]; break;
-    case Op::Exp: for (int64_t i = 0; i < n; ++i) d[i] = std::exp(a[i]); break;
+    case Op::Exp: for (int64_t i = 0; i < n; ++i) d[i] = exp_full(a[i]); break;
     case Op::Log: for (int64_t i = 0; i < n; ++i) d[i] = std::log(a[i]); break;
-    case Op::Sigmoid: for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / (1.0f + std::exp(-a[i])); break;
-    case Op::Tanh: for (int64_t i = 0; i < n; ++i) d[i] = std::tanh(a[i]); break;
-    case Op::Erf: for (int64_t i = 0; i < n; ++i) d[i] = std::erf(a[i]); break;
+    case Op::Sigmoid: for (int64_t i = 0; i < n; ++i) d[i] = 1.0f / (1.0f + exp_full(-a[i])); break;
+    case Op::Tanh: for (int64_t i = 0; i < n; ++i) d[i] = vector_math::tanh_approx(a[i]); break;
+    case Op::Erf: for (int64_t i = 0; i < n; ++i) d[i] = vector_math::erf_approx(a[i]); break;
   }
 }
+HODU_ISA_VARIANTS(void, apply, (Op op, const float* a, const float* b, float* d, int64_t n), (op, a, b, d, n))
 
 class FusedElementwiseStep : public Step {
  public:

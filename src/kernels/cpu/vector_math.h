@@ -40,6 +40,50 @@ inline __attribute__((always_inline)) float fast_exp(float x) {
   return p * scale;
 }
 
+// exp over f32's whole range: fast_exp clamps its argument to [-87, 88] (the softmax needs no
+// more); as an op exp must reach exp(-100) = 3.8e-44 (subnormal), exp(-inf) = 0,
+// exp(88.5) = 2.7e38, exp(89) = inf. Outside [-87, 88] the argument moves by 64 ln 2 and the
+// result is scaled by 2^-64 or 2^64 (exact, or rounding once into the subnormals / to inf).
+inline __attribute__((always_inline)) float exp_full(float x) {
+  constexpr float k64Ln2 = 44.3614195558365f, kTwo64 = 18446744073709551616.0f, kTwoMinus64 = 5.42101086242752217e-20f;
+  const bool lo = x < -87.0f, hi = x > 88.0f;
+  const float r = fast_exp(lo ? x + k64Ln2 : hi ? x - k64Ln2 : x);
+  return lo ? r * kTwoMinus64 : hi ? r * kTwo64 : r;
+}
+
+// erf by Abramowitz & Stegun 7.1.26 (absolute error 1.5e-7; 3.5e-7 in float arithmetic) over
+// the vectorizable exp.
+inline __attribute__((always_inline)) float erf_approx(float x) {
+  const float ax = x < 0 ? -x : x;
+  const float t = 1.0f / (1.0f + 0.3275911f * ax);
+  const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
+  const float r = 1.0f - poly * exp_full(-ax * ax);
+  return x < 0 ? -r : r;
+}
+
+// tanh as the rational 13/6 approximation Eigen and ONNX Runtime's MLAS use (x·P(x²)/Q(x²)
+// on [-7.9053, 7.9053], ±1 past it, x itself below 4e-4): a few ulp, vectorizable, where the
+// C library's tanhf runs one element at a time.
+inline __attribute__((always_inline)) float tanh_approx(float x) {
+  constexpr float kClamp = 7.90531110763549805f;
+  const float c = x < -kClamp ? -kClamp : x > kClamp ? kClamp : x;
+  const float x2 = c * c;
+  float p = -2.76076847742355e-16f;
+  p = p * x2 + 2.00018790482477e-13f;
+  p = p * x2 + -8.60467152213735e-11f;
+  p = p * x2 + 5.12229709037114e-08f;
+  p = p * x2 + 1.48572235717979e-05f;
+  p = p * x2 + 6.37261928875436e-04f;
+  p = p * x2 + 4.89352455891786e-03f;
+  p = p * c;
+  float q = 1.19825839466702e-06f;
+  q = q * x2 + 1.18534705686654e-04f;
+  q = q * x2 + 2.26843463243900e-03f;
+  q = q * x2 + 4.89352518554385e-03f;
+  const float ax = x < 0 ? -x : x;
+  return ax < 0.0004f ? x : p / q;
+}
+
 inline float lanes_max(const float* m) {
   float r = m[0];
   for (int64_t l = 1; l < kLanes; ++l) r = m[l] > r ? m[l] : r;

@@ -15,38 +15,21 @@
 namespace hodu::tensor_kernels {
 namespace {
 
-// vector_math::fast_exp clamps its argument to [-87, 88] (the engine's softmax needs no more);
-// as an op exp must reach f32's whole range: exp(-100) = 3.8e-44 (subnormal), exp(-inf) = 0,
-// exp(88.5) = 2.7e38, exp(89) = inf. Outside [-87, 88] the argument moves by 64 ln 2 and the
-// result is scaled by 2^-64 or 2^64 (exact, or rounding once into the subnormals / to inf).
-// Always inlined, as fast_exp is: GCC otherwise keeps one out-of-line copy (built for the
-// baseline) and calls it per element from the AVX2/AVX-512 row loops below, which then do not
-// vectorize (GELU ran 13x slower than torch's).
+// Always inlined, as vector_math's exp_full and erf_approx are: GCC otherwise keeps one
+// out-of-line copy (built for the baseline) and calls it per element from the AVX2/AVX-512 row
+// loops below, which then do not vectorize (GELU ran 13x slower than torch's).
 #define HODU_EXP_INLINE inline __attribute__((always_inline))
-HODU_EXP_INLINE float exp_f32(float x) {
-  constexpr float k64Ln2 = 44.3614195558365f, kTwo64 = 18446744073709551616.0f, kTwoMinus64 = 5.42101086242752217e-20f;
-  const bool lo = x < -87.0f, hi = x > 88.0f;
-  const float r = vector_math::fast_exp(lo ? x + k64Ln2 : hi ? x - k64Ln2 : x);
-  return lo ? r * kTwoMinus64 : hi ? r * kTwo64 : r;
-}
+using vector_math::exp_full;
 
 template <typename T> HODU_EXP_INLINE T exp_of(T x) {
-  if constexpr (std::is_same_v<T, float>) return exp_f32(x);
+  if constexpr (std::is_same_v<T, float>) return exp_full(x);
   else return std::exp(x);
 }
 
-// erf: f64 from the C library; f32 by Abramowitz & Stegun 7.1.26 (absolute error 1.5e-7)
-// over the vectorizable exp.
+// erf: f64 from the C library; f32 by vector_math::erf_approx (absolute error 1.5e-7).
 template <typename T> HODU_EXP_INLINE T erf_of(T x) {
-  if constexpr (std::is_same_v<T, float>) {
-    const float ax = x < 0 ? -x : x;
-    const float t = 1.0f / (1.0f + 0.3275911f * ax);
-    const float poly = t * (0.254829592f + t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
-    const float r = 1.0f - poly * exp_f32(-ax * ax);
-    return x < 0 ? -r : r;
-  } else {
-    return std::erf(x);
-  }
+  if constexpr (std::is_same_v<T, float>) return vector_math::erf_approx(x);
+  else return std::erf(x);
 }
 
 template <typename T> HODU_EXP_INLINE T sigmoid_of(T x) { return T(1) / (T(1) + exp_of(-x)); }
@@ -251,13 +234,13 @@ HODU_ISA_BODY void f32_unary_rows_body(UnaryOp op, const float* x, float* y, int
   constexpr float c = static_cast<float>(kSqrt2OverPi), r2 = static_cast<float>(1 / kSqrt2);
   switch (op) {
     case UnaryOp::Exp:
-      for (int64_t i = 0; i < n; ++i) y[i] = exp_f32(x[i]);
+      for (int64_t i = 0; i < n; ++i) y[i] = exp_full(x[i]);
       return;
     case UnaryOp::Sigmoid:
-      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + exp_f32(-x[i]));
+      for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + exp_full(-x[i]));
       return;
     case UnaryOp::Silu:
-      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + exp_f32(-x[i]));
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i] / (1.0f + exp_full(-x[i]));
       return;
     case UnaryOp::Gelu:
       for (int64_t i = 0; i < n; ++i) y[i] = 0.5f * x[i] * (1.0f + erf_of(x[i] * r2));
@@ -266,7 +249,7 @@ HODU_ISA_BODY void f32_unary_rows_body(UnaryOp op, const float* x, float* y, int
       // tanh(u) = 1 - 2 / (exp(2u) + 1): the vectorizable exp.
       for (int64_t i = 0; i < n; ++i) {
         const float u = c * (x[i] + 0.044715f * x[i] * x[i] * x[i]);
-        y[i] = 0.5f * x[i] * (2.0f - 2.0f / (exp_f32(2.0f * u) + 1.0f));
+        y[i] = 0.5f * x[i] * (2.0f - 2.0f / (exp_full(2.0f * u) + 1.0f));
       }
       return;
     default: return;
@@ -281,12 +264,12 @@ HODU_ISA_BODY void f32_grad_rows_body(GradOp op, const float* g, const float* x,
     case GradOp::Gelu:
       for (int64_t i = 0; i < n; ++i) {
         const float cdf = 0.5f * (1.0f + erf_of(x[i] * r2));
-        y[i] = g[i] * (cdf + x[i] * ip * exp_f32(-0.5f * x[i] * x[i]));
+        y[i] = g[i] * (cdf + x[i] * ip * exp_full(-0.5f * x[i] * x[i]));
       }
       return;
     case GradOp::Silu:
       for (int64_t i = 0; i < n; ++i) {
-        const float sg = 1.0f / (1.0f + exp_f32(-x[i]));
+        const float sg = 1.0f / (1.0f + exp_full(-x[i]));
         y[i] = g[i] * sg * (1.0f + x[i] * (1.0f - sg));
       }
       return;
