@@ -853,12 +853,15 @@ TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
   if (isa && std::string(isa) == "AVX2") {
     EXPECT_EQ(as_conv(), 6) << "under an AVX2 cap every product here has constant weights";
   }
-  {  // a classifier at batch 1 (one row of constant weights' product) on the 1x1 conv at any ISA
+  // A classifier at batch 1 (one row of constant weights' product): against torch's [N, K]
+  // weights (transB) the four-row dot products read them where they lie; against [K, N] ones
+  // the 1x1 conv at any ISA.
+  for (bool trans_b : {true, false}) {
     Builder h;
     h.input("f", Shape({Dim(1), Dim(1280)}));
-    h.constant("wh", {1000, 1280}, 82);
+    h.constant("wh", trans_b ? std::vector<int64_t>{1000, 1280} : std::vector<int64_t>{1280, 1000}, 82);
     h.constant("bh", {1000}, 83);
-    h.node("Gemm", {"f", "wh", "bh"}, {"logits"}, {Attribute::make_int("transB", 1)});
+    h.node("Gemm", {"f", "wh", "bh"}, {"logits"}, {Attribute::make_int("transB", trans_b ? 1 : 0)});
     h.output("logits");
     Model head = h.finish();
     std::map<std::string, RuntimeValue> f{{"f", RuntimeValue(random_tensor({1, 1280}, 84))}};
@@ -866,9 +869,13 @@ TEST(CpuEngine, ConstantWeightProductAs1x1ConvMatchesInterpreter) {
     std::map<std::string, std::vector<int64_t>> fs{{"f", {1, 1280}}};
     passes::optimize(head, {3, fs});
     Plan plan(head, fs, PlanOptions{}, eng);
-    int n = 0;
-    for (const auto& k : plan.kernel_choices()) n += k.find(", as 1x1 conv") != std::string::npos;
-    EXPECT_EQ(n, 1) << "a one-row product with constant weights runs as the 1x1 conv";
+    int conv = 0, streamed = 0;
+    for (const auto& k : plan.kernel_choices()) {
+      conv += k.find(", as 1x1 conv") != std::string::npos;
+      streamed += k.find("cpu stream gemv") != std::string::npos;
+    }
+    EXPECT_EQ(conv, trans_b ? 0 : 1) << "transB " << trans_b;
+    EXPECT_EQ(streamed, trans_b ? 1 : 0) << "transB " << trans_b;
   }
   {
     MatMulEnv gemm("gemm");
