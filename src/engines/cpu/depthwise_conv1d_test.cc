@@ -1,7 +1,7 @@
 // hodu's 1-D depthwise conv (depthwise_conv1d.cc) against the interpreter's direct conv: kernel
 // sizes, strides, dilations, asymmetric and auto_pad paddings where taps reach only part of the
-// outputs (or none), channel multipliers, batches, the fused activation and residual, one and
-// two threads; HODU_CPU_DEPTHWISE_CONV1D=off hands the conv back to oneDNN.
+// outputs (or none), short and long rows, channel multipliers, batches, the fused activation and
+// residual, one and two threads; HODU_CPU_DEPTHWISE_CONV1D=off hands the conv back to oneDNN.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -100,6 +100,10 @@ TEST(DepthwiseConv1d, WindowsMatchInterpreter) {
   check({.x = {1, 6, 20}, .kernel = 4, .stride = 2, .pads = {}, .auto_pad = "SAME_LOWER"});
   check({.x = {1, 6, 20}, .kernel = 4, .pads = {}, .auto_pad = "VALID"});
   check({.x = {2, 5, 16}, .multiplier = 3, .kernel = 3, .pads = {1, 1}});  // 3 outputs an input channel
+  // Long rows: strided, dilated taps whose ranges end at different outputs.
+  check({.x = {1, 4, 600}, .kernel = 9, .stride = 2, .dilation = 3, .pads = {5, 7}});
+  check({.x = {1, 4, 700}, .kernel = 31, .pads = {15, 15}});
+  check({.x = {1, 3, 2100}, .kernel = 3, .dilation = 1000, .pads = {2, 2}});  // taps 1000 apart
 }
 
 TEST(DepthwiseConv1d, FusedMatchesInterpreter) {
