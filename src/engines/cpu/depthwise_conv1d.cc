@@ -1,6 +1,7 @@
 // 1-D depthwise convolutions (Silero VAD's and Conformer-style speech models' Conv1d with
 // groups = channels): one row kernel call per output channel (row_kernels.h:
-// depthwise_conv_row), tap by tap over the outputs each tap reaches. oneDNN 2.6 runs these as
+// depthwise_conv_row: short rows from a zero-padded copy 8 outputs at a time, long ones tap by
+// tap over the outputs each tap reaches). oneDNN 2.6 runs these as
 // im2col + an sgemm per channel: Silero VAD v4's 258-channel, 5-tap conv over 8 steps took
 // 100-170 us for 10K multiply-adds.
 #include "engines/cpu/depthwise_conv1d.h"
@@ -24,15 +25,15 @@ class DepthwiseConv1dStep : public Step {
     const float* z = has_z_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
     float* y = static_cast<float*>(rs.slots[writes[0]].data());
     const int64_t rows = batch_ * cout_, per_chunk = 16, chunks = (rows + per_chunk - 1) / per_chunk;
-    const int64_t n_taps = static_cast<int64_t>(taps_.size());
+    const int64_t n_taps = static_cast<int64_t>(row_.taps.size());
     // A few thousand multiply-adds take less than waking the other threads.
     const int threads = rows * out_len_ * n_taps >= (1 << 16) ? rs.threads : 1;
     parallel_for(chunks, threads, [&](int64_t c) {
       for (int64_t r = c * per_chunk; r < std::min(rows, (c + 1) * per_chunk); ++r) {
         const int64_t image = r / cout_, o = r % cout_, channel = o / multiplier_;
         float* yr = y + r * out_len_;
-        depthwise_conv_row(x + (image * cin_ + channel) * in_len_, weights_.data() + o * n_taps, taps_.data(),
-                           n_taps, bias_.empty() ? 0.0f : bias_[static_cast<size_t>(o)], yr, out_len_, stride_);
+        depthwise_conv_row(x + (image * cin_ + channel) * in_len_, weights_.data() + o * n_taps,
+                           bias_.empty() ? 0.0f : bias_[static_cast<size_t>(o)], yr, row_);
         if (z)
           for (int64_t t = 0; t < out_len_; ++t) yr[t] += z[r * out_len_ + t];
         if (act_.kind == ScalarActivation::Kind::Silu)
@@ -43,8 +44,8 @@ class DepthwiseConv1dStep : public Step {
     });
   }
   std::vector<float> weights_, bias_;  // [cout, taps], [cout] or empty
-  std::vector<DepthwiseTap> taps_;
-  int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1, in_len_ = 0, out_len_ = 0, stride_ = 1;
+  DepthwiseRow row_;
+  int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1, in_len_ = 0, out_len_ = 0;
   ScalarActivation act_;
   bool has_z_ = false;
 };
@@ -77,9 +78,8 @@ bool make_depthwise_conv1d(PlanBuilder& b, const Node& n, const std::vector<int6
   step->multiplier_ = cout / cin;
   step->in_len_ = xs[2];
   step->out_len_ = ys[2];
-  step->stride_ = win->strides[0];
   // oneDNN's dilation: 0 = none.
-  step->taps_ = depthwise_taps(w.dim(2), xs[2], ys[2], win->strides[0], win->dilations[0] + 1, win->pad_l[0]);
+  step->row_ = depthwise_row(w.dim(2), xs[2], ys[2], win->strides[0], win->dilations[0] + 1, win->pad_l[0]);
   const float* wd = w.data<float>();
   step->weights_.assign(wd, wd + w.numel());
   if (bias) step->bias_.assign(bias->data<float>(), bias->data<float>() + cout);

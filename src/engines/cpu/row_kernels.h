@@ -23,14 +23,21 @@ void gemv_rows(const float* w, const float* x, const float* bias, float* y, int6
 struct DepthwiseTap {
   int64_t lo = 0, hi = 0, offset = 0;
 };
-// The taps of a kernel of n_taps (dilation 1 = none) over in_len inputs, out_len outputs.
-std::vector<DepthwiseTap> depthwise_taps(int64_t n_taps, int64_t in_len, int64_t out_len, int64_t stride,
-                                         int64_t dilation, int64_t pad);
-// One channel of a 1-D depthwise convolution: y[t] = bias + sum over taps j of w[j] * x[t * stride
-// + taps[j].offset] for t in [0, out_len), each output summing its taps in order j = 0, 1, ...
-// (the ranges are computed once: a division per tap per channel cost more than the taps).
-void depthwise_conv_row(const float* x, const float* w, const DepthwiseTap* taps, int64_t n_taps, float bias, float* y,
-                        int64_t out_len, int64_t stride);
+// A 1-D depthwise convolution's row geometry, computed once (a division per tap per channel cost
+// more than the taps): a kernel of taps.size() (dilation 1 = none) over in_len inputs, out_len
+// outputs. Stride-1 rows of up to kShortRow outputs whose padded window fits kMaxPadded floats
+// (padded_len > 0) run from a zero-padded copy, 8 outputs at a time; others tap by tap.
+struct DepthwiseRow {
+  static constexpr int64_t kShortRow = 256, kMaxPadded = 2048;
+  int64_t in_len = 0, out_len = 0, stride = 1, dilation = 1, pad = 0, padded_len = 0;
+  std::vector<DepthwiseTap> taps;
+};
+DepthwiseRow depthwise_row(int64_t n_taps, int64_t in_len, int64_t out_len, int64_t stride, int64_t dilation,
+                           int64_t pad);
+// One channel: y[t] = bias + sum over taps j of w[j] * x[t * stride + j * dilation - pad] for t in
+// [0, out_len), taps outside the input adding nothing; each output sums its taps in order
+// j = 0, 1, ...
+void depthwise_conv_row(const float* x, const float* w, float bias, float* y, const DepthwiseRow& g);
 // Rows r in [begin, end) of `len` values: y[r, j] = x[r, j] * v[r / rows_per_v, j] (a vector per
 // group of rows: nhwc's channels, nChw16c's blocks), or with scalar_per_row y[r, j] = x[r, j] * v[r]
 // (nchw's channels). y may be x.
