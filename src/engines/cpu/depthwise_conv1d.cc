@@ -18,7 +18,7 @@
 namespace hodu::cpu {
 namespace {
 
-class DepthwiseConv1dStep : public Step {
+class DepthwiseConv1dStep : public HandConvStep {
  public:
   void run(RunState& rs) override {
     const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
@@ -43,11 +43,8 @@ class DepthwiseConv1dStep : public Step {
       }
     });
   }
-  std::vector<float> weights_, bias_;  // [cout, taps], [cout] or empty
-  DepthwiseRow row_;
+  DepthwiseRow row_;  // weights_ [cout, taps]
   int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1, in_len_ = 0, out_len_ = 0;
-  ScalarActivation act_;
-  bool has_z_ = false;
 };
 
 }  // namespace
@@ -80,18 +77,7 @@ bool make_depthwise_conv1d(PlanBuilder& b, const Node& n, const std::vector<int6
   step->out_len_ = ys[2];
   // oneDNN's dilation: 0 = none.
   step->row_ = depthwise_row(w.dim(2), xs[2], ys[2], win->strides[0], win->dilations[0] + 1, win->pad_l[0]);
-  const float* wd = w.data<float>();
-  step->weights_.assign(wd, wd + w.numel());
-  if (bias) step->bias_.assign(bias->data<float>(), bias->data<float>() + cout);
-  step->act_ = *sa;
-  step->reads = {b.plain(n.inputs[0])};
-  if (has_z) {
-    step->has_z_ = true;
-    step->reads.push_back(b.plain(n.inputs[3]));
-  }
-  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
-  step->label = n.describe() + ": cpu depthwise conv1d";
-  b.add(std::move(step));
+  add_hand_conv(b, n, std::move(step), w, bias, *sa, has_z, ys, "cpu depthwise conv1d");
   return true;
 }
 

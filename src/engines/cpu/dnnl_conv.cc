@@ -27,7 +27,7 @@ namespace {
 // A convolution whose window covers its whole (small) input once, e.g. squeeze-excite's
 // 1x1 convs over [1, C, 1, 1]: a matrix-vector product. oneDNN's per-call cost is tens of
 // microseconds here, the product itself one or two.
-class GemvConvStep : public Step {
+class GemvConvStep : public HandConvStep {
  public:
   void run(RunState& rs) override {
     const float* x = static_cast<const float*>(rs.slots[reads[0]].data());
@@ -44,10 +44,8 @@ class GemvConvStep : public Step {
       for (int64_t o = begin; o < end; ++o) yi[o] = act_(zi ? yi[o] + zi[o] : yi[o]);
     });
   }
-  std::vector<float> weights_, bias_;  // [rows, cols], [rows] or empty
+  // weights_ [rows, cols]
   int64_t rows_ = 0, cols_ = 0, batch_ = 1;
-  ScalarActivation act_;
-  bool has_z_ = false;
 };
 
 bool read_by_concat(const PlanBuilder& b, const std::string& value) {
@@ -79,18 +77,7 @@ bool make_gemv_conv(PlanBuilder& b, const Node& n, const std::vector<int64_t>& x
   step->cols_ = shape_numel(xs) / xs[0];
   step->batch_ = xs[0];
   if (w.numel() != step->rows_ * step->cols_ || (bias && bias->numel() != step->rows_)) return false;
-  const float* wd = w.data<float>();
-  step->weights_.assign(wd, wd + w.numel());
-  if (bias) step->bias_.assign(bias->data<float>(), bias->data<float>() + bias->numel());
-  step->act_ = *sa;
-  step->reads = {b.plain(n.inputs[0])};
-  if (has_z) {
-    step->has_z_ = true;
-    step->reads.push_back(b.plain(n.inputs[3]));
-  }
-  step->writes = {b.define(n.outputs[0], DType::F32, ys)};
-  step->label = n.describe() + ": cpu gemv";
-  b.add(std::move(step));
+  add_hand_conv(b, n, std::move(step), w, bias, *sa, has_z, ys, "cpu gemv");
   return true;
 }
 
