@@ -1,16 +1,15 @@
 // 1-D depthwise convolutions (Silero VAD's and Conformer-style speech models' Conv1d with
 // groups = channels): one row kernel call per output channel (row_kernels.h:
 // depthwise_conv_row: short rows from a zero-padded copy 8 outputs at a time, long ones tap by
-// tap over the outputs each tap reaches). oneDNN 2.6 runs these as
-// im2col + an sgemm per channel: Silero VAD v4's 258-channel, 5-tap conv over 8 steps took
-// 100-170 us for 10K multiply-adds.
+// tap over the outputs each tap reaches). oneDNN 2.6 runs these as im2col + an sgemm per
+// channel: Silero VAD v4's 258-channel, 5-tap conv over 8 steps took 100-170 us for 10K
+// multiply-adds.
 #include "engines/cpu/depthwise_conv1d.h"
 
 #include <algorithm>
 #include <cstdlib>
 
 #include "core/error.h"
-
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/scalar_activation.h"

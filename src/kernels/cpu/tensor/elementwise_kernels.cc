@@ -26,7 +26,7 @@ template <typename T> HODU_EXP_INLINE T exp_of(T x) {
   else return std::exp(x);
 }
 
-// erf: f64 from the C library; f32 by vector_math::erf_approx (absolute error 1.5e-7).
+// erf: f64 from the C library; f32 by vector_math::erf_approx (within 4e-7 absolute).
 template <typename T> HODU_EXP_INLINE T erf_of(T x) {
   if constexpr (std::is_same_v<T, float>) return vector_math::erf_approx(x);
   else return std::erf(x);
