@@ -12,7 +12,7 @@
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
-#include "engines/cpu/scalar_activation.h"
+#include "engines/cpu/hand_conv_step.h"
 
 namespace hodu::cpu {
 namespace {
@@ -24,26 +24,26 @@ class DepthwiseConv1dStep : public HandConvStep {
     const float* z = has_z_ ? static_cast<const float*>(rs.slots[reads[1]].data()) : nullptr;
     float* y = static_cast<float*>(rs.slots[writes[0]].data());
     const int64_t rows = batch_ * cout_, per_chunk = 16, chunks = (rows + per_chunk - 1) / per_chunk;
-    const int64_t n_taps = static_cast<int64_t>(row_.taps.size());
+    const int64_t n_taps = static_cast<int64_t>(row_.taps.size()), in_len = row_.in_len, out_len = row_.out_len;
     // A few thousand multiply-adds take less than waking the other threads.
-    const int threads = rows * out_len_ * n_taps >= (1 << 16) ? rs.threads : 1;
+    const int threads = rows * out_len * n_taps >= (1 << 16) ? rs.threads : 1;
     parallel_for(chunks, threads, [&](int64_t c) {
       for (int64_t r = c * per_chunk; r < std::min(rows, (c + 1) * per_chunk); ++r) {
         const int64_t image = r / cout_, o = r % cout_, channel = o / multiplier_;
-        float* yr = y + r * out_len_;
-        depthwise_conv_row(x + (image * cin_ + channel) * in_len_, weights_.data() + o * n_taps,
+        float* yr = y + r * out_len;
+        depthwise_conv_row(x + (image * cin_ + channel) * in_len, weights_.data() + o * n_taps,
                            bias_.empty() ? 0.0f : bias_[static_cast<size_t>(o)], yr, row_);
         if (z)
-          for (int64_t t = 0; t < out_len_; ++t) yr[t] += z[r * out_len_ + t];
+          for (int64_t t = 0; t < out_len; ++t) yr[t] += z[r * out_len + t];
         if (act_.kind == ScalarActivation::Kind::Silu)
-          silu_in_place(yr, out_len_);
+          silu_in_place(yr, out_len);
         else if (act_.kind != ScalarActivation::Kind::None)
-          for (int64_t t = 0; t < out_len_; ++t) yr[t] = act_(yr[t]);
+          for (int64_t t = 0; t < out_len; ++t) yr[t] = act_(yr[t]);
       }
     });
   }
   DepthwiseRow row_;  // weights_ [cout, taps]
-  int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1, in_len_ = 0, out_len_ = 0;
+  int64_t batch_ = 1, cin_ = 0, cout_ = 0, multiplier_ = 1;
 };
 
 }  // namespace
@@ -72,8 +72,6 @@ bool make_depthwise_conv1d(PlanBuilder& b, const Node& n, const std::vector<int6
   step->cin_ = cin;
   step->cout_ = cout;
   step->multiplier_ = cout / cin;
-  step->in_len_ = xs[2];
-  step->out_len_ = ys[2];
   // oneDNN's dilation: 0 = none.
   step->row_ = depthwise_row(w.dim(2), xs[2], ys[2], win->strides[0], win->dilations[0] + 1, win->pad_l[0]);
   add_hand_conv(b, n, std::move(step), w, bias, *sa, has_z, ys, "cpu depthwise conv1d");

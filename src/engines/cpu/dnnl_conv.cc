@@ -12,7 +12,7 @@
 #include "engines/cpu/grouped_conv_merge.h"
 #include "engines/cpu/post_op_chain.h"
 #include "engines/cpu/row_kernels.h"
-#include "engines/cpu/scalar_activation.h"
+#include "engines/cpu/hand_conv_step.h"
 #include "engines/cpu/tap_conv.h"
 #include "engines/cpu/winograd_conv.h"
 #include "kernels/cpu/blocked_layout.h"
