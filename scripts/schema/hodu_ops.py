@@ -36,6 +36,10 @@ api.op("LayerNorm", 1, [param("X", "T"), param("scale", "T"), param("bias", "T",
        [("T", FLOAT)], domain=H)
 api.op("Gelu", 1, [param("X", "T"), param("bias", "T", "o")], [param("Y", "T")],
        [attr("approximate", "string", False, "none")], [("T", FLOAT)], domain=H)
+# Y[i] = Table[X[i]'s byte]: a byte's 256 values mapped at once (the float ops between a
+# DequantizeLinear and a QuantizeLinear, src/passes/quantized_lookup.cc).
+api.op("LookupTable", 1, [param("X", "T1"), param("Table", "T2")], [param("Y", "T2")], [],
+       [("T1", ["tensor(uint8)", "tensor(int8)"]), ("T2", ["tensor(uint8)", "tensor(int8)"])], domain=H)
 api.op("FusedElementwise", 1, [param("inputs", "T", "v", False, 1)],
        [param("outputs", "T", "v", False, 1)],
        [attr("body", "graph", True)],

@@ -1929,6 +1929,11 @@ InferenceFn inference_for(const std::string& domain, const std::string& op) {
     if (op == "Attention") return attention;
     if (op == "LayerNorm" || op == "Gelu") return same_as_input0;
     if (op == "FusedElementwise") return fused_elementwise;
+    if (op == "LookupTable")
+      return [](InferenceContext& c) {
+        const VT* table = c.input(1);
+        if (table && table->is_tensor()) set_tensor(c, 0, table->dtype, input_shape_or_unknown(c, 0));
+      };
     if (op.size() > 4 && op.compare(op.size() - 4, 4, "Grad") == 0) return gradient_op;
   }
   return {};

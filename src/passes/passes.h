@@ -36,6 +36,12 @@ bool eliminate_common_subexpressions(Graph& g);
 // point). Run by the cpu engine before optimize(); results within one quantum of the QDQ graph.
 bool fuse_qdq(Graph& g);
 
+// The float ops between per-tensor DequantizeLinears and a QuantizeLinear (elementwise ops with
+// scalar constants, MaxPool, Concat: QOperator graphs' DQ → Relu → Q) → hodu LookupTable per DQ
+// (a 256-byte table the interpreter computes, so exact) and MaxPool/Concat on the integers
+// (quantized_lookup.cc). Run by the cpu engine after fuse_qdq.
+bool fuse_quantized_lookups(Graph& g);
+
 // f16/bf16 graphs computed in f32 (half_widening.cc): initializers converted, intermediate values
 // f32, casts at the f16/bf16 graph inputs and outputs. For engines whose kernels are f32.
 bool widen_half_precision(Graph& g);

@@ -254,7 +254,9 @@ bool engine_rewrites(Model& m, int level) {
   bool widened = !(half && std::string(half) == "keep") && passes::widen_half_precision(m.graph);
   // QDQ graphs run on the int8 kernels (before constant folding turns their weights to float).
   bool qdq = (level < 0 || level >= 2) && passes::fuse_qdq(m.graph);
-  return widened || qdq;
+  // Then the float ops left between a DQ and a Q as byte tables, pools and concats on integers.
+  bool tables = (level < 0 || level >= 2) && passes::fuse_quantized_lookups(m.graph);
+  return widened || qdq || tables;
 }
 
 std::shared_ptr<Engine> make_cpu_engine() { return std::make_shared<CpuEngine>(); }

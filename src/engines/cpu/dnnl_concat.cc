@@ -1,5 +1,5 @@
 // Concat of tensors kept in a blocked layout (SqueezeNet's fire modules concat
-// two conv outputs on channels, DenseNet every layer's features) on that layout:
+// two conv outputs on channels, DenseNet every layer's features; f32, or int8 convs' u8/s8) on that layout:
 // no reorder to plain and back around the copy. Where every input and the output
 // share one layout whose channels are whole blocks outside the spatial dims
 // (nChw8c/16c, one run of bytes per image and input) or innermost (nhwc, one a
@@ -134,7 +134,8 @@ std::vector<tag> row_layouts(size_t rank) {
 // The channel concat of `mds` into `ys` as a ConcatRowsStep, when they share one of row_layouts
 // (blocked: every input's channels whole blocks); null otherwise.
 std::unique_ptr<ConcatRowsStep> concat_rows(const std::vector<dnnl::memory::desc>& mds,
-                                            const std::vector<int64_t>& ys, dnnl::memory::desc& dst_md) {
+                                            const std::vector<int64_t>& ys, dt type, dnnl::memory::desc& dst_md) {
+  const int64_t elem = type == dt::f32 ? 4 : 1;
   for (tag t : row_layouts(ys.size())) {
     const int64_t block = t == tag::aBc8b || t == tag::aBcd8b || t == tag::aBcde8b     ? 8
                           : t == tag::aBc16b || t == tag::aBcd16b || t == tag::aBcde16b ? 16
@@ -143,14 +144,14 @@ std::unique_ptr<ConcatRowsStep> concat_rows(const std::vector<dnnl::memory::desc
     bool ok = true;
     for (const auto& md : mds) {
       const dnnl::memory::dims d = md.dims();
-      ok = ok && d[1] % block == 0 && md == dnnl::memory::desc(d, dt::f32, t);
+      ok = ok && d[1] % block == 0 && md == dnnl::memory::desc(d, type, t);
     }
     if (!ok) continue;
     int64_t spatial = 1;
     for (size_t i = 2; i < ys.size(); ++i) spatial *= ys[i];
     auto step = std::make_unique<ConcatRowsStep>();
     step->rows_ = last ? ys[0] * spatial : ys[0];
-    for (const auto& md : mds) step->widths_.push_back(md.dims()[1] * (last ? 1 : spatial) * int64_t{sizeof(float)});
+    for (const auto& md : mds) step->widths_.push_back(md.dims()[1] * (last ? 1 : spatial) * elem);
     for (int64_t w : step->widths_) step->dst_row_ += w;
     if (!last) {
       for (int64_t r = 0; r < step->rows_; ++r) {
@@ -172,7 +173,7 @@ std::unique_ptr<ConcatRowsStep> concat_rows(const std::vector<dnnl::memory::desc
       step->first_.push_back(first);
       first += md.dims()[1];
     }
-    dst_md = dnnl::memory::desc(to_dims(ys), dt::f32, t);
+    dst_md = dnnl::memory::desc(to_dims(ys), type, t);
     return step;
   }
   return nullptr;
@@ -224,7 +225,9 @@ const Node* normalization_after(const PlanBuilder& b, const std::string& v, int6
 bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || n.op_type != "Concat" || n.inputs.size() < 2) return false;
   auto y = b.static_type(n.outputs[0]);
-  if (!y || y->first != DType::F32) return false;
+  // f32, or the bytes of int8 convs' outputs (quantized fire modules: copies only).
+  if (!y || (y->first != DType::F32 && y->first != DType::U8 && y->first != DType::I8)) return false;
+  const DType type = y->first;
   const auto& ys = y->second;
   int64_t axis = n.get_int("axis", 0);
   if (axis < 0) axis += static_cast<int64_t>(ys.size());
@@ -237,16 +240,16 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   for (const auto& in : n.inputs) {
     int s = b.slot(in);
     const Slot& sl = b.at(s);
-    if (sl.dtype != DType::F32 || !sl.is_static || sl.shape.size() != ys.size()) return false;
+    if (sl.dtype != type || !sl.is_static || sl.shape.size() != ys.size()) return false;
     // Mixed plain and blocked inputs are left to the plain Concat.
     if (!sl.blocked) return false;
     mds.push_back(sl.md);
     reads.push_back(s);
   }
   dnnl::memory::desc rows_md;
-  if (auto rows = concat_rows(mds, ys, rows_md)) {
+  if (auto rows = concat_rows(mds, ys, dnnl_dtype(type), rows_md)) {
     std::string out = n.outputs[0];
-    const Node* bn = normalization_after(b, out, ys[1], rows->scale_, rows->shift_);
+    const Node* bn = type == DType::F32 ? normalization_after(b, out, ys[1], rows->scale_, rows->shift_) : nullptr;
     const Node* relu = bn ? sole_relu_after(b, bn->outputs[0]) : nullptr;
     if (bn) {
       b.claim(*bn);
@@ -259,7 +262,7 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
       out = relu->outputs[0];
     }
     rows->reads = reads;
-    rows->writes = {b.define(out, DType::F32, ys, rows_md)};
+    rows->writes = {b.define(out, type, ys, rows_md)};
     rows->label = n.describe() + ": cpu blocked concat" +
                   (bn ? relu ? ", batch normalization and relu fused" : ", batch normalization fused" : "");
     b.add(std::move(rows));
@@ -267,7 +270,7 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   }
   dnnl::concat::primitive_desc pd;
   try {
-    pd = dnnl::concat::primitive_desc(dnnl::memory::desc(to_dims(ys), dt::f32, tag::any), static_cast<int>(axis),
+    pd = dnnl::concat::primitive_desc(dnnl::memory::desc(to_dims(ys), dnnl_dtype(type), tag::any), static_cast<int>(axis),
                                       mds, b.engine());
   } catch (const dnnl::error&) {
     return false;
@@ -277,7 +280,7 @@ bool make_blocked_concat(PlanBuilder& b, const Node& n) {
   for (const auto& md : mds) step->srcs_.emplace_back(md, b.engine(), nullptr);
   step->dst_ = dnnl::memory(pd.dst_desc(), b.engine(), nullptr);
   step->reads = reads;
-  step->writes = {b.define(n.outputs[0], DType::F32, ys, pd.dst_desc())};
+  step->writes = {b.define(n.outputs[0], type, ys, pd.dst_desc())};
   step->label = n.describe() + ": onednn concat " + std::string(pd.impl_info_str());
   b.add(std::move(step));
   return true;

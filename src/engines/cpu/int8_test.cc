@@ -761,3 +761,80 @@ TEST(CpuInt8MaxPool, MatchesInterpreterWithoutFallback) {
 
 }  // namespace
 }  // namespace hodu::cpu
+
+namespace hodu::cpu {
+namespace {
+
+// ORT's QOperator SqueezeNet as quantize_static writes it: every QLinearConv's output goes
+// DequantizeLinear → Relu [→ MaxPool | → Concat with its sibling] → QuantizeLinear (its own
+// scale, one Q per reader). The engine runs it on bytes: a byte table per conv output
+// (fuse_quantized_lookups), the pool and the concat on the integers in the convs' channels-last
+// layout, no float step and no reorder between the convs; the interpreter's bits (it runs the
+// float graph), u8 and s8, 1 and 2 threads, every int8 conv form.
+Model quantized_fire_model(DType dt) {
+  const int64_t C = 8, S = 16, E = 24, H = 15;
+  GraphBuilder b;
+  auto q8 = [&](int v) { return scalar8(dt, dt == DType::U8 ? v : v - 128); };
+  b.input("x", dt, std::vector<int64_t>{1, C, H, H});
+  b.constant("xs", Tensor::scalar<float>(DType::F32, 0.035f));
+  b.constant("xz", q8(130));
+  int seed = 200;
+  // QLinearConv(in) → DQ; returns the float output's name.
+  auto conv = [&](const std::string& in, const std::string& in_s, const std::string& in_z, int64_t cin, int64_t cout,
+                  int64_t k, const std::string& name, float ys, int yz) {
+    b.constant(name + "_w", full_range_weights(DType::I8, {cout, cin, k, k}, static_cast<uint32_t>(seed++)));
+    b.constant(name + "_ws", Tensor::scalar<float>(DType::F32, 0.004f));
+    b.constant(name + "_wz", scalar8(DType::I8, 0));
+    b.constant(name + "_ys", Tensor::scalar<float>(DType::F32, ys));
+    b.constant(name + "_yz", q8(yz));
+    const int64_t p = k / 2;
+    b.node("QLinearConv", {in, in_s, in_z, name + "_w", name + "_ws", name + "_wz", name + "_ys", name + "_yz"},
+           {name + "_q"}, {Attribute::make_ints("pads", {p, p, p, p})});
+    b.node("DequantizeLinear", {name + "_q", name + "_ys", name + "_yz"}, {name + "_f"});
+    b.node("Relu", {name + "_f"}, {name + "_r"});
+    return name + "_r";
+  };
+  std::string c1 = conv("x", "xs", "xz", C, S, 3, "c1", 0.053f, 126);
+  b.node("MaxPool", {c1}, {"pool"},
+         {Attribute::make_ints("kernel_shape", {3, 3}), Attribute::make_ints("strides", {2, 2}),
+          Attribute::make_int("ceil_mode", 1)});
+  b.constant("ps", Tensor::scalar<float>(DType::F32, 0.027f));
+  b.constant("pz", q8(0));
+  b.node("QuantizeLinear", {"pool", "ps", "pz"}, {"pool_q"});
+  std::string sq = conv("pool_q", "ps", "pz", S, S, 1, "squeeze", 0.093f, 131);
+  b.constant("ss", Tensor::scalar<float>(DType::F32, 0.045f));
+  b.constant("sz", q8(0));
+  b.node("QuantizeLinear", {sq, "ss", "sz"}, {"sq_a"});
+  b.node("QuantizeLinear", {sq, "ss", "sz"}, {"sq_b"});
+  std::string e1 = conv("sq_a", "ss", "sz", S, E, 1, "e1", 0.108f, 123);
+  std::string e3 = conv("sq_b", "ss", "sz", S, E, 3, "e3", 0.092f, 159);
+  b.node("Concat", {e1, e3}, {"cat"}, {Attribute::make_int("axis", 1)});
+  b.constant("cs", Tensor::scalar<float>(DType::F32, 0.056f));
+  b.constant("cz", q8(0));
+  b.node("QuantizeLinear", {"cat", "cs", "cz"}, {"y"});
+  b.output("y");
+  return b.finish();
+}
+
+TEST(CpuInt8, QuantizedFireModuleRunsOnBytes) {
+  ScopedEnv exact("HODU_CPU_INT8_EXACT", "1");
+  for (const char* form : kForms)
+    for (DType dt : {DType::U8, DType::I8})
+      for (int threads : {1, 2}) {
+        SCOPED_TRACE(::testing::Message() << "form '" << form << "' " << dtype_name(dt) << " threads " << threads);
+        ScopedEnv env("HODU_CPU_INT8_WEIGHTS", *form ? form : nullptr);
+        Tensor x = dt == DType::U8 ? ints(dt, {1, 8, 15, 15}, 97, 0, 255) : ints(dt, {1, 8, 15, 15}, 97, -128, 127);
+        auto p = expect_matches_interpreter(quantized_fire_model(dt), {{"x", x}}, 0, 0, threads);
+        SCOPED_TRACE(p->steps());
+        EXPECT_EQ(p->count(": cpu byte table (in its layout)"), 4);  // one per conv
+        EXPECT_EQ(p->count("cpu int8 max pool (nhwc)"), 1);
+        EXPECT_EQ(p->count("(Concat): cpu blocked concat"), 1);
+        for (const char* op : {"(DequantizeLinear)", "(Relu)", "(QuantizeLinear)", ": interp"})
+          EXPECT_EQ(p->count(op), 0) << op;
+        for (const char* v : {"c1_q", "squeeze_q", "e1_q", "e3_q"})
+          EXPECT_EQ(p->count(std::string("reorder '") + v), 0) << v;
+      }
+}
+
+}  // namespace
+}  // namespace hodu::cpu

@@ -100,6 +100,9 @@ void register_cpu_kernels(KernelRegistry& r) {
   add_int8({"DynamicQuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized min/max and quantize loops");
   add_int8({"QuantizeLinear"}, {DType::F32}, "cpu", "hand-written vectorized loop, per tensor or per axis");
   add_int8({"DequantizeLinear"}, {DType::U8, DType::I8}, "cpu", "hand-written vectorized loop, per tensor or per axis");
+  r.add({.op = "LookupTable", .domain = "hodu", .device = Device::Kind::CPU, .dtypes = {DType::U8, DType::I8},
+         .name = "cpu", .engine = "cpu", .priority = 10,
+         .description = "byte table loop in the input's layout (the float ops between a DQ and a Q)", .supports = {}});
   // One entry for every dtype: a registration names its slot by op and kernel name, so a second
   // "onednn" MaxPool would replace the f32 one above (f32 MaxPool then went to the reference kernel).
   add_int8({"MaxPool"}, {DType::F32, DType::U8, DType::I8}, "onednn",

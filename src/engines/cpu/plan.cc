@@ -483,7 +483,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
                                      make_attention,     make_normalization, make_channel_zero_pad, make_channel_shuffle, make_blocked_concat, make_data_movement,
                                      make_elementwise,   make_fused_elementwise, make_int8_conv,
                                      make_int8_matmul,   make_quantize,      make_control_flow,
-                                     make_rnn,           make_dynamic_quantize, make_backward,
+                                     make_rnn,           make_dynamic_quantize, make_lookup_table, make_backward,
                                      make_backward_rows,
                                      // Tensor kernels of any dtype, shapes known at plan or run time.
                                      make_broadcast_ops, make_unary_ops, make_tensor_ops, make_resize, make_deconv,

@@ -326,6 +326,7 @@ bool make_int8_conv(PlanBuilder& b, const Node& node);       // dnnl_int8.cc (QL
 bool make_int8_matmul(PlanBuilder& b, const Node& node);     // dnnl_int8.cc (QLinearMatMul, MatMulInteger)
 bool make_quantize(PlanBuilder& b, const Node& node);        // quantize.cc (QuantizeLinear, DequantizeLinear)
 bool make_dynamic_quantize(PlanBuilder& b, const Node& node);  // quantize.cc (DynamicQuantizeLinear)
+bool make_lookup_table(PlanBuilder& b, const Node& node);    // quantize.cc (hodu LookupTable)
 bool make_backward(PlanBuilder& b, const Node& node);        // dnnl_backward.cc (hodu's *Grad ops on oneDNN)
 bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc (SoftmaxGrad, LayerNormGrad, losses)
 bool make_broadcast_ops(PlanBuilder& b, const Node& node);   // broadcast_ops.cc (binary ops of any dtype, Where, Expand, Clip)

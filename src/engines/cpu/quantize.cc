@@ -1,6 +1,6 @@
 // QuantizeLinear, DequantizeLinear and DynamicQuantizeLinear on the cpu engine: vectorized loops
 // (target_clones) computing exactly what the interpreter does (ONNX's numpy reference: x / s in
-// f32, round half to even, saturate).
+// f32, round half to even, saturate); hodu's LookupTable (a byte's 256 values mapped at once).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,6 +11,8 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/int8_common.h"
 #include "engines/cpu/row_kernels.h"
+#include "engines/cpu/tensor_step.h"
+#include "kernels/cpu/byte_table.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -396,6 +398,81 @@ bool make_dynamic_quantize(PlanBuilder& b, const Node& n) {
   step->writes.push_back(b.define(n.outputs.size() > 1 ? n.outputs[1] : "", DType::F32, {}));
   step->writes.push_back(b.define(n.outputs.size() > 2 ? n.outputs[2] : "", DType::U8, {}));
   step->label = n.describe() + (step->channels_ ? ": cpu (into nhwc)" : md ? ": cpu (in its input's layout)" : ": cpu");
+  b.add(std::move(step));
+  return true;
+}
+
+
+// ---- LookupTable ----
+
+namespace {
+
+// y[i] = table[x[i]] over n bytes, in chunks over the threads.
+void look_up(int threads, const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* table) {
+  const int64_t chunk = 1 << 15;
+  parallel_for((n + chunk - 1) / chunk, n >= 2 * chunk ? threads : 1, [&](int64_t c) {
+    const int64_t begin = c * chunk;
+    byte_table::look_up(x + begin, y + begin, std::min(chunk, n - begin), table);
+  });
+}
+
+// The values in whatever layout their producer left them (an int8 conv's nhwc): the map is per
+// byte, so any layout without padding bytes does.
+class LookupStep : public Step {
+ public:
+  void run(RunState& rs) override {
+    look_up(rs.threads, static_cast<const uint8_t*>(rs.slots[reads[0]].data()),
+            static_cast<uint8_t*>(rs.slots[writes[0]].data()), n_, table_);
+  }
+  int64_t n_ = 0;
+  uint8_t table_[256] = {};
+};
+
+// Shapes known only at run time: plain tensors.
+class DynamicLookupStep : public TensorStep {
+ public:
+  explicit DynamicLookupStep(const Tensor& table, DType dt) : dt_(dt) { std::memcpy(table_, table.raw_data(), 256); }
+  void execute(RunState& rs, const std::vector<const Tensor*>& in) override {
+    Tensor& y = out(rs, 0, dt_, in[0]->shape());
+    Tensor x = in[0]->contiguous();
+    look_up(rs.threads, static_cast<const uint8_t*>(x.raw_data()), static_cast<uint8_t*>(y.raw_data()), x.numel(),
+            table_);
+  }
+  DType dt_;
+  uint8_t table_[256] = {};
+};
+
+}  // namespace
+
+bool make_lookup_table(PlanBuilder& b, const Node& n) {
+  if (n.domain != "hodu" || n.op_type != "LookupTable" || n.inputs.size() != 2) return false;
+  const Tensor* table = passes::constant_of(b.graph(), n.inputs[1]);
+  const DType xdt = dtype_of(b, n.inputs[0]);
+  if (!table || table->numel() != 256 || !is_8bit(table->dtype()) || !is_8bit(xdt)) return false;
+  const Tensor t = table->contiguous();
+  auto x = b.static_type(n.inputs[0]);
+  if (!x) {
+    add_tensor_step(b, n, std::make_unique<DynamicLookupStep>(t, t.dtype()), {t.dtype()}, "byte table");
+    return true;
+  }
+  auto step = std::make_unique<LookupStep>();
+  std::memcpy(step->table_, t.raw_data(), 256);
+  step->n_ = shape_numel(x->second);
+  bool kept = false;
+  if (b.has_slot(n.inputs[0]) && xdt == t.dtype()) {
+    const Slot& s = b.at(b.slot(n.inputs[0]));
+    if (s.blocked && static_cast<int64_t>(s.md.get_size()) == step->n_) {
+      const dnnl::memory::desc md = s.md;
+      step->reads = {b.as_layout(n.inputs[0], md)};
+      step->writes = {b.define(n.outputs[0], t.dtype(), x->second, md)};
+      kept = true;
+    }
+  }
+  if (!kept) {
+    step->reads = {b.plain(n.inputs[0])};
+    step->writes = {b.define(n.outputs[0], t.dtype(), x->second)};
+  }
+  step->label = n.describe() + (kept ? ": cpu byte table (in its layout)" : ": cpu byte table");
   b.add(std::move(step));
   return true;
 }

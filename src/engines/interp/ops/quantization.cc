@@ -209,9 +209,27 @@ void dynamic_quantize_kernel(KernelContext& ctx) {
   ctx.set_output(2, Tensor::scalar(DType::U8, static_cast<uint8_t>(zpf)));
 }
 
+// hodu LookupTable: Y[i] = Table[X[i]'s byte] (quantized_lookup.cc writes it).
+void lookup_table_kernel(KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const Tensor& table = ctx.input(1);
+  const DType xt = x.dtype(), tt = table.dtype();
+  if ((xt != DType::U8 && xt != DType::I8) || (tt != DType::U8 && tt != DType::I8))
+    ctx.fail(ErrorCode::InvalidModel, "takes uint8/int8 values and table, got {} and {}", dtype_name(xt), dtype_name(tt));
+  if (table.numel() != 256) ctx.fail(ErrorCode::InvalidModel, "the table has {} entries, not 256", table.numel());
+  Tensor xc = x.contiguous(), tc = table.contiguous();
+  Tensor y = Tensor::empty(tt, x.shape());
+  const auto* in = static_cast<const uint8_t*>(xc.raw_data());
+  const auto* t = static_cast<const uint8_t*>(tc.raw_data());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = t[in[i]];
+  ctx.set_output(0, y);
+}
+
 }  // namespace
 
 void register_quantization_ops(OpTable& t) {
+  t.add("hodu", "LookupTable", lookup_table_kernel);
   t.add("", "QuantizeLinear", quantize_kernel);
   t.add("", "DequantizeLinear", dequantize_kernel);
   t.add("", "DynamicQuantizeLinear", dynamic_quantize_kernel);
