@@ -4,7 +4,14 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <chrono>
+#include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <unordered_map>
+
+#include <omp.h>
 
 #include "core/error.h"
 #include "engines/cpu/depthwise_conv1d.h"
@@ -153,6 +160,80 @@ class ConvStep : public Step {
 std::string lower_case(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
+}
+
+
+// Whether oneDNN's Winograd conv `wino` runs faster than its direct one `direct` here, timed on
+// zeros (no post-ops, both on the node's threads; fastest of 3 alternated runs each after one
+// warm-up): oneDNN 2.6's F(2x3) kernel ran EfficientNetV2-S's 48 -> 192 convs at 96x96 and
+// Inception-v3's 32 -> 32 at 147x147 1.4-1.8x slower than its direct kernel, ResNet-50's 64 -> 64
+// at 56x56 1.4x faster, with no rule in their shapes. Decided once per shape and thread count.
+bool winograd_measured_faster(PlanBuilder& b, const ConvWindow& win, const dnnl::memory::desc& src_md,
+                              const dnnl::memory::desc& w_md, const dnnl::memory::desc* b_md,
+                              const dnnl::memory::desc& dst_md) {
+  static std::mutex mu;
+  static std::map<std::string, bool> decided;
+  std::string key = std::to_string(omp_get_max_threads());
+  for (const auto* md : {&src_md, &w_md, &dst_md})
+    for (auto d : md->dims()) {
+      key += ',';
+      key += std::to_string(d);
+    }
+  for (const auto& v : {win.strides, win.dilations, win.pad_l, win.pad_r})
+    for (auto d : v) {
+      key += ':';
+      key += std::to_string(d);
+    }
+  key += b_md ? "+b" : "";
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    if (auto it = decided.find(key); it != decided.end()) return it->second;
+  }
+  struct Candidate {
+    dnnl::convolution_forward prim;
+    std::unordered_map<int, dnnl::memory> args;
+    double best = 1e30;
+  };
+  auto make = [&](dnnl::algorithm alg) -> std::optional<Candidate> {
+    try {
+      dnnl::convolution_forward::primitive_desc pd(win.desc(alg, src_md, w_md, b_md, dst_md), b.engine());
+      Candidate c{dnnl::convolution_forward(pd), {}, 1e30};
+      auto zeros = [&](const dnnl::memory::desc& md) {
+        dnnl::memory m(md, b.engine());
+        std::memset(m.get_data_handle(), 0, md.get_size());
+        return m;
+      };
+      c.args[DNNL_ARG_SRC] = zeros(pd.src_desc());
+      c.args[DNNL_ARG_WEIGHTS] = zeros(pd.weights_desc());
+      if (b_md) c.args[DNNL_ARG_BIAS] = zeros(pd.bias_desc());
+      c.args[DNNL_ARG_DST] = zeros(pd.dst_desc());
+      return c;
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
+  bool faster = true;  // oneDNN's Winograd as before when the direct conv cannot be made
+  auto w = make(dnnl::algorithm::convolution_winograd), d = make(dnnl::algorithm::convolution_direct);
+  if (w && d) {
+    dnnl::stream stream(b.engine());
+    auto time = [&](Candidate& c) {
+      auto t0 = std::chrono::steady_clock::now();
+      c.prim.execute(stream, c.args);
+      stream.wait();
+      c.best = std::min(c.best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    };
+    time(*w);
+    time(*d);
+    w->best = d->best = 1e30;
+    for (int round = 0; round < 3; ++round) {
+      time(round % 2 ? *d : *w);
+      time(round % 2 ? *w : *d);
+    }
+    faster = w->best < d->best;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  decided[key] = faster;
+  return faster;
 }
 
 }  // namespace
@@ -324,8 +405,13 @@ bool make_conv(PlanBuilder& b, const Node& n) {
         return p && std::string(p->impl_info_str()).find("wino") != std::string::npos &&
                !b.packed_only_otherwise(n.inputs[1], p->weights_desc());
       };
+      // Under HODU_CPU_WINOGRAD=auto only where it measures faster than the direct conv.
+      auto pays = [&] {
+        return wino_policy != WinogradPolicy::Auto ||
+               winograd_measured_faster(b, *win, src_md, w_md, n.has_input(2) ? &b_md : nullptr, dst_md);
+      };
       pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
-      if (!usable(pd)) pd.reset();
+      if (!usable(pd) || !pays()) pd.reset();
       // oneDNN 2.6's Winograd takes ReLU as its only activation: any other (YOLOv3's and ESRGAN's
       // LeakyRelu, Clip, Tanh, ...) runs after it, on hodu's loop, where it keeps 0 at 0 (a
       // blocked layout's padding channels). ESRGAN-style 32 -> 32 conv at 384x384 with
@@ -340,7 +426,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
           build_act_po(false);
           set_post_ops();
           pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
-          if (usable(pd)) {
+          if (usable(pd) && pays()) {
             after = loop;
           } else {
             pd.reset();
