@@ -9,6 +9,7 @@
 
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/test_util.h"
+#include "kernels/cpu/byte_table.h"
 #include "kernels/cpu/int8_avx2.h"
 #include "kernels/cpu/vector_math.h"
 
@@ -834,6 +835,34 @@ TEST(CpuInt8, QuantizedFireModuleRunsOnBytes) {
         for (const char* v : {"c1_q", "squeeze_q", "e1_q", "e3_q"})
           EXPECT_EQ(p->count(std::string("reorder '") + v), 0) << v;
       }
+}
+
+}  // namespace
+}  // namespace hodu::cpu
+
+namespace hodu::cpu {
+namespace {
+
+// The byte table's vector forms (AVX-512BW here, AVX2 in the cpu_engine_test_avx2 run) against
+// the table itself: every byte value, lengths around the vector widths, unaligned starts, in place.
+TEST(CpuInt8, ByteTableMatchesTheTableAtEveryLength) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> table(256);
+  for (auto& t : table) t = static_cast<uint8_t>(rng());
+  std::vector<uint8_t> x(300), y(300);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>(i * 131 + 7);  // every byte value
+  for (int64_t offset : {0, 1, 5})
+    for (int64_t n = 0; n + offset <= 290; n += n < 70 ? 1 : 31) {
+      std::fill(y.begin(), y.end(), 0xAB);
+      byte_table::look_up(x.data() + offset, y.data() + offset, n, table.data());
+      for (int64_t i = 0; i < static_cast<int64_t>(y.size()); ++i) {
+        const bool inside = i >= offset && i < offset + n;
+        ASSERT_EQ(y[i], inside ? table[x[i]] : 0xAB) << "offset " << offset << " n " << n << " at " << i;
+      }
+    }
+  std::vector<uint8_t> z = x;
+  byte_table::look_up(z.data(), z.data(), static_cast<int64_t>(z.size()), table.data());
+  for (size_t i = 0; i < z.size(); ++i) ASSERT_EQ(z[i], table[x[i]]) << "in place, at " << i;
 }
 
 }  // namespace

@@ -22,6 +22,10 @@ constexpr double kBusyShare = 0.2;
 // On one thread, the system's runnable tasks are looked at this often, at first; each parallel
 // window that finds the cores still busy doubles it, up to kMaxProbeGap.
 constexpr double kMinProbeGapMs = 10, kMaxProbeGapMs = 1000;
+// Timed runs: an all-thread run this much slower than the fastest recent one tries one thread
+// next; one thread is kept while it is faster than all of them by kSlowMargin.
+constexpr double kSlowRun = 1.5, kSlowMargin = 0.9;
+constexpr double kMinSlowGapMs = 50, kMaxSlowGapMs = 2000;
 
 bool debug() {
   static const bool on = [] {
@@ -110,6 +114,15 @@ int ThreadGovernor::begin_run() {
   if (threads_ == 1 || policy_ == Policy::Fixed) return threads_;
   bool one = policy_ == Policy::One || serial_;
   const Clock::time_point now = Clock::now();
+  timed_start_ = now;
+  if (policy_ == Policy::Adaptive && !serial_) {
+    // One thread timed faster: stay there, but try all threads now and then.
+    one = slow_ || probe_one_;
+    if (slow_ && std::chrono::duration<double, std::milli>(now - last_all_probe_).count() >= slow_probe_gap_ms_) {
+      last_all_probe_ = now;
+      one = false;
+    }
+  }
   if (serial_ && policy_ == Policy::Adaptive &&
       std::chrono::duration<double, std::milli>(now - last_load_check_).count() >= probe_gap_ms_) {
     last_load_check_ = now;
@@ -122,6 +135,7 @@ int ThreadGovernor::begin_run() {
       if (debug()) std::fprintf(stderr, "hodu threads: %d other runnable tasks: back to %d threads\n", others, threads_);
     }
   }
+  this_run_one_ = one;
   if (one) {
     saved_levels_ = omp_get_max_active_levels();
     omp_set_max_active_levels(0);
@@ -137,11 +151,57 @@ int ThreadGovernor::begin_run() {
   return threads_;
 }
 
+void ThreadGovernor::end_timed_run() {
+  const double ms = std::chrono::duration<double, std::milli>(Clock::now() - timed_start_).count();
+  if (this_run_one_) {
+    one_ms_ = ms;
+    if (probe_one_) {
+      probe_one_ = false;
+      last_all_probe_ = Clock::now();
+      if (one_ms_ < all_ms_ * kSlowMargin) {
+        slow_ = true;
+        slow_probe_gap_ms_ = kMinSlowGapMs;
+        if (debug()) std::fprintf(stderr, "hodu threads: %.2f ms on 1 thread, %.2f on %d: 1 thread\n", one_ms_, all_ms_, threads_);
+      } else {
+        slow_probe_gap_ms_ = std::min(kMaxSlowGapMs, slow_probe_gap_ms_ * 2);  // all threads stay faster
+      }
+    }
+    return;
+  }
+  // The median of the last three all-thread runs: one slow run (a page fault, a neighbour's burst)
+  // moves nothing.
+  recent_all_ms_[recent_at_] = ms;
+  recent_at_ = (recent_at_ + 1) % 3;
+  double sorted[3] = {recent_all_ms_[0], recent_all_ms_[1], recent_all_ms_[2]};
+  std::sort(sorted, sorted + 3);
+  all_ms_ = sorted[0] > 0 ? sorted[1] : ms;
+  if (slow_) {
+    all_ms_ = ms;  // the one all-thread probe
+    if (all_ms_ < one_ms_ * kSlowMargin) {
+      slow_ = false;
+      best_all_ms_ = all_ms_;
+      for (double& r : recent_all_ms_) r = all_ms_;
+      slow_probe_gap_ms_ = kMinSlowGapMs;
+      if (debug()) std::fprintf(stderr, "hodu threads: %.2f ms on %d threads, %.2f on 1: back to %d\n", all_ms_, threads_, one_ms_, threads_);
+    } else {
+      slow_probe_gap_ms_ = std::min(kMaxSlowGapMs, slow_probe_gap_ms_ * 2);
+    }
+    return;
+  }
+  // The fastest recent all-thread run, let drift up 1 % a run so that a lasting change of the
+  // work (a plan whose runs take longer for good) is followed.
+  best_all_ms_ = best_all_ms_ > 0 && best_all_ms_ * 1.01 < ms ? best_all_ms_ * 1.01 : ms;
+  if (all_ms_ > kSlowRun * best_all_ms_ &&
+      std::chrono::duration<double, std::milli>(Clock::now() - last_all_probe_).count() >= slow_probe_gap_ms_)
+    probe_one_ = true;
+}
+
 void ThreadGovernor::end_run() {
   if (!in_run_) return;
   in_run_ = false;
   if (threads_ == 1 || policy_ == Policy::Fixed) return;
-  if (policy_ == Policy::One || serial_) {
+  if (policy_ == Policy::Adaptive && !serial_) end_timed_run();
+  if (this_run_one_) {  // a run on one thread: nothing for the run-delay window
     omp_set_max_active_levels(saved_levels_);
     return;
   }

@@ -5,6 +5,13 @@
 // So the governor watches the time its threads spend runnable but not running (the kernel's
 // schedstat run delay): past a share of the runs' time it runs the next runs on one thread, and
 // goes back to all of them when the system's runnable tasks leave them enough cores.
+// A virtual machine's vCPU taken by the hypervisor (steal time) is no wait the guest kernel sees:
+// at 2 threads on such a machine MobileNetV3-Large ran 40 ms a run where one thread took 17 and
+// ONNX Runtime's pool 13. So the governor also times its runs (a plan's runs do the same work):
+// when the last 3 runs on all threads took a median past 1.5x the fastest recent one, one run goes
+// on one thread, and
+// when that is faster the next runs stay on one thread, an all-thread run tried now and then
+// (every 50 ms at first, the gap doubling up to 2 s while one thread stays faster).
 #pragma once
 #include <sys/types.h>
 
@@ -56,6 +63,7 @@ class ThreadGovernor {
   using Clock = std::chrono::steady_clock;
   void collect_team();
   int64_t team_delay_ns() const;
+  void end_timed_run();  // the timed part of end_run()
 
   int threads_;
   Policy policy_;
@@ -63,6 +71,14 @@ class ThreadGovernor {
   bool passed_ = true;          // the last parallel window found the cores free
   double probe_gap_ms_ = 10;    // on one thread: how often the system's load is looked at
   int saved_levels_ = 1;
+  // Timed runs. slow_: on one thread because it timed faster (not the run delay). this_run_one_:
+  // the current run's mode. probe_one_/probe_all_: the next run tries the other mode.
+  bool slow_ = false, this_run_one_ = false, probe_one_ = false;
+  double best_all_ms_ = 0, all_ms_ = 0, one_ms_ = 0;  // fastest recent, typical all-thread, latest one-thread runs
+  double recent_all_ms_[3] = {0, 0, 0};               // the last all-thread runs (all_ms_: their median)
+  int recent_at_ = 0;
+  double slow_probe_gap_ms_ = 50;
+  Clock::time_point timed_start_, last_all_probe_;
   // The parallel runs since the window started: their wall time and the team's run delay then.
   Clock::time_point run_start_, last_load_check_;
   double window_run_ns_ = 0;

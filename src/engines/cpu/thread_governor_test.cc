@@ -80,6 +80,33 @@ TEST(ThreadGovernor, OneThreadOnBusyCores) {
   EXPECT_TRUE(switched) << busy << " busy threads: the governor kept both threads for 20 s";
 }
 
+// Runs whose time depends on the threads they get (a hypervisor taking one vCPU: no wait the
+// guest sees): when all threads turn slower than one, the governor moves to one thread within a
+// few runs, and back to all when they are faster again.
+TEST(ThreadGovernor, TimedRunsFollowTheFasterThreadCount) {
+  if (ThreadGovernor::policy() != ThreadGovernor::Policy::Adaptive) GTEST_SKIP() << "HODU_THREAD_POLICY is set";
+  ThreadGovernor g(2, ThreadGovernor::Policy::Adaptive);
+  auto run = [&](int all_ms, int one_ms) {
+    ThreadGovernor::Run r(g);
+    std::this_thread::sleep_for(std::chrono::milliseconds(r.threads() == 1 ? one_ms : all_ms));
+    return r.threads();
+  };
+  int threads = 0;
+  for (int i = 0; i < 10; ++i) threads = run(4, 8);  // all threads twice as fast
+  EXPECT_EQ(threads, 2);
+  int slow_runs = 0;
+  for (int i = 0; i < 20 && run(20, 8) == 2; ++i) ++slow_runs;  // all threads turn slow
+  EXPECT_LT(slow_runs, 6) << "still on all threads after " << slow_runs << " slow runs";
+  int on_one = 0;
+  for (int i = 0; i < 20; ++i) on_one += run(20, 8) == 1;
+  EXPECT_GE(on_one, 14) << "one thread stays while it is faster (all threads tried now and then)";
+  int back = 0;
+  for (int i = 0; i < 60 && run(4, 8) == 1; ++i) ++back;  // all threads fast again
+  EXPECT_LT(back, 60) << "never went back to all threads";
+  for (int i = 0; i < 5; ++i) threads = run(4, 8);
+  EXPECT_EQ(threads, 2);
+}
+
 TEST(ThreadGovernor, ForwardPlanIsNotPinned) {
   Model m;
   m.opset_imports[""] = 17;

@@ -12,7 +12,7 @@
 namespace hodu::byte_table {
 namespace {
 
-void look_up_scalar(const uint8_t* __restrict x, uint8_t* y, int64_t n, const uint8_t* __restrict table) {
+void look_up_scalar(const uint8_t* x, uint8_t* y, int64_t n, const uint8_t* __restrict table) {
   for (int64_t i = 0; i < n; ++i) y[i] = table[x[i]];
 }
 
