@@ -194,9 +194,25 @@ bool winograd_measured_faster(PlanBuilder& b, const ConvWindow& win, const dnnl:
     std::unordered_map<int, dnnl::memory> args;
     double best = 1e30;
   };
-  auto make = [&](dnnl::algorithm alg) -> std::optional<Candidate> {
+  auto make_pd = [&](dnnl::algorithm alg) -> std::optional<dnnl::convolution_forward::primitive_desc> {
     try {
-      dnnl::convolution_forward::primitive_desc pd(win.desc(alg, src_md, w_md, b_md, dst_md), b.engine());
+      return dnnl::convolution_forward::primitive_desc(win.desc(alg, src_md, w_md, b_md, dst_md), b.engine());
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
+  auto wpd = make_pd(dnnl::algorithm::convolution_winograd), dpd = make_pd(dnnl::algorithm::convolution_direct);
+  // The zeros both are timed on stay within 64 MiB: a peak of the process otherwise (FCN's
+  // 2048 -> 512 head would have held 220 MB for its timing). Past that, Winograd untimed.
+  size_t bytes = 0;
+  for (const auto* pd : {&wpd, &dpd})
+    if (*pd)
+      bytes += (*pd)->src_desc().get_size() + (*pd)->weights_desc().get_size() + (*pd)->dst_desc().get_size();
+  if (bytes > (size_t{64} << 20)) return true;
+  auto make = [&](const std::optional<dnnl::convolution_forward::primitive_desc>& opd) -> std::optional<Candidate> {
+    if (!opd) return std::nullopt;
+    const auto& pd = *opd;
+    try {
       Candidate c{dnnl::convolution_forward(pd), {}, 1e30};
       auto zeros = [&](const dnnl::memory::desc& md) {
         dnnl::memory m(md, b.engine());
@@ -213,7 +229,7 @@ bool winograd_measured_faster(PlanBuilder& b, const ConvWindow& win, const dnnl:
     }
   };
   bool faster = true;  // oneDNN's Winograd as before when the direct conv cannot be made
-  auto w = make(dnnl::algorithm::convolution_winograd), d = make(dnnl::algorithm::convolution_direct);
+  auto w = make(wpd), d = make(dpd);
   if (w && d) {
     dnnl::stream stream(b.engine());
     auto time = [&](Candidate& c) {

@@ -29,7 +29,7 @@ struct WinogradConv {
 // Winograd's transformed weights are (m+2)²/9 times the weights (4x for F(4,3)), and a static
 // model releases the originals: about 3x the weights more memory for each conv it takes. The
 // 3x3 stride-1 convs of the graph take it by output size, largest first (its saving per byte
-// grows with the pixels), while that extra stays within max(64 MiB, the model's weights);
+// grows with the pixels), while that extra stays within max(64 MiB, half the model's weights);
 // false for a conv past that budget. VGG-style detectors, whose big 3x3 weights all qualified,
 // held 2.3x (SSD300) and 1.6x (RetinaNet) the memory of ONNX Runtime; ResNets stay within it.
 // A conv whose shapes the graph does not give is not counted and not refused.

@@ -179,7 +179,7 @@ TEST(WinogradConv, OneDnnWinogradRunsOtherActivationsAfterIt) {
 }
 
 // Winograd's weights are about 4x a conv's: the convs take it largest output first while the
-// extra stays within max(64 MiB, the weights). Three 512 -> 512 3x3 convs (9.4 MB of
+// extra stays within max(64 MiB, half the weights). Three 512 -> 512 3x3 convs (9.4 MB of
 // weights each, about 28 MB extra) in a model of 28 MB: the first two (the larger maps) fit,
 // the third runs the direct kernel. Outputs as the interpreter's either way.
 TEST(WinogradConv, ConvsPastTheMemoryBudgetKeepTheDirectKernel) {
