@@ -162,12 +162,12 @@ std::string lower_case(std::string s) {
   return s;
 }
 
-
-// Whether oneDNN's Winograd conv `wino` runs faster than its direct one `direct` here, timed on
-// zeros (no post-ops, both on the node's threads; fastest of 3 alternated runs each after one
-// warm-up, 1 for a conv past 20 ms): oneDNN 2.6's F(2x3) kernel ran EfficientNetV2-S's 48 -> 192 convs at 96x96 and
-// Inception-v3's 32 -> 32 at 147x147 1.4-1.8x slower than its direct kernel, ResNet-50's 64 -> 64
-// at 56x56 1.4x faster, with no rule in their shapes. Decided once per shape and thread count.
+// Whether oneDNN's Winograd conv of this shape runs faster than its direct conv here: both timed
+// on zeros, without post-ops, on the node's threads (the fastest of 3 alternated runs each after
+// one warm-up; 1 for a conv past 20 ms). oneDNN 2.6's F(2x3) kernel ran EfficientNetV2-S's
+// 48 -> 192 convs at 96x96 and Inception-v3's 32 -> 32 at 147x147 1.4-1.8x slower than its direct
+// kernel, ResNet-50's 64 -> 64 at 56x56 1.4x faster, with no rule in their shapes. Decided once
+// per shape and thread count.
 bool winograd_measured_faster(PlanBuilder& b, const ConvWindow& win, const dnnl::memory::desc& src_md,
                               const dnnl::memory::desc& w_md, const dnnl::memory::desc* b_md,
                               const dnnl::memory::desc& dst_md) {

@@ -867,3 +867,33 @@ TEST(CpuInt8, ByteTableMatchesTheTableAtEveryLength) {
 
 }  // namespace
 }  // namespace hodu::cpu
+
+namespace hodu::cpu {
+namespace {
+
+// A byte table over a value whose length is known only while running (a Slice to a fed end):
+// the plain, run-time-shaped step, equal to the interpreter at two lengths.
+TEST(CpuInt8, ByteTableOfARunTimeShape) {
+  std::vector<uint8_t> table(256);
+  for (int i = 0; i < 256; ++i) table[static_cast<size_t>(i)] = static_cast<uint8_t>(255 - i / 2);
+  GraphBuilder b;
+  b.input("x", DType::U8, std::vector<int64_t>{300});
+  b.input("end", DType::I64, std::vector<int64_t>{1});
+  b.constant("start", Tensor::from_vector<int64_t>(DType::I64, {1}, {3}));
+  b.constant("table", Tensor::from_vector(DType::U8, {256}, table));
+  b.node("Slice", {"x", "start", "end"}, {"part"});
+  b.node("LookupTable", {"part", "table"}, {"y"}).domain = "hodu";
+  b.m.opset_imports["hodu"] = 1;
+  b.output("y");
+  Model m = b.finish();
+  for (int64_t end : {40, 297}) {
+    std::map<std::string, RuntimeValue> feeds = {
+        {"x", ints(DType::U8, {300}, 98, 0, 255)},
+        {"end", Tensor::from_vector<int64_t>(DType::I64, {1}, {end})}};
+    auto p = expect_matches_interpreter(m, feeds, 0, 0, 2);
+    EXPECT_EQ(p->count("(hodu.LookupTable): cpu byte table (shape at run time)"), 1) << p->steps();
+  }
+}
+
+}  // namespace
+}  // namespace hodu::cpu

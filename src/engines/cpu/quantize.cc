@@ -402,7 +402,6 @@ bool make_dynamic_quantize(PlanBuilder& b, const Node& n) {
   return true;
 }
 
-
 // ---- LookupTable ----
 
 namespace {
@@ -452,7 +451,7 @@ bool make_lookup_table(PlanBuilder& b, const Node& n) {
   const Tensor t = table->contiguous();
   auto x = b.static_type(n.inputs[0]);
   if (!x) {
-    add_tensor_step(b, n, std::make_unique<DynamicLookupStep>(t, t.dtype()), {t.dtype()}, "byte table");
+    add_tensor_step(b, n, std::make_unique<DynamicLookupStep>(t, t.dtype()), {t.dtype()}, "byte table (shape at run time)");
     return true;
   }
   auto step = std::make_unique<LookupStep>();
