@@ -1581,8 +1581,8 @@ TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
 // 3x3 stride-1 convs run on oneDNN's Winograd kernels (where the CPU has them); results stay
 // within the interpreter's tolerance. Strided and 1x1 convs keep the direct kernels.
 TEST(CpuEngine, ThreeByThreeConvsUseWinograd) {
-  // oneDNN's Winograd on AVX-512 without the engine's timed choice (auto keeps it only where it
-  // measures faster than the direct conv); below AVX-512 auto is hodu's kernel by its size rule.
+  // oneDNN's Winograd on AVX-512 wherever it applies (auto refuses its F(2x3) kernel for 32
+  // output channels or fewer, as here); below AVX-512 auto is hodu's kernel by its size rule.
   const bool avx512 = vector_math::cpu_isa() == vector_math::Isa::Avx512;
   if (avx512) setenv("HODU_CPU_WINOGRAD", "onednn", 1);
   struct Unset {

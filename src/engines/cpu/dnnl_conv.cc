@@ -4,14 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
-#include <chrono>
-#include <cstring>
 #include <limits>
-#include <map>
-#include <mutex>
-#include <unordered_map>
-
-#include <omp.h>
 
 #include "core/error.h"
 #include "engines/cpu/depthwise_conv1d.h"
@@ -160,99 +153,6 @@ class ConvStep : public Step {
 std::string lower_case(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// Whether oneDNN's Winograd conv of this shape runs faster than its direct conv here: both timed
-// on zeros, without post-ops, on the node's threads (the fastest of 3 alternated runs each after
-// one warm-up; 1 for a conv past 20 ms). oneDNN 2.6's F(2x3) kernel ran EfficientNetV2-S's
-// 48 -> 192 convs at 96x96 and Inception-v3's 32 -> 32 at 147x147 1.4-1.8x slower than its direct
-// kernel, ResNet-50's 64 -> 64 at 56x56 1.4x faster, with no rule in their shapes. Decided once
-// per shape and thread count.
-bool winograd_measured_faster(PlanBuilder& b, const ConvWindow& win, const dnnl::memory::desc& src_md,
-                              const dnnl::memory::desc& w_md, const dnnl::memory::desc* b_md,
-                              const dnnl::memory::desc& dst_md) {
-  static std::mutex mu;
-  static std::map<std::string, bool> decided;
-  std::string key = std::to_string(omp_get_max_threads());
-  for (const auto* md : {&src_md, &w_md, &dst_md})
-    for (auto d : md->dims()) {
-      key += ',';
-      key += std::to_string(d);
-    }
-  for (const auto& v : {win.strides, win.dilations, win.pad_l, win.pad_r})
-    for (auto d : v) {
-      key += ':';
-      key += std::to_string(d);
-    }
-  key += b_md ? "+b" : "";
-  {
-    std::lock_guard<std::mutex> lock(mu);
-    if (auto it = decided.find(key); it != decided.end()) return it->second;
-  }
-  struct Candidate {
-    dnnl::convolution_forward prim;
-    std::unordered_map<int, dnnl::memory> args;
-    double best = 1e30;
-  };
-  auto make_pd = [&](dnnl::algorithm alg) -> std::optional<dnnl::convolution_forward::primitive_desc> {
-    try {
-      return dnnl::convolution_forward::primitive_desc(win.desc(alg, src_md, w_md, b_md, dst_md), b.engine());
-    } catch (const dnnl::error&) {
-      return std::nullopt;
-    }
-  };
-  auto wpd = make_pd(dnnl::algorithm::convolution_winograd), dpd = make_pd(dnnl::algorithm::convolution_direct);
-  // The zeros both are timed on stay within 64 MiB: a peak of the process otherwise (FCN's
-  // 2048 -> 512 head would have held 220 MB for its timing). Past that, Winograd untimed.
-  size_t bytes = 0;
-  for (const auto* pd : {&wpd, &dpd})
-    if (*pd)
-      bytes += (*pd)->src_desc().get_size() + (*pd)->weights_desc().get_size() + (*pd)->dst_desc().get_size();
-  if (bytes > (size_t{64} << 20)) return true;
-  auto make = [&](const std::optional<dnnl::convolution_forward::primitive_desc>& opd) -> std::optional<Candidate> {
-    if (!opd) return std::nullopt;
-    const auto& pd = *opd;
-    try {
-      Candidate c{dnnl::convolution_forward(pd), {}, 1e30};
-      auto zeros = [&](const dnnl::memory::desc& md) {
-        dnnl::memory m(md, b.engine());
-        std::memset(m.get_data_handle(), 0, md.get_size());
-        return m;
-      };
-      c.args[DNNL_ARG_SRC] = zeros(pd.src_desc());
-      c.args[DNNL_ARG_WEIGHTS] = zeros(pd.weights_desc());
-      if (b_md) c.args[DNNL_ARG_BIAS] = zeros(pd.bias_desc());
-      c.args[DNNL_ARG_DST] = zeros(pd.dst_desc());
-      return c;
-    } catch (const dnnl::error&) {
-      return std::nullopt;
-    }
-  };
-  bool faster = true;  // oneDNN's Winograd as before when the direct conv cannot be made
-  auto w = make(wpd), d = make(dpd);
-  if (w && d) {
-    dnnl::stream stream(b.engine());
-    auto time = [&](Candidate& c) {
-      auto t0 = std::chrono::steady_clock::now();
-      c.prim.execute(stream, c.args);
-      stream.wait();
-      c.best = std::min(c.best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-    };
-    time(*w);  // first runs: JIT code and pages touched
-    time(*d);
-    // A conv of more than 20 ms (FCN's 2048 -> 512 head at 40x40) is timed once more each: its
-    // difference dwarfs the noise, and three rounds added seconds to the plan.
-    const int rounds = std::max(w->best, d->best) > 0.02 ? 1 : 3;
-    w->best = d->best = 1e30;
-    for (int round = 0; round < rounds; ++round) {
-      time(round % 2 ? *d : *w);
-      time(round % 2 ? *w : *d);
-    }
-    faster = w->best < d->best;
-  }
-  std::lock_guard<std::mutex> lock(mu);
-  decided[key] = faster;
-  return faster;
 }
 
 }  // namespace
@@ -424,10 +324,14 @@ bool make_conv(PlanBuilder& b, const Node& n) {
         return p && std::string(p->impl_info_str()).find("wino") != std::string::npos &&
                !b.packed_only_otherwise(n.inputs[1], p->weights_desc());
       };
-      // Under HODU_CPU_WINOGRAD=auto only where it measures faster than the direct conv.
+      // Under HODU_CPU_WINOGRAD=auto not oneDNN 2.6's F(2x3) kernel for 32 output channels or
+      // fewer, or 3x the input channels or more: it ran EfficientNetV2-S's 24 -> 24 at 192x192 and
+      // 48 -> 192 at 96x96 and Inception-v3's 32 -> 32 at 147x147 1.3-1.8x slower than the direct
+      // kernel, and Inception's 32 -> 64 at 147x147, 64 -> 96 at 35x35 and ResNet-50's 64 -> 64 at
+      // 56x56 1.1-1.4x faster. A rule, not a timing: a model gives the same bits in every process.
       auto pays = [&] {
-        return wino_policy != WinogradPolicy::Auto ||
-               winograd_measured_faster(b, *win, src_md, w_md, n.has_input(2) ? &b_md : nullptr, dst_md);
+        return wino_policy != WinogradPolicy::Auto || (ys[1] > 32 && ys[1] < 3 * xs[1]) ||
+               std::string(pd->impl_info_str()).find("wino_2x3") == std::string::npos;
       };
       pd = make_pd(src_md, dnnl::algorithm::convolution_winograd);
       if (!usable(pd) || !pays()) pd.reset();

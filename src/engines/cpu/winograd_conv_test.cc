@@ -26,10 +26,10 @@ class WinogradEnv {
   ~WinogradEnv() { unsetenv("HODU_CPU_WINOGRAD"); }
 };
 
-// The engine's choice without timing: under auto, oneDNN's Winograd (AVX-512) is kept only where
-// it measures faster than the direct conv, which a test cannot count on; "onednn" always takes
-// it. Below AVX-512 auto is hodu's kernel by its size rule, no timing.
-const char* untimed_policy() { return vector_math::cpu_isa() == vector_math::Isa::Avx512 ? "onednn" : "auto"; }
+// oneDNN's Winograd wherever it applies: under auto the engine refuses its F(2x3) kernel for some
+// shapes (32 output channels or fewer, expansions of 3x and more: dnnl_conv.cc), these tests'
+// among them; "onednn" always takes it. Below AVX-512 auto is hodu's kernel by its size rule.
+const char* onednn_winograd_policy() { return vector_math::cpu_isa() == vector_math::Isa::Avx512 ? "onednn" : "auto"; }
 
 struct Case {
   int64_t batch, cin, cout, h, w;
@@ -152,7 +152,7 @@ TEST(WinogradConv, BandsOnlyWhereTheWeightsAreCheapToReread) {
 TEST(WinogradConv, OneDnnWinogradRunsOtherActivationsAfterIt) {
   if (vector_math::cpu_isa() != vector_math::Isa::Avx512)
     GTEST_SKIP() << "oneDNN's Winograd needs AVX-512 (this CPU or HODU_MAX_ISA is below it)";
-  WinogradEnv env(untimed_policy());
+  WinogradEnv env(onednn_winograd_policy());
   const std::vector<Case> cases = {
       {1, 32, 32, 24, 24, {1, 1, 1, 1}, "LeakyRelu", 2},
       {2, 32, 20, 24, 22, {1, 1, 1, 1}, "AddLeakyRelu", 1},  // 20 channels: a padded last block
@@ -185,7 +185,7 @@ TEST(WinogradConv, OneDnnWinogradRunsOtherActivationsAfterIt) {
 TEST(WinogradConv, ConvsPastTheMemoryBudgetKeepTheDirectKernel) {
   if (vector_math::cpu_isa() != vector_math::Isa::Avx512 && !winograd::available())
     GTEST_SKIP() << "no Winograd kernel on this CPU (or below the HODU_MAX_ISA cap)";
-  WinogradEnv env(untimed_policy());
+  WinogradEnv env(onednn_winograd_policy());
   GraphBuilder b;
   b.input("x", DType::F32, std::vector<int64_t>{1, 512, 14, 14});
   b.constant("w0", random_floats({512, 512, 3, 3}, 21, 0.02f));
@@ -220,7 +220,7 @@ TEST(WinogradConv, ConvsPastTheMemoryBudgetKeepTheDirectKernel) {
 TEST(WinogradConv, SharedWeightKeepsOneWinogradForm) {
   if (vector_math::cpu_isa() != vector_math::Isa::Avx512)
     GTEST_SKIP() << "oneDNN's Winograd needs AVX-512 (this CPU or HODU_MAX_ISA is below it)";
-  WinogradEnv env(untimed_policy());
+  WinogradEnv env(onednn_winograd_policy());
   GraphBuilder b;
   b.input("p3", DType::F32, std::vector<int64_t>{1, 64, 100, 100});
   b.input("p4", DType::F32, std::vector<int64_t>{1, 64, 25, 25});

@@ -71,8 +71,8 @@ class Conv {
 bool available();
 
 // HODU_CPU_WINOGRAD: auto (unset; hodu's kernel below AVX-512, oneDNN's Winograd on AVX-512,
-// each where its size rule says; the cpu engine keeps oneDNN's only where it times faster than the
-// direct conv), hodu (hodu's wherever AVX2 is and the conv fits, any size;
+// each where its size rule says; the cpu engine refuses oneDNN's F(2x3) kernel for 32 output
+// channels or fewer and for expansions of 3x and more), hodu (hodu's wherever AVX2 is and the conv fits, any size;
 // the tile by the size rule), hodu-f2 / hodu-f4 (the same with F(2x2,3x3) / F(4x4,3x3) tiles),
 // onednn (oneDNN's only: the engine before hodu had its own), off (direct kernels only);
 // Invalid for any other value (the cpu engine refuses it; libhodu_kernels reads it as auto).
