@@ -69,7 +69,7 @@ struct Part {
 
 class Rewriter {
  public:
-  Rewriter(Graph& g) : g_(g), uses_(use_counts(g)) {}
+  explicit Rewriter(Graph& g) : g_(g), uses_(use_counts(g)) {}
 
   // The nodes replacing the tree under Q (whose output they end in), or nothing.
   std::optional<std::vector<Node>> rewrite(const Node& q, std::set<size_t>& removed) {
@@ -311,6 +311,10 @@ bool merge_equal_quantizations(Graph& g) {
 }  // namespace
 
 bool fuse_quantized_lookups(Graph& g) {
+  // A float model (nearly every one) pays nothing: no type inference without a QuantizeLinear.
+  if (std::none_of(g.nodes.begin(), g.nodes.end(),
+                   [](const Node& n) { return n.op_type == "QuantizeLinear" && n.domain.empty(); }))
+    return false;
   const bool merged = merge_equal_quantizations(g);
   infer_types(g);  // the shapes and integer types the trees check
   Rewriter r(g);

@@ -1,5 +1,7 @@
-// Helpers the graph tests share (passes and the cpu engine's): a node, a count of an op.
+// Helpers the graph tests share (passes and the cpu engine's): a node, a count of an op, an
+// environment variable for one scope.
 #pragma once
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,21 @@ inline Node test_node(const std::string& op, std::vector<std::string> ins, std::
   n.attributes = std::move(attrs);
   return n;
 }
+
+// An environment variable set (or, with a null value, unset) for one scope, unset after it.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    if (value) setenv(name, value, 1);
+    else unsetenv(name);
+  }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
 
 // Nodes of `g` (top level) with this op type.
 inline int count_op(const Graph& g, const std::string& op) {

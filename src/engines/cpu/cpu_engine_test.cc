@@ -21,6 +21,7 @@
 #include "kernels/cpu/blocked_layout.h"
 #include "kernels/cpu/vector_math.h"
 #include "passes/passes.h"
+#include "passes/test_graph.h"
 #include "runtime/profiler.h"
 
 namespace hodu::cpu {
@@ -1583,14 +1584,8 @@ TEST(CpuEngine, ThreadsDoNotSpinAfterARun) {
 TEST(CpuEngine, ThreeByThreeConvsUseWinograd) {
   // oneDNN's Winograd on AVX-512 wherever it applies (auto refuses its F(2x3) kernel for 32
   // output channels or fewer, as here); below AVX-512 auto is hodu's kernel by its size rule.
-  const bool avx512 = vector_math::cpu_isa() == vector_math::Isa::Avx512;
-  if (avx512) setenv("HODU_CPU_WINOGRAD", "onednn", 1);
-  struct Unset {
-    bool on;
-    ~Unset() {
-      if (on) unsetenv("HODU_CPU_WINOGRAD");
-    }
-  } unset{avx512};
+  hodu::testing::ScopedEnv env("HODU_CPU_WINOGRAD",
+                               vector_math::cpu_isa() == vector_math::Isa::Avx512 ? "onednn" : nullptr);
   Builder b;
   b.input("x", Shape({Dim(1), Dim(32), Dim(28), Dim(28)}));
   b.constant("w3", {32, 32, 3, 3}, 1);
@@ -1801,7 +1796,7 @@ TEST(CpuEngine, QLinearConvRunsOnOneDnnInt8) {
   cases.push_back({DType::U8, DType::U8, true, true});
   cases.push_back({DType::U8, DType::I8, true, true, 8, 2});
   for (const auto& c : cases) {
-    SCOPED_TRACE(testing::Message() << "x " << dtype_name(c.x_dt) << " w " << dtype_name(c.w_dt) << " per_channel "
+    SCOPED_TRACE(::testing::Message() << "x " << dtype_name(c.x_dt) << " w " << dtype_name(c.w_dt) << " per_channel "
                                     << c.per_channel << " bias " << c.bias << " group " << c.group);
     Model m = qlinear_conv_model(c, C, M, H);
     // At AVX2 without VNNI these full-range weights run on hodu's int16 conv (oneDNN's AVX2
@@ -1868,7 +1863,7 @@ TEST(CpuEngine, QLinearMatMulRunsOnOneDnnInt8) {
     for (DType b_dt : {DType::I8, DType::U8})
       for (auto shape : {std::vector<int64_t>{9, 64}, std::vector<int64_t>{2, 5, 64}}) {
         bool per_column = b_dt == DType::I8;
-        SCOPED_TRACE(testing::Message() << "a " << dtype_name(a_dt) << " b " << dtype_name(b_dt) << " rank "
+        SCOPED_TRACE(::testing::Message() << "a " << dtype_name(a_dt) << " b " << dtype_name(b_dt) << " rank "
                                         << shape.size());
         Model m = qlinear_matmul_model(a_dt, b_dt, shape, 40, per_column);
         expect_int8_matches(m, {{"a", RuntimeValue(random_8bit(a_dt, shape, 8))}}, "QLinearMatMul", kInt8Product,
@@ -1926,7 +1921,7 @@ TEST(CpuEngine, QuantizeDequantizeMatchInterpreterExactly) {
       b.output("q");
       b.output("y");
       Model m = b.finish();
-      SCOPED_TRACE(testing::Message() << dtype_name(dt) << " per_axis " << per_axis);
+      SCOPED_TRACE(::testing::Message() << dtype_name(dt) << " per_axis " << per_axis);
       expect_int8_matches(m, {{"x", RuntimeValue(x)}}, "QuantizeLinear", ": cpu", false);
       expect_int8_matches(m, {{"x", RuntimeValue(x)}}, "DequantizeLinear", ": cpu", false);
     }

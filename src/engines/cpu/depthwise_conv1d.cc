@@ -11,8 +11,8 @@
 
 #include "core/error.h"
 #include "engines/cpu/dnnl_common.h"
-#include "engines/cpu/row_kernels.h"
 #include "engines/cpu/hand_conv_step.h"
+#include "engines/cpu/row_kernels.h"
 
 namespace hodu::cpu {
 namespace {

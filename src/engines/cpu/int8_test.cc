@@ -17,18 +17,7 @@ namespace hodu::cpu {
 namespace {
 
 using namespace testing;  // NOLINT
-
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (value) setenv(name, value, 1);
-    else unsetenv(name);
-  }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using hodu::testing::ScopedEnv;
 
 Tensor ints(DType dt, const std::vector<int64_t>& shape, uint32_t seed, int lo, int hi) {
   std::mt19937 rng(seed);

@@ -126,14 +126,7 @@ void set_activations(RnnCase& c, int variant) {
   }
 }
 
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using hodu::testing::ScopedEnv;
 
 TEST(CpuRnn, EveryAttributeCombinationMatchesInterpreter) {
   int index = 0, onednn = 0, loop = 0;

@@ -20,10 +20,8 @@ using testing::PlannedModel;
 using testing::random_floats;
 
 // HODU_CPU_WINOGRAD set for one scope.
-class WinogradEnv {
- public:
-  explicit WinogradEnv(const char* value) { setenv("HODU_CPU_WINOGRAD", value, 1); }
-  ~WinogradEnv() { unsetenv("HODU_CPU_WINOGRAD"); }
+struct WinogradEnv : hodu::testing::ScopedEnv {
+  explicit WinogradEnv(const char* value) : ScopedEnv("HODU_CPU_WINOGRAD", value) {}
 };
 
 // oneDNN's Winograd wherever it applies: under auto the engine refuses its F(2x3) kernel for some
