@@ -188,6 +188,22 @@ HODU_ISA_VARIANTS(void, affine_lanes,
                   (const float* x, float* y, const float* a, const float* b, int64_t runs, int64_t lanes, bool relu),
                   (x, y, a, b, runs, lanes, relu))
 
+HODU_ISA_BODY void affine_strided_rows_body(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows,
+                                            int64_t channels, const float* a, const float* b, bool relu) {
+  // The channel loop innermost and branch-free (relu as a max with 0, else with -inf): a vector
+  // loop over the row with a and b from L1.
+  const float floor = relu ? 0.0f : -std::numeric_limits<float>::infinity();
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * ldx;
+    float* yr = y + r * ldy;
+    for (int64_t c = 0; c < channels; ++c) yr[c] = std::max(xr[c] * a[c] + b[c], floor);
+  }
+}
+HODU_ISA_VARIANTS(void, affine_strided_rows,
+                  (const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t channels,
+                   const float* a, const float* b, bool relu),
+                  (x, ldx, y, ldy, rows, channels, a, b, relu))
+
 HODU_ISA_BODY void scale_rows_body(const float* x, const float* v, float* y, int64_t len, int64_t rows_per_v,
                                    bool scalar_per_row, int64_t begin, int64_t end) {
   if (scalar_per_row) {

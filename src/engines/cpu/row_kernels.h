@@ -47,6 +47,11 @@ void scale_rows(const float* x, const float* v, float* y, int64_t len, int64_t r
 // y[r, l] = x[r, l] * a[l] + b[l], max(·, 0) with relu, over `runs` vectors of `lanes` (8 or
 // 16: a channel block of nChw8c/16c) values. y may be x.
 void affine_lanes(const float* x, float* y, const float* a, const float* b, int64_t runs, int64_t lanes, bool relu);
+// y[r · ldy + c] = x[r · ldx + c] · a[c] + b[c] (max(·, 0) with relu) for r in [0, rows), c in
+// [0, channels): one channels-last tensor's rows (pixels) into their place in a wider one (an nhwc
+// concat with its normalization), the channels' scale and shift loaded once a row block.
+void affine_strided_rows(const float* x, int64_t ldx, float* y, int64_t ldy, int64_t rows, int64_t channels,
+                         const float* a, const float* b, bool relu);
 
 using vector_math::silu_in_place;  // y = y · sigmoid(y) in place, AVX-512/AVX2 chosen at run time
 

@@ -347,6 +347,47 @@ TEST(WinogradConv, ConcatPartMatchesInterpreter) {
     }
 }
 
+// DenseNet's pre-activation: Concat → BatchNormalization → Relu → 1x1 conv, the normalization
+// and Relu applied by the concat's copy. On AVX-512 the parts are channels-last (a 24-channel 1x1
+// conv's, whole blocks of no vector width, and the 3x3 Winograd's), copied a block of pixels
+// input by input; capped at AVX2, nChw8c blocks. Against the interpreter at batch 1 and 2, 1 and
+// 2 threads, with the normalization's shift making some values negative for the Relu.
+TEST(WinogradConv, ConcatNormReluOfPartsMatchesInterpreter) {
+  for (int64_t batch : {1, 2})
+    for (int threads : {1, 2}) {
+      GraphBuilder b;
+      b.input("x", DType::F32, std::vector<int64_t>{batch, 32, 19, 21});
+      b.constant("wa", random_floats({64, 32, 1, 1}, 21, 0.3f));
+      b.constant("wb", random_floats({24, 32, 1, 1}, 22, 0.3f));
+      b.constant("w3", random_floats({32, 64, 3, 3}, 23, 0.2f));
+      b.constant("gamma", random_floats({56}, 24, 1.0f));
+      b.constant("beta", random_floats({56}, 25, 1.0f));
+      b.constant("mean", random_floats({56}, 26, 0.5f));
+      std::vector<float> var(56);
+      for (size_t c = 0; c < var.size(); ++c) var[c] = 0.5f + 0.05f * static_cast<float>(c % 7);
+      b.constant("var", Tensor::from_vector(DType::F32, {56}, var));
+      b.constant("wo", random_floats({16, 56, 1, 1}, 28, 0.3f));
+      b.node("Conv", {"x", "wa"}, {"a"});
+      b.node("Relu", {"a"}, {"ar"});
+      b.node("Conv", {"ar", "w3"}, {"c3"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+      b.node("Relu", {"c3"}, {"c3r"});
+      b.node("Conv", {"x", "wb"}, {"c1"});
+      b.node("Relu", {"c1"}, {"c1r"});
+      b.node("Concat", {"c1r", "c3r"}, {"cat"}, {Attribute::make_int("axis", 1)});
+      b.node("BatchNormalization", {"cat", "gamma", "beta", "mean", "var"}, {"bn"});
+      b.node("Relu", {"bn"}, {"bnr"});
+      b.node("Conv", {"bnr", "wo"}, {"y"});
+      b.output("y");
+      Model m = b.finish();
+      std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_floats({batch, 32, 19, 21}, 29))}};
+      auto want = interp::Interpreter(m).run(feeds);
+      PlannedModel p(m, feeds, threads);
+      const std::string what = "batch " + std::to_string(batch) + " threads " + std::to_string(threads);
+      EXPECT_EQ(p.count("cpu blocked concat, batch normalization and relu fused"), 1) << what;
+      for (int run = 0; run < 2; ++run) expect_near(p.run(feeds)[0].tensor, want[0].tensor, what);
+    }
+}
+
 TEST(WinogradConv, BadPolicyIsAnError) {
   WinogradEnv env("fast");
   Case c{1, 8, 8, 8, 8, {1, 1, 1, 1}, "", 1};
