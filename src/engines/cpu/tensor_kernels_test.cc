@@ -834,7 +834,72 @@ TEST(CpuTensorKernels, GatherScatter) {
   }
 }
 
+// Torch's slice assignment (`a[:, 1:, 1:] = u`, MViT's attention) as ScatterND: one tuple of
+// every index per element, enough to run on every thread, targets increasing through the
+// indices; the same tuples reversed and shuffled (no order to rely on: written again in order),
+// and a tuple repeated at the ends of two threads' chunks (the last one in index order wins, as
+// the interpreter's). Negative indices among them.
+TEST(CpuTensorKernels, ScatterNDOfASliceAssignment) {
+  const int64_t A = 4, B = 101, C = 113;  // 44800 tuples: enough bytes for two threads
+  std::vector<int64_t> tuples;
+  for (int64_t a = 0; a < A; ++a)
+    for (int64_t b = 1; b < B; ++b)
+      for (int64_t c = 1; c < C; ++c) tuples.insert(tuples.end(), {a, b == B - 1 ? -1 : b, c});
+  const int64_t n = static_cast<int64_t>(tuples.size()) / 3;
+  auto as_case = [&](const std::vector<int64_t>& t, uint32_t seed) {
+    Case s;
+    s.op = "ScatterND";
+    s.inputs = {{"x", rand_tensor(DType::F32, {A, B, C}, seed)},
+                {"i", Tensor::from_vector<int64_t>(DType::I64, {A, B - 1, C - 1, 3}, t)},
+                {"u", rand_tensor(DType::F32, {A, B - 1, C - 1}, seed + 1)}};
+    s.order = {"x", "i", "u"};
+    return s;
+  };
+  check(as_case(tuples, 300), "ScatterND slice assignment");
+  std::vector<int64_t> shuffled(tuples.size());
+  for (int64_t j = 0; j < n; ++j) {
+    const int64_t from = (j * 7919) % n;  // 7919 is prime, n is not a multiple of it: a permutation
+    std::copy_n(tuples.begin() + from * 3, 3, shuffled.begin() + j * 3);
+  }
+  check(as_case(shuffled, 302), "ScatterND of shuffled tuples");
+  // Chunks of 8192 tuples: the last tuple of the first chunk's target again as the first of the
+  // fourth (written first in time by the thread that starts there; it must still win), and the
+  // first target again as the last tuple.
+  ASSERT_GT(n, 3 * 8192 + 1);
+  std::vector<int64_t> repeated = tuples;
+  std::copy_n(tuples.begin() + 8191 * 3, 3, repeated.begin() + 3 * 8192 * 3);
+  std::copy_n(tuples.begin(), 3, repeated.begin() + (n - 1) * 3);
+  check(as_case(repeated, 304), "ScatterND with repeated targets");
+}
+
 TEST(CpuTensorKernels, IndexOutOfRangeIsAnErrorNamingTheNode) {
+  {
+    Case s;
+    s.op = "ScatterND";
+    std::vector<int64_t> t(2 * 20000);
+    for (int64_t j = 0; j < 20000; ++j) t[static_cast<size_t>(2 * j)] = j % 4, t[static_cast<size_t>(2 * j + 1)] = j / 4;
+    t[2 * 15000 + 1] = 5000;  // out of range, on the second thread's part
+    s.inputs = {{"x", rand_tensor(DType::F32, {4, 5000}, 1)}, {"i", Tensor::from_vector<int64_t>(DType::I64, {20000, 2}, t)},
+                {"u", rand_tensor(DType::F32, {20000}, 2)}};
+    s.order = {"x", "i", "u"};
+    Model m = build(s);
+    dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+    dnnl::stream stream(eng);
+    PlanOptions o;
+    o.threads = 2;
+    Plan plan(m, {{"x", {4, 5000}}, {"i", {20000, 2}}, {"u", {20000}}}, o, eng);
+    EXPECT_EQ(plan.fallback_count(), 0);
+    try {
+      plan.run({{"x", RuntimeValue(s.inputs[0].second)}, {"i", RuntimeValue(s.inputs[1].second)},
+                {"u", RuntimeValue(s.inputs[2].second)}},
+               stream);
+      ADD_FAILURE() << "ScatterND: no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::InvalidArgument);
+      EXPECT_NE(std::string(e.what()).find("index 5000 is out of range for a dim of size 5000"), std::string::npos)
+          << e.what();
+    }
+  }
   for (const char* op : {"GatherElements", "GatherND"}) {
     Case g;
     g.op = op;
