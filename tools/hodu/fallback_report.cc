@@ -11,7 +11,9 @@ std::vector<FallbackNode> fallback_nodes(const Profiler& profiler) {
   const double run_ms = profiler.run_ms();
   std::map<std::pair<std::string, std::string>, FallbackNode> by_node;
   for (const auto& e : profiler.events()) {
-    if (e.category != "Node" || e.kernel != "interp" || e.engine == "interp" || e.depth > 0) continue;
+    // Steps of subgraphs (a Loop body's, a node planned while running) too: a fallback inside
+    // one is a fallback of the model.
+    if (e.category != "Node" || e.kernel != "interp" || e.engine == "interp") continue;
     FallbackNode& f = by_node[{e.node, e.op}];
     f.op = e.op;
     f.node = e.node;

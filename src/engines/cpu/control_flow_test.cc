@@ -77,6 +77,52 @@ TEST(CpuControlFlow, IfRunsTheTakenBranchOnEngineKernels) {
     }
 }
 
+// MViT's pooling behind a Loop: a conv, a 3-D max pool and an Erf GELU (fused to Gelu) whose
+// input shape comes out of an If of two branch shapes, known only while running. Each is
+// planned for its shapes when it runs (no interpreter kernel), one plan per shape seen; the
+// results equal the interpreter's for both branches, in turn.
+TEST(CpuControlFlow, NodesOfShapesKnownWhileRunningArePlannedThen) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 4, 6, 8, 8});
+  b.input("c", DType::Bool, std::vector<int64_t>{});
+  b.constant("w", random_floats({4, 1, 3, 3, 3}, 3, 0.3f));
+  Body then_b, else_b;
+  then_b.node("Identity", {"x"}, {"t"}).output("t", DType::F32, Shape::unknown_rank());
+  b.constant("starts", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
+  b.constant("ends", Tensor::from_vector<int64_t>(DType::I64, {1}, {6}));
+  b.constant("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
+  else_b.node("Slice", {"x", "starts", "ends", "axes"}, {"e"}).output("e", DType::F32, Shape::unknown_rank());
+  b.node("If", {"c"}, {"v"},
+         {Attribute::make_graph("then_branch", then_b.g), Attribute::make_graph("else_branch", else_b.g)});
+  b.node("Conv", {"v", "w"}, {"cv"},
+         {Attribute::make_int("group", 4), Attribute::make_ints("pads", {1, 1, 1, 1, 1, 1})});
+  b.node("MaxPool", {"cv"}, {"mp"},
+         {Attribute::make_ints("kernel_shape", {3, 3, 3}), Attribute::make_ints("strides", {1, 2, 2}),
+          Attribute::make_ints("pads", {1, 1, 1, 1, 1, 1})});
+  b.constant("half", Tensor::scalar<float>(DType::F32, 0.5f));
+  b.constant("one", Tensor::scalar<float>(DType::F32, 1.0f));
+  b.constant("rsqrt2", Tensor::scalar<float>(DType::F32, 0.70710678f));
+  b.node("Mul", {"mp", "rsqrt2"}, {"g0"});
+  b.node("Erf", {"g0"}, {"g1"});
+  b.node("Add", {"g1", "one"}, {"g2"});
+  b.node("Mul", {"mp", "g2"}, {"g3"});
+  b.node("Mul", {"g3", "half"}, {"y"});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({1, 4, 6, 8, 8}, 4)}, {"c", boolean(true)}};
+  PlannedModel p(m, feeds);
+  for (bool cond : {true, false, true}) {
+    SCOPED_TRACE(cond);
+    feeds["c"] = boolean(cond);
+    auto want = interp::Interpreter(m).run(feeds);
+    auto got = p.run(feeds);
+    expect_close(got[0], want[0], 1e-5, 1e-6, "y");
+  }
+  EXPECT_EQ(p.interp_ops(), std::set<std::string>{}) << p.steps();
+  EXPECT_GE(p.count("planned for its shapes while running"), 2) << p.steps();
+  EXPECT_EQ(p.count("FusedConv): onednn"), 2) << p.steps();  // one plan per branch's shape
+}
+
 TEST(CpuControlFlow, IfAlternatingBranchesKeepsOutputsApart) {
   Model m = if_model(true);
   PlannedModel p(m, {{"x", random_floats({2, 3}, 3)}, {"c", boolean(true)}});

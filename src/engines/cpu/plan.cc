@@ -512,6 +512,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
         break;
       }
     }
+    if (!done && !reference && make_run_time_node(b, n)) done = true;
     if (!done) {
       make_fallback(b, n);
       ++fallbacks_;

@@ -345,6 +345,9 @@ bool make_sequence_ops(PlanBuilder& b, const Node& node);    // sequence_ops.cc 
 bool make_runtime_matmul(PlanBuilder& b, const Node& node);  // runtime_matmul.cc (MatMul/Gemm over run-time shapes)
 bool make_control_flow(PlanBuilder& b, const Node& node);    // control_flow.cc (If, Loop, Scan)
 bool make_rnn(PlanBuilder& b, const Node& node);             // rnn.cc, rnn_onednn.cc (LSTM, GRU, RNN)
+// run_time_node.cc: a node of input shapes unknown at plan time planned when it runs, per shape
+// (the last resort before the interpreter's kernel)
+bool make_run_time_node(PlanBuilder& b, const Node& node);
 void make_fallback(PlanBuilder& b, const Node& node);        // fallback.cc: the interpreter's kernel
 // A value handed out of a step that may view the arena (a kernel returning its input) gets its
 // own copy: later steps reuse the arena's bytes (fallback.cc).
