@@ -1976,8 +1976,8 @@ TEST(CpuEngine, QuantizedCnnChainRunsOnCpuKernels) {
 }
 
 // A 0 dim (an empty batch, an empty detection list): oneDNN divides by the dims when it
-// makes a primitive, and a MatMul of [0, 4] died of SIGFPE. Such nodes run on the
-// interpreter's kernel, which handles empty tensors.
+// makes a primitive, and a MatMul of [0, 4] died of SIGFPE. Such nodes give their empty
+// results without a kernel (no interpreter either).
 TEST(CpuEngine, EmptyTensorsRunAndGiveEmptyResults) {
   Builder b;
   b.input("x", Shape({Dim::sym("n"), Dim(4)}));
@@ -1994,6 +1994,53 @@ TEST(CpuEngine, EmptyTensorsRunAndGiveEmptyResults) {
   EXPECT_EQ(empty[0].tensor.shape(), (std::vector<int64_t>{0, 5}));
   // The same executable still computes a non-empty batch on its own kernels.
   expect_matches_interp(m, {{"x", RuntimeValue(random_tensor({3, 4}, 73))}}, 2);
+  Model opt = m;
+  passes::optimize(opt, {3, {{"x", {0, 4}}}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {0, 4}}}, PlanOptions{}, eng);
+  EXPECT_EQ(plan.fallback_count(), 0) << fmt::format("{}", fmt::join(plan.kernel_choices(), "\n"));
+}
+
+// Torch's slicing exports shape arithmetic on int64 vectors: a Slice past the end of a shape
+// gives [0], concatenated with the rest (MViT: 128 such nodes). The empty Slice and the Concat
+// of an empty part run on the engine's steps, equal to the interpreter's, as does a Shape of an
+// empty tensor.
+TEST(CpuEngine, ShapeArithmeticWithEmptyPartsStaysOnTheEngine) {
+  Builder b;
+  b.input("x", Shape({Dim(2), Dim(3), Dim(4), Dim(5)}));
+  auto ints = [&](const std::string& name, std::vector<int64_t> v) {
+    const int64_t n = static_cast<int64_t>(v.size());
+    b.g.set_initializer(name, Tensor::from_vector<int64_t>(DType::I64, {n}, v));
+  };
+  ints("s0", {4});
+  ints("e0", {9});
+  ints("ax", {0});
+  b.node("Shape", {"x"}, {"shp"});
+  b.node("Slice", {"shp", "s0", "e0", "ax"}, {"none"});  // [0]
+  b.node("Concat", {"shp", "none"}, {"again"}, {Attribute::make_int("axis", 0)});
+  b.node("Concat", {"none", "none"}, {"still_none"}, {Attribute::make_int("axis", 0)});
+  b.node("Shape", {"still_none"}, {"zero"});
+  b.node("Reshape", {"x", "again"}, {"y"});
+  b.output("y");
+  b.output("again");
+  b.output("still_none");
+  b.output("zero");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(random_tensor({2, 3, 4, 5}, 74))}};
+  auto want = run_interp(m, feeds);
+  auto got = prepare_cpu(m)->run(feeds);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i) {
+    EXPECT_EQ(got[i].tensor.shape(), want[i].tensor.shape()) << i;
+    EXPECT_EQ(got[i].tensor.to_doubles(), want[i].tensor.to_doubles()) << i;
+  }
+  Model opt = m;
+  passes::optimize(opt, {0, {{"x", {2, 3, 4, 5}}}});
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  Plan plan(opt, {{"x", {2, 3, 4, 5}}}, PlanOptions{}, eng);
+  const std::string steps = fmt::format("{}", fmt::join(plan.kernel_choices(), "\n"));
+  EXPECT_EQ(plan.fallback_count(), 0) << steps;
+  EXPECT_NE(steps.find("(Slice): cpu empty result"), std::string::npos) << steps;
 }
 
 TEST(CpuEngine, BadInputGivesError) {

@@ -501,9 +501,11 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     bool reference = options_.dispatcher &&
                      options_.dispatcher->choose(n, dispatch_dtype(g, n), "cpu").kernel == "reference";
     // A tensor with a 0 dim: nothing to compute, and oneDNN divides by its dims when it
-    // makes a primitive (a MatMul of [0, 4] died of SIGFPE). The interpreter's kernel
-    // handles empty tensors.
+    // makes a primitive (a MatMul of [0, 4] died of SIGFPE). Empty results and concats of
+    // empty parts (shape arithmetic behind torch's slicing) take hodu's own steps; the rest the
+    // interpreter's kernel, which handles empty tensors.
     const bool empty = has_empty_tensor(b, n);
+    if (empty && !reference) done = make_empty_tensor_ops(b, n);
     reference |= empty;
     for (KernelFactory f : factories) {
       if (reference) break;

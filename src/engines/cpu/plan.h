@@ -332,6 +332,9 @@ bool make_backward_rows(PlanBuilder& b, const Node& node);   // backward_rows.cc
 bool make_broadcast_ops(PlanBuilder& b, const Node& node);   // broadcast_ops.cc (binary ops of any dtype, Where, Expand, Clip)
 bool make_unary_ops(PlanBuilder& b, const Node& node);       // unary_ops.cc (Cast, CastLike, unary math)
 bool make_tensor_ops(PlanBuilder& b, const Node& node);      // tensor_ops.cc (Split, Pad, Tile, Range, NonZero, ...)
+// tensor_ops.cc: a node with an empty tensor (which oneDNN's primitives cannot take) whose
+// outputs are all empty, or a Concat/Shape/Size of empty parts
+bool make_empty_tensor_ops(PlanBuilder& b, const Node& node);
 bool make_resize(PlanBuilder& b, const Node& node);          // resize.cc (Resize, GridSample)
 bool make_deconv(PlanBuilder& b, const Node& node);          // dnnl_deconv.cc (ConvTranspose)
 bool make_reduce_ops(PlanBuilder& b, const Node& node);      // reduce_ops.cc (Reduce*, ArgMax/ArgMin, CumSum, TopK)

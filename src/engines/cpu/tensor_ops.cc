@@ -744,6 +744,7 @@ class DynamicConcatStep : public TensorStep {
     int64_t col = 0;
     for (const Tensor* t : in) {
       const int64_t w = t->dim(static_cast<int64_t>(ax)) * inner;
+      if (w == 0) continue;  // an empty part
       const char* src = static_cast<const char*>(t->raw_data());
       parallel_for(outer, outer * w >= (1 << 16) ? rs.threads : 1,
                    [&](int64_t o) { std::memcpy(dst + o * out_row + col, src + o * w, static_cast<size_t>(w)); });
@@ -766,7 +767,47 @@ bool make_dynamic_concat(PlanBuilder& b, const Node& n) {
   return true;
 }
 
+// A node whose every output is empty: nothing to compute, the outputs are their shapes.
+class EmptyResultStep : public TensorStep {
+ public:
+  explicit EmptyResultStep(std::vector<std::pair<DType, std::vector<int64_t>>> outs) : outs_(std::move(outs)) {}
+  void execute(RunState& rs, const std::vector<const Tensor*>&) override {
+    for (size_t i = 0; i < outs_.size(); ++i)
+      if (output_writes_[i] >= 0) out(rs, i, outs_[i].first, outs_[i].second);
+  }
+
+ private:
+  std::vector<std::pair<DType, std::vector<int64_t>>> outs_;
+};
+
 }  // namespace
+
+bool make_empty_tensor_ops(PlanBuilder& b, const Node& n) {
+  for (const auto& a : n.attributes)
+    if (a.g || !a.graphs.empty()) return false;
+  std::vector<std::pair<DType, std::vector<int64_t>>> outs;
+  bool all_empty = !n.outputs.empty();
+  for (const auto& o : n.outputs) {
+    auto t = o.empty() ? std::nullopt : b.static_type(o);
+    if (o.empty()) {
+      outs.emplace_back(DType::Undefined, std::vector<int64_t>{});
+      continue;
+    }
+    all_empty = all_empty && t && t->first != DType::String && shape_numel(t->second) == 0;
+    if (!all_empty) break;
+    outs.push_back(*t);
+  }
+  if (all_empty) {
+    std::vector<DType> dtypes;
+    for (const auto& o : outs) dtypes.push_back(o.first);
+    add_tensor_step(b, n, std::make_unique<EmptyResultStep>(std::move(outs)), dtypes, "empty result");
+    return true;
+  }
+  // Copies and shape reads, which take empty parts: a shape computation's Concat of a [0] slice.
+  if (n.domain.empty() && (n.op_type == "Concat" || n.op_type == "Shape" || n.op_type == "Size"))
+    return make_tensor_ops(b, n);
+  return false;
+}
 
 bool make_tensor_ops(PlanBuilder& b, const Node& n) {
   if (!n.domain.empty() || n.inputs.empty() || n.inputs[0].empty()) return false;
