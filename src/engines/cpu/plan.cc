@@ -307,6 +307,22 @@ int PlanBuilder::as_layout(const std::string& value, const dnnl::memory::desc& m
   return id;
 }
 
+std::shared_ptr<Storage> StoragePool::take(size_t bytes) {
+  auto it = free_.lower_bound(bytes);
+  if (it == free_.end() || it->first > bytes + bytes / 4) return nullptr;
+  std::shared_ptr<Storage> s = std::move(it->second);
+  bytes_ -= it->first;
+  free_.erase(it);
+  return s;
+}
+
+void StoragePool::put(std::shared_ptr<Storage> storage) {
+  const size_t n = storage->bytes();
+  if (bytes_ + n > kMaxBytes) return;  // let it go
+  bytes_ += n;
+  free_.emplace(n, std::move(storage));
+}
+
 void PlanBuilder::add(std::unique_ptr<Step> step) {
   step->node = current_;
   plan_.steps_.push_back(std::move(step));
@@ -549,6 +565,26 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     }
     for (int rd : steps_[i]->reads) last[root(rd)] = std::max(last[root(rd)], static_cast<int>(i));
   }
+  // Values allocated while running (shapes unknown at plan time) let go after the last step that
+  // uses them, when large: they stay otherwise until the next run overwrites them, and a model
+  // of such values (MViT-v2 behind its Loop: index tensors of 2.5 GB) held 19.6 GB at its peak.
+  {
+    std::vector<int> last_use(slots_.size(), -1);
+    for (size_t i = 0; i < steps_.size(); ++i) {
+      for (int w : steps_[i]->writes) last_use[w] = std::max(last_use[w], static_cast<int>(i));
+      for (int rd : steps_[i]->reads) last_use[rd] = std::max(last_use[rd], static_cast<int>(i));
+    }
+    std::vector<char> is_output(slots_.size(), 0);
+    for (int o : output_slots_) is_output[o] = 1;
+    release_after_.assign(steps_.size(), {});
+    for (size_t s = 0; s < slots_.size(); ++s)
+      if (!is_output[s] && last_use[s] >= 0 &&
+          (slots_[s].kind == Slot::Kind::Dynamic ||
+           // a view of such a value (a view of the arena or of an input is set once, or per run)
+           (slots_[s].kind == Slot::Kind::Alias &&
+            slots_[b.root_of(static_cast<int>(s))].kind == Slot::Kind::Dynamic)))
+        release_after_[static_cast<size_t>(last_use[s])].push_back(static_cast<int>(s));
+  }
   // Graph outputs are copied out after the last step: the bytes under one (a Reshape's root
   // too) stay untouched to the end, not just to the last step reading them.
   for (int o : output_slots_)
@@ -744,7 +780,11 @@ std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnn
       s.value = RuntimeValue(Tensor::empty(s.dtype, s.shape));
     }
   }
-  RunState rs{slots_, threads, engine_, stream, interp_, arena_.get(), seed_salt};
+  RunState rs{slots_, threads, engine_, stream, interp_, arena_.get(), seed_salt, &pool_};
+  struct ClearPool {  // also when a step throws
+    StoragePool& pool;
+    ~ClearPool() { pool.clear(); }
+  } clear_pool{pool_};
   Profiler* profiler = Profiler::active();
   struct Nesting {  // plans run inside a step of another plan (subgraphs) count one deeper
     Nesting() { ++plan_depth; }
@@ -784,6 +824,12 @@ std::vector<RuntimeValue> Plan::run(const std::vector<RuntimeValue>& inputs, dnn
       e.tid = profiler_thread_id();
       e.depth = plan_depth - 1;  // a subgraph's steps inside their If/Loop/Scan step's span
       profiler->add(std::move(e));
+    }
+    for (int s : release_after_[static_cast<size_t>(&step - steps_.data())]) {
+      RuntimeValue& v = slots_[s].value;
+      if (!v.is_tensor() || v.tensor.nbytes() < kReleaseAfterUseBytes) continue;
+      if (v.tensor.dtype() != DType::String && v.tensor.storage().use_count() == 1) pool_.put(v.tensor.storage());
+      v = RuntimeValue();
     }
   }
   stream.wait();

@@ -57,6 +57,26 @@ struct Slot {
   void* data() { return value.tensor.raw_data(); }
 };
 
+// Large buffers of values released during a run (Plan::release_after_), handed to later steps
+// that allocate the same size (the blocks of a transformer repeat their shapes): the memory of a
+// value freed after its last use without the cost of mapping and zeroing it again. Emptied at
+// the end of each run, so it holds at most what one run lets go of and has not taken back.
+class StoragePool {
+ public:
+  // A free buffer of `bytes` to at most 1.25x that, or null.
+  std::shared_ptr<Storage> take(size_t bytes);
+  void put(std::shared_ptr<Storage> storage);
+  void clear() {
+    free_.clear();
+    bytes_ = 0;
+  }
+
+ private:
+  static constexpr size_t kMaxBytes = size_t{4} << 30;
+  std::multimap<size_t, std::shared_ptr<Storage>> free_;
+  size_t bytes_ = 0;
+};
+
 struct RunState {
   std::vector<Slot>& slots;
   int threads;
@@ -65,6 +85,7 @@ struct RunState {
   const interp::Interpreter& interp;
   const Storage* arena;  // the plan's activation arena, reused across steps
   uint64_t seed_salt = 0;  // EngineOptions::reseed_each_run: mixed into random ops' seeds (0: none)
+  StoragePool* pool = nullptr;  // buffers released earlier in the run, for outputs allocated now
 };
 
 // One thing the plan does at run time: a node's kernel or a layout change.
@@ -160,6 +181,11 @@ class Plan {
   // Per output slot, a second buffer: an output the caller still holds from the last run is
   // swapped with it when the caller has let it go (a loop feeding outputs back allocates nothing).
   std::map<int, RuntimeValue> spare_outputs_;
+  // Per step, the Dynamic and Alias slots it is the last to use: their values (from
+  // kReleaseAfterUseBytes up; smaller ones are kept for the next run's reuse) let go after it.
+  static constexpr size_t kReleaseAfterUseBytes = size_t{16} << 20;
+  std::vector<std::vector<int>> release_after_;
+  StoragePool pool_;
   std::shared_ptr<Storage> arena_;
   size_t arena_bytes_ = 0;
   size_t packed_bytes_ = 0;

@@ -38,8 +38,11 @@ Tensor& TensorStep::out(RunState& rs, size_t i, DType dt, const std::vector<int6
     return s.value.tensor;
   }
   if (!s.value.is_tensor() || s.value.tensor.dtype() != dt || s.value.tensor.shape() != shape ||
-      s.value.tensor.storage().use_count() > 1)
-    s.value = RuntimeValue(Tensor::empty(dt, shape));
+      s.value.tensor.storage().use_count() > 1) {
+    std::shared_ptr<Storage> reused;
+    if (rs.pool && dt != DType::String) reused = rs.pool->take(dtype_storage_bytes(dt, shape_numel(shape)));
+    s.value = RuntimeValue(reused ? Tensor::from_storage(dt, shape, std::move(reused)) : Tensor::empty(dt, shape));
+  }
   return s.value.tensor;
 }
 
