@@ -148,8 +148,10 @@ TEST(CpuControlFlow, LargeValuesOfRunTimeShapesAreReleasedAndReused) {
   b.node("Sigmoid", {"a_rows"}, {"s"});
   b.node("Reshape", {"b3", "flat"}, {"b3_rows"});
   b.node("Add", {"s", "b3_rows"}, {"y"});
+  b.node("Softmax", {"y"}, {"sm"}, {Attribute::make_int("axis", -1)});  // rows of a run-time shape
   b.output("y");
   b.output("b2");
+  b.output("sm");
   Model m = b.finish();
   std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({6, 1024, 1024}, 5)}, {"c", boolean(true)}};
   PlannedModel p(m, feeds, 2);
@@ -158,10 +160,12 @@ TEST(CpuControlFlow, LargeValuesOfRunTimeShapesAreReleasedAndReused) {
     feeds["c"] = boolean(cond);
     auto want = interp::Interpreter(m).run(feeds);
     auto got = p.run(feeds);
-    ASSERT_EQ(got.size(), 2u);
+    ASSERT_EQ(got.size(), 3u);
     expect_close(got[0], want[0], 1e-5, 1e-6, "y");
     expect_close(got[1], want[1], 1e-5, 1e-6, "b2");
+    expect_close(got[2], want[2], 1e-5, 1e-7, "sm");
   }
+  EXPECT_EQ(p.count("(Softmax): cpu softmax along an axis"), 1) << p.steps();
   EXPECT_EQ(p.interp_ops(), std::set<std::string>{}) << p.steps();
 }
 
