@@ -77,6 +77,18 @@ TEST(CpuControlFlow, IfRunsTheTakenBranchOnEngineKernels) {
     }
 }
 
+// v = If(c, x, x[start:end] along `axis`): a value whose shape the plan cannot know.
+void if_of_two_shapes(GraphBuilder& b, int64_t start, int64_t end, int64_t axis) {
+  Body then_b, else_b;
+  then_b.node("Identity", {"x"}, {"t"}).output("t", DType::F32, Shape::unknown_rank());
+  b.constant("starts", Tensor::from_vector<int64_t>(DType::I64, {1}, {start}));
+  b.constant("ends", Tensor::from_vector<int64_t>(DType::I64, {1}, {end}));
+  b.constant("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {axis}));
+  else_b.node("Slice", {"x", "starts", "ends", "axes"}, {"e"}).output("e", DType::F32, Shape::unknown_rank());
+  b.node("If", {"c"}, {"v"},
+         {Attribute::make_graph("then_branch", then_b.g), Attribute::make_graph("else_branch", else_b.g)});
+}
+
 // MViT's pooling behind a Loop: a conv, a 3-D max pool and an Erf GELU (fused to Gelu) whose
 // input shape comes out of an If of two branch shapes, known only while running. Each is
 // planned for its shapes when it runs (no interpreter kernel), one plan per shape seen; the
@@ -86,14 +98,7 @@ TEST(CpuControlFlow, NodesOfShapesKnownWhileRunningArePlannedThen) {
   b.input("x", DType::F32, std::vector<int64_t>{1, 4, 6, 8, 8});
   b.input("c", DType::Bool, std::vector<int64_t>{});
   b.constant("w", random_floats({4, 1, 3, 3, 3}, 3, 0.3f));
-  Body then_b, else_b;
-  then_b.node("Identity", {"x"}, {"t"}).output("t", DType::F32, Shape::unknown_rank());
-  b.constant("starts", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
-  b.constant("ends", Tensor::from_vector<int64_t>(DType::I64, {1}, {6}));
-  b.constant("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
-  else_b.node("Slice", {"x", "starts", "ends", "axes"}, {"e"}).output("e", DType::F32, Shape::unknown_rank());
-  b.node("If", {"c"}, {"v"},
-         {Attribute::make_graph("then_branch", then_b.g), Attribute::make_graph("else_branch", else_b.g)});
+  if_of_two_shapes(b, 2, 6, 2);
   b.node("Conv", {"v", "w"}, {"cv"},
          {Attribute::make_int("group", 4), Attribute::make_ints("pads", {1, 1, 1, 1, 1, 1})});
   b.node("MaxPool", {"cv"}, {"mp"},
@@ -131,14 +136,7 @@ TEST(CpuControlFlow, LargeValuesOfRunTimeShapesAreReleasedAndReused) {
   GraphBuilder b;
   b.input("x", DType::F32, std::vector<int64_t>{6, 1024, 1024});
   b.input("c", DType::Bool, std::vector<int64_t>{});
-  Body then_b, else_b;
-  then_b.node("Identity", {"x"}, {"t"}).output("t", DType::F32, Shape::unknown_rank());
-  b.constant("starts", Tensor::from_vector<int64_t>(DType::I64, {1}, {1}));
-  b.constant("ends", Tensor::from_vector<int64_t>(DType::I64, {1}, {5}));
-  b.constant("axes", Tensor::from_vector<int64_t>(DType::I64, {1}, {0}));
-  else_b.node("Slice", {"x", "starts", "ends", "axes"}, {"e"}).output("e", DType::F32, Shape::unknown_rank());
-  b.node("If", {"c"}, {"v"},
-         {Attribute::make_graph("then_branch", then_b.g), Attribute::make_graph("else_branch", else_b.g)});
+  if_of_two_shapes(b, 1, 5, 0);
   b.constant("flat", Tensor::from_vector<int64_t>(DType::I64, {2}, {-1, 1024}));
   b.node("Neg", {"v"}, {"a"});
   b.node("Reshape", {"a", "flat"}, {"a_rows"});  // a view of a, read last
