@@ -8,14 +8,13 @@
 
 #include "engines/cpu/subgraph.h"
 #include "engines/cpu/tensor_step.h"
-#include "runtime/profiler.h"
 
 namespace hodu::cpu {
 namespace {
 
 class RunTimeNodeStep : public Step {
  public:
-  RunTimeNodeStep(PlanBuilder& b, const Node& n, const Graph& body) : node_(n), body_(b, body, b.options()) {
+  RunTimeNodeStep(PlanBuilder& b, const Node& n, const Graph& body) : body_(b, body, b.options()) {
     for (const auto& name : body_.outer()) reads.push_back(b.plain(name));
     for (const auto& o : n.outputs) {
       out_.push_back(o.empty() ? -1 : b.define_dynamic(o));
@@ -43,7 +42,6 @@ class RunTimeNodeStep : public Step {
   }
 
  private:
-  const Node& node_;
   Subgraph body_;
   std::vector<int> out_;  // per node output: its slot, -1 when omitted
 };
@@ -56,10 +54,15 @@ bool draws_random_numbers(const Node& n) {
   return n.domain.empty() && kRandom.count(n.op_type);
 }
 
+// The name of such a node's one-node graph. Past 8 shapes a Subgraph plans once with the
+// varying dims free; that plan's node must not be deferred again (a new level every 8 shapes).
+constexpr const char* kBodyPrefix = "run-time node ";
+
 }  // namespace
 
 bool make_run_time_node(PlanBuilder& b, const Node& n) {
   if (draws_random_numbers(n) || n.outputs.empty()) return false;
+  if (b.graph().name.rfind(kBodyPrefix, 0) == 0) return false;
   for (const auto& a : n.attributes)
     if (a.g || !a.graphs.empty()) return false;  // control flow has its own steps
   bool unknown = false;
@@ -71,7 +74,7 @@ bool make_run_time_node(PlanBuilder& b, const Node& n) {
   }
   if (!unknown) return false;  // shapes known: the node had its chance at the static kernels
   Graph body;
-  body.name = n.name;
+  body.name = kBodyPrefix + n.name;
   body.nodes.push_back(n);
   for (const auto& o : n.outputs) {
     if (o.empty()) continue;
