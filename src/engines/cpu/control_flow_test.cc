@@ -128,6 +128,35 @@ TEST(CpuControlFlow, NodesOfShapesKnownWhileRunningArePlannedThen) {
   EXPECT_EQ(p.count("FusedConv): onednn"), 2) << p.steps();  // one plan per branch's shape
 }
 
+// A conv after a Slice to a fed end sees a new shape every run: planned per shape for 8 of them,
+// then once with that dim free (a Subgraph's rule), whose own conv is not deferred again: it runs
+// on the interpreter's kernel from the ninth shape on. All equal to the interpreter's.
+TEST(CpuControlFlow, NodePlannedWhileRunningOverManyShapes) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 4, 16, 8});
+  b.input("end", DType::I64, std::vector<int64_t>{1});
+  b.constant("w", random_floats({6, 4, 3, 3}, 7, 0.3f));
+  b.constant("zero", Tensor::from_vector<int64_t>(DType::I64, {1}, {0}));
+  b.constant("axis", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
+  b.node("Slice", {"x", "zero", "end", "axis"}, {"v"});
+  b.node("Conv", {"v", "w"}, {"y"}, {Attribute::make_ints("pads", {1, 1, 1, 1})});
+  b.output("y");
+  Model m = b.finish();
+  std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({1, 4, 16, 8}, 8)},
+                                                {"end", Tensor::from_vector<int64_t>(DType::I64, {1}, {16})}};
+  PlannedModel p(m, feeds);
+  for (int64_t end = 3; end <= 16; ++end) {
+    SCOPED_TRACE(end);
+    feeds["end"] = Tensor::from_vector<int64_t>(DType::I64, {1}, {end});
+    auto want = interp::Interpreter(m).run(feeds);
+    auto got = p.run(feeds);
+    expect_close(got[0], want[0], 1e-5, 1e-6, "y");
+  }
+  EXPECT_EQ(p.count("planned for its shapes while running"), 1) << p.steps();
+  EXPECT_EQ(p.count("FusedConv): onednn"), 8) << p.steps();
+  EXPECT_EQ(p.count("FusedConv): interp"), 1) << p.steps();  // the free-dim plan's: no deeper level
+}
+
 // Values of shapes known only while running are let go after their last use when large (16 MiB
 // and up), their buffers taken by later outputs of the same size in the run: a chain of 24 MiB
 // values behind an If, one of them also read through a Reshape view after the value itself is
