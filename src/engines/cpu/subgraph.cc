@@ -1,5 +1,6 @@
 #include "engines/cpu/subgraph.h"
 
+#include <algorithm>
 #include <set>
 
 #include "core/error.h"
@@ -108,13 +109,40 @@ bool Subgraph::matches(const Entry& e, const std::vector<RuntimeValue>& inputs) 
 Plan& Subgraph::plan_for(const std::vector<RuntimeValue>& inputs) {
   HODU_CHECK(inputs.size() == body_.inputs.size() + outer_.size(), ErrorCode::Internal,
              "subgraph '{}' takes {} inputs, got {}", body_.name, body_.inputs.size() + outer_.size(), inputs.size());
-  if (last_ < entries_.size() && matches(*entries_[last_], inputs)) return *entries_[last_]->plan;
+  ++tick_;
+  if (last_ < entries_.size() && matches(*entries_[last_], inputs)) {
+    entries_[last_]->used = tick_;
+    return *entries_[last_]->plan;
+  }
   for (size_t i = 0; i < entries_.size(); ++i)
     if (matches(*entries_[i], inputs)) {
       last_ = i;
+      entries_[i]->used = tick_;
       return *entries_[i]->plan;
     }
-  Entry& e = build(inputs, entries_.size() >= kMaxShapePlans);
+  if (entries_.size() >= kMaxShapePlans && !generic_refused_) {
+    int per_shape = 0;  // fallbacks a plan for concrete shapes has (ops with no cpu kernel at all)
+    for (const auto& old : entries_) per_shape = std::max(per_shape, old->plan->fallback_count());
+    Entry& e = build(inputs, true);
+    if (e.plan->fallback_count() <= per_shape) {
+      e.used = tick_;
+      last_ = entries_.size() - 1;
+      return *e.plan;
+    }
+    // A node of the free-dim plan would run on the interpreter's kernel where the per-shape
+    // plans have a kernel (a conv of free height): plans per shape instead, the least recently
+    // used one dropped for each new shape.
+    entries_.pop_back();
+    generic_refused_ = true;
+  }
+  if (entries_.size() >= kMaxShapePlans) {
+    size_t oldest = 0;
+    for (size_t i = 1; i < entries_.size(); ++i)
+      if (entries_[i]->used < entries_[oldest]->used) oldest = i;
+    entries_.erase(entries_.begin() + static_cast<std::ptrdiff_t>(oldest));
+  }
+  Entry& e = build(inputs, false);
+  e.used = tick_;
   last_ = entries_.size() - 1;
   return *e.plan;
 }

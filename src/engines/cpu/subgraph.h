@@ -1,8 +1,10 @@
 // A subgraph (If branch, Loop or Scan body) run by the cpu engine itself: made a model of its
 // own whose inputs are the body's inputs followed by the outer values it reads, optimized (with
 // the concrete shapes, so shape guards fold and constant Ifs inline) and planned like the main
-// graph, once per set of input types; a run binds the inputs to the caller's values without
-// copying and may write the outputs straight into the caller's buffers.
+// graph, once per set of input types (past 8, once with the varying dims free, unless that plan
+// would run more nodes on the interpreter's kernel than the per-shape ones: then the 8 most
+// recently used shapes keep plans); a run binds the inputs to the caller's values without copying and may write the
+// outputs straight into the caller's buffers.
 #pragma once
 #include <memory>
 #include <string>
@@ -32,6 +34,7 @@ class Subgraph {
     std::vector<char> fixed;  // a generic plan: which inputs' shapes it was built for
     std::unique_ptr<Model> model;
     std::unique_ptr<Plan> plan;
+    uint64_t used = 0;  // the call that last used it (plan_for's count)
   };
   bool matches(const Entry& e, const std::vector<RuntimeValue>& inputs) const;
   Entry& build(const std::vector<RuntimeValue>& inputs, bool generic);
@@ -44,6 +47,8 @@ class Subgraph {
   dnnl::engine& engine_;
   std::vector<std::unique_ptr<Entry>> entries_;
   size_t last_ = 0;  // the entry the last call used: tried first
+  uint64_t tick_ = 0;
+  bool generic_refused_ = false;  // the free-dim plan fell back more: per-shape plans only
 };
 
 // The names a graph reads from enclosing scopes (its nodes', its nested subgraphs', its outputs),
