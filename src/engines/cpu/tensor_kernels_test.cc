@@ -1239,6 +1239,18 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
       for (size_t i = 0; i < 6; ++i)
         expect_close(got[i].tensor, want[i].tensor, i < 2 ? 0 : 1e-5, fmt::format("rows {} output {}", n, i));
     }
+    // The FusedGemms of constant weights planned per row count (their weights packed once), the
+    // fed one on sgemm; nothing on the interpreter at any depth.
+    const auto steps = plan.kernel_choices();
+    const std::string all = fmt::format("{}", fmt::join(steps, "\n"));
+    int per_shape = 0, sgemm = 0;
+    for (const auto& k : steps) {
+      EXPECT_EQ(k.find(": interp"), std::string::npos) << all;
+      per_shape += k.find("(hodu.FusedGemm): cpu, planned for its shapes while running") != std::string::npos;
+      sgemm += k.find("'fcrt' (hodu.FusedGemm): cpu sgemm") != std::string::npos;
+    }
+    EXPECT_EQ(per_shape, 2) << all;
+    EXPECT_EQ(sgemm, 1) << all;
   }
 }
 
