@@ -13,6 +13,7 @@
 #include "engines/cpu/plan.h"
 #include "engines/cpu/row_kernels.h"
 #include "engines/cpu/tensor_step.h"
+#include "kernels/cpu/vector_math.h"
 #include "passes/graph_utils.h"
 
 namespace hodu::cpu {
@@ -238,10 +239,12 @@ bool make_runtime_matmul(PlanBuilder& b, const Node& n) {
   if (n.domain == "hodu" && n.op_type == "FusedGemm" && n.inputs.size() >= 2) {
     // Gemm + activation (+ residual) fused over run-time rows: torchvision's box head (Flatten
     // of the RoiAlign of however many proposals the RPN kept -> Linear -> ReLU). With constant
-    // weights the node is planned per row count instead (run_time_node.cc), on the static
-    // product's weights packed once: sgemm here repacked Faster R-CNN's 12544 x 1024 weights
-    // every run (its box head 30.8 → 19.1 ms a run, AVX-512, 2 threads).
-    if (passes::constant_of(b.graph(), n.inputs[1])) return false;
+    // weights on AVX-512 the node is planned per row count instead (run_time_node.cc): oneDNN's
+    // brgemm matmul on weights packed once, where sgemm here repacks them every run (Faster
+    // R-CNN's 12544 x 1024 box head 30.8 → 19.1 ms a run, 2 threads). Below AVX-512 the static
+    // product of 150 rows (1x1 convs in column chunks) was slower than sgemm: 88-91 against 82 ms.
+    if (passes::constant_of(b.graph(), n.inputs[1]) && vector_math::cpu_isa() == vector_math::Isa::Avx512)
+      return false;
     const int act = act_index(n.get_string("activation", ""));
     if (act < 0) return false;  // GeluTanh, unknown names: the interpreter's kernel
     for (size_t i = 0; i < n.inputs.size(); ++i)
