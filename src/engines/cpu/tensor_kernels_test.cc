@@ -1254,6 +1254,53 @@ TEST(CpuTensorKernels, ConcatAndFusedGemmOfRunTimeRows) {
   }
 }
 
+// Torch's index tuples (MViT's slice assignment): int64 columns of one value a row stacked on
+// the last axis, rows known only while running, enough of them for many blocks on two threads;
+// and parts of 1, 2 and 6 bytes a row. Equal to the interpreter's, byte for byte.
+TEST(CpuTensorKernels, ConcatOfNarrowRunTimeColumns) {
+  Model m;
+  m.opset_imports[""] = 17;
+  Graph& g = m.graph;
+  auto col = [](DType dt, int64_t w) { return ValueType::tensor(dt, Shape{Dim::sym("n"), Dim(w)}); };
+  for (const char* name : {"i0", "i1", "i2", "i3"}) g.inputs.push_back({name, col(DType::I64, 1), ""});
+  g.inputs.push_back({"b1", col(DType::U8, 1), ""});
+  g.inputs.push_back({"b2", col(DType::U8, 2), ""});
+  g.inputs.push_back({"b6", col(DType::U8, 6), ""});
+  auto concat = [&](std::vector<std::string> in, std::string out) {
+    Node n;
+    n.name = out;
+    n.op_type = "Concat";
+    n.inputs = std::move(in);
+    n.outputs = {out};
+    n.attributes = {Attribute::make_int("axis", -1)};
+    g.nodes.push_back(n);
+    g.outputs.push_back({out, {}, ""});
+  };
+  concat({"i0", "i1", "i2", "i3"}, "tuples");
+  concat({"b1", "b2", "b6", "b1"}, "bytes");
+  infer_types(g);
+  dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  dnnl::stream stream(eng);
+  for (int threads : {1, 2}) {
+    PlanOptions o;
+    o.threads = threads;
+    Plan plan(m, {}, o, eng);
+    ASSERT_EQ(plan.fallback_count(), 0);
+    for (int64_t n : {5, 40001}) {
+      std::map<std::string, RuntimeValue> feeds;
+      uint32_t seed = 90;
+      for (const char* name : {"i0", "i1", "i2", "i3"})
+        feeds[name] = RuntimeValue(rand_tensor(DType::I64, {n, 1}, seed++, -1000, 1000));
+      feeds["b1"] = RuntimeValue(rand_tensor(DType::U8, {n, 1}, seed++));
+      feeds["b2"] = RuntimeValue(rand_tensor(DType::U8, {n, 2}, seed++));
+      feeds["b6"] = RuntimeValue(rand_tensor(DType::U8, {n, 6}, seed++));
+      auto want = interp::Interpreter(m).run(feeds);
+      auto got = plan.run(feeds, stream);
+      for (size_t i = 0; i < 2; ++i) expect_close(got[i].tensor, want[i].tensor, 0, fmt::format("rows {} output {}", n, i));
+    }
+  }
+}
+
 // A detector's head runs the same convs on every pyramid level: nodes that read one weight in
 // the same view and layout share one packed copy (RetinaNet held 50 Winograd copies of its head
 // weights, 4x the originals each). Three 5x5 convs of one weight on the same shape (oneDNN's

@@ -712,6 +712,23 @@ bool make_dynamic_slice(PlanBuilder& b, const Node& n) {
   return true;
 }
 
+// n rows of w bytes from `src` (rows back to back) to `dst` (rows `ld` bytes apart).
+template <size_t W>
+void copy_fixed_rows(const char* src, char* dst, int64_t ld, int64_t n) {
+  for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * ld, src + r * static_cast<int64_t>(W), W);
+}
+void copy_rows(const char* src, int64_t w, char* dst, int64_t ld, int64_t n) {
+  switch (w) {
+    case 1: return copy_fixed_rows<1>(src, dst, ld, n);
+    case 2: return copy_fixed_rows<2>(src, dst, ld, n);
+    case 4: return copy_fixed_rows<4>(src, dst, ld, n);
+    case 8: return copy_fixed_rows<8>(src, dst, ld, n);
+    case 16: return copy_fixed_rows<16>(src, dst, ld, n);
+    default:
+      for (int64_t r = 0; r < n; ++r) std::memcpy(dst + r * ld, src + r * w, static_cast<size_t>(w));
+  }
+}
+
 // Concat of inputs whose shapes are known only while running (the proposals and boxes of a
 // detector's postprocess): checked every run, then one block copy per input per outer row.
 // Static shapes take data_movement.cc's planned copy (or dnnl_concat.cc's blocked one).
@@ -741,15 +758,21 @@ class DynamicConcatStep : public TensorStep {
     for (size_t d = ax + 1; d < shape.size(); ++d) inner *= shape[d];
     const int64_t out_row = shape[ax] * inner;
     char* dst = static_cast<char*>(y.raw_data());
-    int64_t col = 0;
-    for (const Tensor* t : in) {
-      const int64_t w = t->dim(static_cast<int64_t>(ax)) * inner;
-      if (w == 0) continue;  // an empty part
-      const char* src = static_cast<const char*>(t->raw_data());
-      parallel_for(outer, outer * w >= (1 << 16) ? rs.threads : 1,
-                   [&](int64_t o) { std::memcpy(dst + o * out_row + col, src + o * w, static_cast<size_t>(w)); });
-      col += w;
-    }
+    // Blocks of about 32 KiB of output rows, every part's share of a block copied in turn: a
+    // part of a few bytes a row (torch's index tuples, MViT: four int64 columns of 78M rows
+    // stacked on the last axis) costs a fixed-size copy a row, not a memcpy call through a
+    // per-row task.
+    const int64_t rows = std::max<int64_t>(1, (int64_t{1} << 15) / out_row), blocks = (outer + rows - 1) / rows;
+    parallel_for(blocks, outer * out_row >= (1 << 16) ? rs.threads : 1, [&](int64_t bk) {
+      const int64_t r0 = bk * rows, n = std::min(outer, r0 + rows) - r0;
+      int64_t col = 0;
+      for (const Tensor* t : in) {
+        const int64_t w = t->dim(static_cast<int64_t>(ax)) * inner;
+        if (w == 0) continue;  // an empty part
+        copy_rows(static_cast<const char*>(t->raw_data()) + r0 * w, w, dst + r0 * out_row + col, out_row, n);
+        col += w;
+      }
+    });
   }
 
  private:
