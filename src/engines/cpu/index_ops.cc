@@ -314,8 +314,11 @@ class ScatterStep : public TensorStep {
     constexpr int64_t kChunk = 8192;
     const int64_t chunks = (n + kChunk - 1) / kChunk;
     std::atomic<int64_t> bad{std::numeric_limits<int64_t>::max()};  // the first index out of range (its position in `it`)
+    // Each chunk's targets increasing (checked while writing) and each chunk's first above the
+    // last of the one before: every target once, in index order.
     std::atomic<bool> ordered{true};
-    auto scatter = [&](int64_t j0, int64_t j1, bool check) {
+    std::vector<int64_t> first(static_cast<size_t>(chunks), -1), last(static_cast<size_t>(chunks), -1);
+    auto scatter = [&](int64_t j0, int64_t j1, int64_t chunk) {
       int64_t prev = -1;
       for (int64_t j = j0; j < j1; ++j) {
         int64_t off = 0;
@@ -329,30 +332,21 @@ class ScatterStep : public TensorStep {
           }
           off += w * ds[static_cast<size_t>(d)];
         }
-        if (check && off <= prev) ordered.store(false, std::memory_order_relaxed);
+        if (chunk >= 0) {
+          if (off <= prev) ordered.store(false, std::memory_order_relaxed);
+          if (j == j0) first[static_cast<size_t>(chunk)] = off;
+          last[static_cast<size_t>(chunk)] = off;
+        }
         prev = off;
         std::memcpy(dst + off * es, src + j * block, static_cast<size_t>(block));
       }
     };
     const int threads = n * block >= (1 << 17) ? rs.threads : 1;
-    parallel_for(chunks, threads, [&](int64_t c) {
-      const int64_t j0 = c * kChunk, j1 = std::min(n, j0 + kChunk);
-      scatter(j0, j1, true);
-    });
+    parallel_for(chunks, threads, [&](int64_t c) { scatter(c * kChunk, std::min(n, (c + 1) * kChunk), c); });
     if (const int64_t at = bad.load(); at != std::numeric_limits<int64_t>::max()) fix_index(label, ids[at], dims[at % k]);
-    // Chunks in order: each chunk's targets increase, and a chunk's last below the next one's
-    // first (compared on whole offsets, recomputed for those two tuples).
-    auto offset_of = [&](int64_t j) {
-      int64_t off = 0;
-      for (int64_t d = 0; d < k; ++d) {
-        const int64_t v = ids[j * k + d];
-        off += (v < 0 ? v + dims[d] : v) * ds[static_cast<size_t>(d)];
-      }
-      return off;
-    };
     bool in_order = ordered.load();
-    for (int64_t c = 1; c < chunks && in_order; ++c) in_order = offset_of(c * kChunk - 1) < offset_of(c * kChunk);
-    if (!in_order) scatter(0, n, false);
+    for (int64_t c = 1; c < chunks && in_order; ++c) in_order = last[static_cast<size_t>(c - 1)] < first[static_cast<size_t>(c)];
+    if (!in_order) scatter(0, n, -1);
   }
 
   DType dt_;

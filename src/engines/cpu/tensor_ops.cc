@@ -811,11 +811,11 @@ bool make_empty_tensor_ops(PlanBuilder& b, const Node& n) {
   std::vector<std::pair<DType, std::vector<int64_t>>> outs;
   bool all_empty = !n.outputs.empty();
   for (const auto& o : n.outputs) {
-    auto t = o.empty() ? std::nullopt : b.static_type(o);
     if (o.empty()) {
       outs.emplace_back(DType::Undefined, std::vector<int64_t>{});
       continue;
     }
+    auto t = b.static_type(o);
     all_empty = all_empty && t && t->first != DType::String && shape_numel(t->second) == 0;
     if (!all_empty) break;
     outs.push_back(*t);
