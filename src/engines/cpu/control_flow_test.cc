@@ -261,30 +261,39 @@ TEST(CpuControlFlow, LoopCarriesValuesAndStacksScanOutputsInPlace) {
 }
 
 // A while loop whose carried value grows each iteration (seq = Concat(seq, [i])): more shapes than
-// the body plans per shape, then one plan with the growing dim left symbolic.
+// the body plans per shape, then one plan with the growing dim left symbolic. Declared either
+// symbolic or as torch traces it: the carried value [0] at the first iteration (an empty start,
+// as in torchvision's paste-masks loop), the Concat after it [1].
 TEST(CpuControlFlow, LoopWithGrowingCarriedValueMatchesInterpreter) {
-  GraphBuilder b;
-  b.input("n", DType::I64, std::vector<int64_t>{});
-  b.constant("seed", int64s({7}, {1}));
-  b.constant("axes", int64s({0}, {1}));
-  Body body;
-  body.input("i", DType::I64, {}).input("cin", DType::Bool, {}).input("seq", DType::I64, {-1});
-  body.g->inputs[2].type = ValueType::tensor(DType::I64, Shape({Dim::sym("len")}));
-  body.node("Unsqueeze", {"i", "axes"}, {"i1"})
-      .node("Concat", {"seq", "i1"}, {"seq_out"}, {Attribute::make_int("axis", 0)})
-      .node("Less", {"i", "n"}, {"cout"})
-      .output("cout", DType::Bool, Shape::scalar())
-      .output("seq_out", DType::I64, Shape({Dim::sym("len2")}));
-  b.node("Loop", {"", "", "seed"}, {"all"}, {Attribute::make_graph("body", body.g)});
-  b.output("all");
-  Model m = b.finish();
-  // No trip count, no condition input: runs until the body's condition turns false.
-  m.graph.nodes[0].inputs = {"", "", "seed"};
-  auto p = expect_matches_interpreter(m, {{"n", int64s({20})}});
-  // One plan per length up to 8, then one for any length, whose Concat copies the shapes it is
-  // given while running (tensor_ops.cc) rather than fall back to the interpreter.
-  EXPECT_EQ(p->count("(Concat): cpu"), 9);
-  EXPECT_EQ(p->count("(Concat): cpu block copies (shapes known while running)"), 1);
+  for (bool traced : {false, true}) {
+    SCOPED_TRACE(traced ? "declared as traced" : "declared symbolic");
+    GraphBuilder b;
+    b.input("n", DType::I64, std::vector<int64_t>{});
+    b.constant("seed", traced ? Tensor::empty(DType::I64, {0}) : int64s({7}, {1}));
+    b.constant("axes", int64s({0}, {1}));
+    Body body;
+    body.input("i", DType::I64, {}).input("cin", DType::Bool, {}).input("seq", DType::I64, {0});
+    if (!traced) body.g->inputs[2].type = ValueType::tensor(DType::I64, Shape({Dim::sym("len")}));
+    body.node("Unsqueeze", {"i", "axes"}, {"i1"})
+        .node("Concat", {"seq", "i1"}, {"seq_out"}, {Attribute::make_int("axis", 0)})
+        .node("Less", {"i", "n"}, {"cout"})
+        .node("Identity", {"seq_out"}, {"seq_next"})
+        .output("cout", DType::Bool, Shape::scalar())
+        .output("seq_next", DType::I64, traced ? Shape::from({1}) : Shape({Dim::sym("len2")}));
+    if (traced) body.g->value_types["seq_out"] = ValueType::tensor(DType::I64, Shape::from({1}));
+    b.node("Loop", {"", "", "seed"}, {"all"}, {Attribute::make_graph("body", body.g)});
+    b.output("all");
+    Model m = b.finish();
+    // No trip count, no condition input: runs until the body's condition turns false.
+    m.graph.nodes[0].inputs = {"", "", "seed"};
+    auto p = expect_matches_interpreter(m, {{"n", int64s({20})}});
+    // One plan per length up to 8, then one for any length, whose Concat copies the shapes it is
+    // given while running (tensor_ops.cc) rather than fall back to the interpreter; the empty
+    // start's Concat copies the same way (make_empty_tensor_ops).
+    EXPECT_EQ(p->count("(Concat): cpu"), 9);
+    EXPECT_EQ(p->count("(Concat): cpu block copies (shapes known while running)"), traced ? 2 : 1);
+    EXPECT_EQ(p->count("(Loop): cpu subgraph"), 1);
+  }
 }
 
 // Scan with two scan inputs (axis 0 forward, axis 1 reversed) and two scan outputs (axis 0

@@ -520,7 +520,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     // makes a primitive (a MatMul of [0, 4] died of SIGFPE). Empty results and concats of
     // empty parts (shape arithmetic behind torch's slicing) take hodu's own steps; the rest the
     // interpreter's kernel, which handles empty tensors.
-    const bool empty = has_empty_tensor(b, n);
+    // Control flow runs its bodies on plans of their own, which see the empty values (a
+    // Loop whose carried value starts as [0, ...]: torch's paste-masks loop).
+    static const std::set<std::string> control_flow = {"If", "Loop", "Scan"};
+    const bool empty = has_empty_tensor(b, n) && !(n.domain.empty() && control_flow.count(n.op_type));
     if (empty && !reference) done = make_empty_tensor_ops(b, n);
     reference |= empty;
     for (KernelFactory f : factories) {

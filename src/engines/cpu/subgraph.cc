@@ -173,6 +173,12 @@ Subgraph::Entry& Subgraph::build(const std::vector<RuntimeValue>& inputs, bool g
   g.outputs = body_.outputs;
   g.initializers = body_.initializers;
   g.value_types = body_.value_types;
+  // The body's declared shapes hold for the shapes it was traced or declared at: a Loop's
+  // carried value declared [0, 320, 320] grows each iteration (torch's paste-masks loop). Only
+  // the dtypes and ranks are kept; the passes infer the shapes again from this plan's inputs.
+  for (auto& [name, t] : g.value_types)
+    if (t.is_tensor() && t.shape.rank_known())
+      t.shape = Shape(std::vector<Dim>(static_cast<size_t>(t.shape.rank()), Dim::unknown()));
   for (const auto& [name, t] : outer_constants_) g.set_initializer(name, t);
   std::map<std::string, std::vector<int64_t>> shapes;
   auto add_input = [&](const std::string& name, size_t i) {
