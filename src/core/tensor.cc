@@ -102,6 +102,16 @@ std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
   return s;
 }
 
+std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t bytes) {
+  auto s = std::shared_ptr<Storage>(new Storage());
+  HostBlock block = host_block(bytes);
+  s->data_ = block.data;
+  s->bytes_ = bytes;
+  s->device_ = Device::cpu();
+  s->release_ = std::move(block.release);
+  return s;
+}
+
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, std::function<void()> release, Device device) {
   auto s = std::shared_ptr<Storage>(new Storage());
   s->data_ = data;

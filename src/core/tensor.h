@@ -35,6 +35,8 @@ class Storage {
   // Blocks allocated before keep their allocator (each holds a reference to it).
   static void set_host_memory(std::shared_ptr<HostMemory> memory);
   static std::shared_ptr<Storage> allocate(size_t bytes, Device device = Device::cpu());
+  // Host bytes left as they come (not zeroed): for a buffer its writer fills whole.
+  static std::shared_ptr<Storage> allocate_uninitialized(size_t bytes);
   // Wraps memory hodu does not own; `release` runs when the last user is gone.
   static std::shared_ptr<Storage> wrap(void* data, size_t bytes, std::function<void()> release,
                                        Device device = Device::cpu());

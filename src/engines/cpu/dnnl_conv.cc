@@ -270,7 +270,7 @@ bool make_conv(PlanBuilder& b, const Node& n) {
   const bool concat_part = read_by_concat(b, chain.nodes.empty() ? n.outputs[0] : chain.output);
   const bool wino_shape = w && blocked && spatial == 2 && win->group == 1 && ws[2] == 3 && ws[3] == 3 &&
                           win->strides == dnnl::memory::dims{1, 1} && win->dilations == dnnl::memory::dims{0, 0} &&
-                          winograd_within_memory_budget(b, n);
+                          !b.options().per_shape_node && winograd_within_memory_budget(b, n);
   const WinogradPolicy wino_policy = winograd_policy();
   const bool depthwise = win->group > 1 && win->group == xs[1] && ws[1] == 1 && ys[1] == xs[1];
   const bool unit_strides = std::all_of(win->strides.begin(), win->strides.end(), [](int64_t s) { return s == 1; });

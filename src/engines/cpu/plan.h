@@ -57,6 +57,10 @@ struct Slot {
   void* data() { return value.tensor.raw_data(); }
 };
 
+// Values of run-time shapes from this size up are let go after their last use, into the plan's
+// StoragePool; smaller ones keep their buffers for the next run.
+constexpr size_t kReleaseAfterUseBytes = size_t{16} << 20;
+
 // Large buffers of values released during a run (Plan::release_after_), handed to later steps
 // that allocate the same size (the blocks of a transformer repeat their shapes): the memory of a
 // value freed after its last use without the cost of mapping and zeroing it again. Emptied at
@@ -123,6 +127,30 @@ struct PlanOptions {
   int opt_level = 3;
   // Packed weights shared with the model's other plans (one per input shape); null: none.
   std::shared_ptr<PackedWeightCache> weight_cache;
+  // A one-node plan of run_time_node.cc, one per input shape of its node. Its convs take no
+  // Winograd kernel: each such plan would hold its own transformed weights, 4x the weights
+  // (Keypoint R-CNN's eight 512-channel head convs: 300 MB), and a large scratch arena.
+  bool per_shape_node = false;
+  // The arena the per_shape_node plans under one top-level plan take (set by that plan).
+  std::shared_ptr<class SharedArena> node_arena;
+};
+
+// One arena for the per_shape_node plans of a top-level plan: each runs within one step of
+// its parent and keeps nothing in its arena between runs, and they run one at a time, so they
+// share the bytes. They are carved from one address range reserved up front (no memory until
+// touched), so the resident size is the largest arena any of them used, not their sum (Mask
+// R-CNN's head at 100 detections: 249 MB in four blocks before). A plan needing more than the
+// range, or where the range cannot be reserved, gets its own arena.
+class SharedArena : public std::enable_shared_from_this<SharedArena> {
+ public:
+  ~SharedArena();
+  // `bytes` at the start of the range (the same bytes for every plan); null when too large.
+  std::shared_ptr<Storage> take(size_t bytes);
+
+ private:
+  void* base_ = nullptr;
+  size_t size_ = 0;
+  bool tried_ = false;
 };
 
 // A constant reordered once, at plan time, into the layout a primitive wants (or the
@@ -154,6 +182,7 @@ class Plan {
   // "Conv: onednn" per step, for tests and --verbose.
   std::vector<std::string> kernel_choices() const;
   size_t arena_bytes() const { return arena_bytes_; }
+  const Storage* arena() const { return arena_.get(); }
   // Bytes of the constants packed into oneDNN's layouts or hodu's kernels' own forms (each
   // shared copy once), for tests and HODU_CPU_VERBOSE.
   size_t packed_bytes() const { return packed_bytes_; }
@@ -183,7 +212,6 @@ class Plan {
   std::map<int, RuntimeValue> spare_outputs_;
   // Per step, the Dynamic and Alias slots it is the last to use: their values (from
   // kReleaseAfterUseBytes up; smaller ones are kept for the next run's reuse) let go after it.
-  static constexpr size_t kReleaseAfterUseBytes = size_t{16} << 20;
   std::vector<std::vector<int>> release_after_;
   StoragePool pool_;
   std::shared_ptr<Storage> arena_;

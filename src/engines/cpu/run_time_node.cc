@@ -12,9 +12,14 @@
 namespace hodu::cpu {
 namespace {
 
+PlanOptions per_shape(PlanOptions o) {
+  o.per_shape_node = true;
+  return o;
+}
+
 class RunTimeNodeStep : public Step {
  public:
-  RunTimeNodeStep(PlanBuilder& b, const Node& n, const Graph& body) : body_(b, body, b.options()) {
+  RunTimeNodeStep(PlanBuilder& b, const Node& n, const Graph& body) : body_(b, body, per_shape(b.options())) {
     for (const auto& name : body_.outer()) reads.push_back(b.plain(name));
     for (const auto& o : n.outputs) {
       out_.push_back(o.empty() ? -1 : b.define_dynamic(o));
@@ -32,6 +37,7 @@ class RunTimeNodeStep : public Step {
     for (int slot : out_) {
       if (slot < 0) continue;
       own_arena_tensors(outs[k], rs.arena);
+      own_arena_tensors(outs[k], p.arena());  // shared with the other such plans
       rs.slots[slot].value = std::move(outs[k++]);
     }
   }

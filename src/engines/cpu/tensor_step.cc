@@ -39,8 +39,13 @@ Tensor& TensorStep::out(RunState& rs, size_t i, DType dt, const std::vector<int6
   }
   if (!s.value.is_tensor() || s.value.tensor.dtype() != dt || s.value.tensor.shape() != shape ||
       s.value.tensor.storage().use_count() > 1) {
+    const size_t bytes = dtype_storage_bytes(dt, shape_numel(shape));
     std::shared_ptr<Storage> reused;
-    if (rs.pool && dt != DType::String) reused = rs.pool->take(dtype_storage_bytes(dt, shape_numel(shape)));
+    if (rs.pool && dt != DType::String) reused = rs.pool->take(bytes);
+    // A buffer as large as the pool's (which hands them out as they were left) is not zeroed
+    // either: a Loop's growing Concat spent half its time clearing 40 MB it then overwrote.
+    if (!reused && dt != DType::String && bytes >= kReleaseAfterUseBytes / 5 * 4)
+      reused = Storage::allocate_uninitialized(bytes);
     s.value = RuntimeValue(reused ? Tensor::from_storage(dt, shape, std::move(reused)) : Tensor::empty(dt, shape));
   }
   return s.value.tensor;
