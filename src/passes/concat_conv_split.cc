@@ -4,6 +4,9 @@
 // so the Concat reaches a conv. SqueezeNet's fire modules and Inception blocks concatenate
 // conv outputs only to feed the next conv: the sum (fused into the second conv as its
 // residual by fuse_conv) costs less than copying every part into a new buffer.
+#include <map>
+#include <string>
+
 #include "ir/schema.h"
 #include "passes/graph_utils.h"
 #include "passes/passes.h"
@@ -86,6 +89,10 @@ bool split_concat_convs(Graph& g, bool pool_only_into_one_conv) {
   auto readers = consumers(g);
   std::vector<Node> out;
   std::set<std::string> dropped;
+  // A weight's part made once and read by every conv split the same way: RAFT's update block,
+  // unrolled 12 times over the same weights, held 12 copies of each part, each packed (51 MB
+  // of packed weights for a 4 MB model).
+  std::map<std::string, std::string> parts;  // "weight|first channel|channels" -> part's name
   for (size_t k = 0; k < g.nodes.size(); ++k) {
     const Node& n = g.nodes[k];
     const Node* c = n.op_type == "Conv" && n.domain.empty() && n.inputs.size() >= 2 && n.get_int("group", 1) == 1
@@ -118,12 +125,15 @@ bool split_concat_convs(Graph& g, bool pool_only_into_one_conv) {
     std::string sum;
     for (size_t i = 0; i < c->inputs.size(); ++i) {
       int64_t ci = (*static_shape(g, c->inputs[i]))[1];
-      Tensor part = Tensor::empty(DType::F32, {o, ci, kh, kw});
-      for (int64_t oc = 0; oc < o; ++oc)
-        std::copy_n(wc.data<float>() + (oc * ctot + at) * kk, ci * kk, part.data<float>() + oc * ci * kk);
+      std::string& wn = parts[n.inputs[1] + "|" + std::to_string(at) + "|" + std::to_string(ci)];
+      if (wn.empty()) {
+        Tensor part = Tensor::empty(DType::F32, {o, ci, kh, kw});
+        for (int64_t oc = 0; oc < o; ++oc)
+          std::copy_n(wc.data<float>() + (oc * ctot + at) * kk, ci * kk, part.data<float>() + oc * ci * kk);
+        wn = g.unique_name(n.inputs[1] + "_part" + std::to_string(i));
+        g.set_initializer(wn, part);
+      }
       at += ci;
-      std::string wn = g.unique_name(n.inputs[1] + "_part" + std::to_string(i));
-      g.set_initializer(wn, part);
       bool last = i + 1 == c->inputs.size();
       Node conv = n;
       conv.name = g.unique_name(n.name + "_part" + std::to_string(i));
