@@ -187,8 +187,10 @@ TEST(CpuControlFlow, ConvsPlannedWhileRunningShareAnArenaAndTakeNoWinograd) {
     feeds["end"] = Tensor::from_vector<int64_t>(DType::I64, {1}, {end});
     auto want = interp::Interpreter(m).run(feeds);
     auto got = p.run(feeds);
-    expect_close(got[0], want[0], 1e-4, 1e-5, "y");
-    expect_close(got[1], want[1], 1e-4, 1e-5, "r1");
+    // Two chained 576-term sums summed in another order below AVX-512 (hodu's own kernels):
+    // a value near 0 can differ by 1e-5.
+    expect_close(got[0], want[0], 1e-4, 5e-5, "y");
+    expect_close(got[1], want[1], 1e-4, 5e-5, "r1");
   }
   EXPECT_EQ(p.interp_ops(), std::set<std::string>{}) << p.steps();
   EXPECT_EQ(p.count("planned for its shapes while running"), 2) << p.steps();
