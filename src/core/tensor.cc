@@ -89,28 +89,24 @@ HostBlock host_block(size_t bytes) {
 
 }  // namespace
 
-std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
-  HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
-             "Storage::allocate: device {} needs its engine's allocator", device.to_string());
+std::shared_ptr<Storage> Storage::host(size_t bytes, bool zeroed) {
   auto s = std::shared_ptr<Storage>(new Storage());
   HostBlock block = host_block(bytes);
-  std::memset(block.data, 0, block.bytes);
-  s->data_ = block.data;
-  s->bytes_ = bytes;
-  s->device_ = device;
-  s->release_ = std::move(block.release);
-  return s;
-}
-
-std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t bytes) {
-  auto s = std::shared_ptr<Storage>(new Storage());
-  HostBlock block = host_block(bytes);
+  if (zeroed) std::memset(block.data, 0, block.bytes);
   s->data_ = block.data;
   s->bytes_ = bytes;
   s->device_ = Device::cpu();
   s->release_ = std::move(block.release);
   return s;
 }
+
+std::shared_ptr<Storage> Storage::allocate(size_t bytes, Device device) {
+  HODU_CHECK(device.kind == Device::Kind::CPU, ErrorCode::Unsupported,
+             "Storage::allocate: device {} needs its engine's allocator", device.to_string());
+  return host(bytes, true);
+}
+
+std::shared_ptr<Storage> Storage::allocate_uninitialized(size_t bytes) { return host(bytes, false); }
 
 std::shared_ptr<Storage> Storage::wrap(void* data, size_t bytes, std::function<void()> release, Device device) {
   auto s = std::shared_ptr<Storage>(new Storage());

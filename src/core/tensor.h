@@ -66,6 +66,7 @@ class Storage {
 
  private:
   Storage() = default;
+  static std::shared_ptr<Storage> host(size_t bytes, bool zeroed);
   void* restore();  // data() of a released storage
   void* data_ = nullptr;
   size_t bytes_ = 0;

@@ -543,8 +543,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     // interpreter's kernel, which handles empty tensors.
     // Control flow runs its bodies on plans of their own, which see the empty values (a
     // Loop whose carried value starts as [0, ...]: torch's paste-masks loop).
-    static const std::set<std::string> control_flow = {"If", "Loop", "Scan"};
-    const bool empty = has_empty_tensor(b, n) && !(n.domain.empty() && control_flow.count(n.op_type));
+    const bool empty = has_empty_tensor(b, n) && !(n.domain.empty() && passes::has_subgraph(n));
     if (empty && !reference) done = make_empty_tensor_ops(b, n);
     reference |= empty;
     for (KernelFactory f : factories) {
@@ -635,8 +634,7 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
     arena_bytes_ = std::max(arena_bytes_, off + need);
     placed.push_back(s);
   }
-  if (options_.per_shape_node && options_.node_arena)
-    arena_ = options_.node_arena->take(std::max<size_t>(arena_bytes_, kAlign));
+  if (options_.per_shape_node) arena_ = options_.node_arena->take(std::max<size_t>(arena_bytes_, kAlign));
   if (!arena_) arena_ = Storage::allocate(std::max<size_t>(arena_bytes_, kAlign));
   // Parts sit inside their root: offsets add up along the chain.
   for (auto& sl : slots_) {

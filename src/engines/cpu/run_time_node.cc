@@ -8,6 +8,7 @@
 
 #include "engines/cpu/subgraph.h"
 #include "engines/cpu/tensor_step.h"
+#include "passes/graph_utils.h"
 
 namespace hodu::cpu {
 namespace {
@@ -69,8 +70,7 @@ constexpr const char* kBodyPrefix = "run-time node ";
 bool make_run_time_node(PlanBuilder& b, const Node& n) {
   if (draws_random_numbers(n) || n.outputs.empty()) return false;
   if (b.graph().name.rfind(kBodyPrefix, 0) == 0) return false;
-  for (const auto& a : n.attributes)
-    if (a.g || !a.graphs.empty()) return false;  // control flow has its own steps
+  if (passes::has_subgraph(n)) return false;  // control flow has its own steps
   bool unknown = false;
   for (const auto& in : n.inputs) {
     if (in.empty()) continue;
