@@ -236,6 +236,12 @@ std::optional<PoolWindow> pool_window(const Node& n, const std::vector<int64_t>&
 // output row is the max over the window's (kh, kw) of a strided run of an input row, the
 // runs' bounds computed once: the inner loop has no branch. A max is exact: the interpreter's
 // values (a NaN input is skipped, as by its kernel).
+// The max's start: -inf for floats (a window of -inf gives -inf), the type's least otherwise.
+template <typename T>
+constexpr T lowest_of() {
+  return std::numeric_limits<T>::has_infinity ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::lowest();
+}
+
 template <typename T>
 void max_pool_planes(const T* x, T* y, int64_t planes, const int64_t* p, int threads) {
   const int64_t H = p[0], W = p[1], OH = p[2], OW = p[3], KH = p[4], KW = p[5], SH = p[6], SW = p[7], PT = p[8],
@@ -252,7 +258,7 @@ void max_pool_planes(const T* x, T* y, int64_t planes, const int64_t* p, int thr
     T* yp = y + q * OH * OW;
     for (int64_t oh = 0; oh < OH; ++oh) {
       T* yr = yp + oh * OW;
-      std::fill_n(yr, OW, std::numeric_limits<T>::lowest());
+      std::fill_n(yr, OW, lowest_of<T>());
       for (int64_t kh = 0; kh < KH; ++kh) {
         const int64_t ih = oh * SH - PT + kh * DH;
         if (ih < 0 || ih >= H) continue;
@@ -265,58 +271,85 @@ void max_pool_planes(const T* x, T* y, int64_t planes, const int64_t* p, int thr
   });
 }
 
-// Lane-wise y = max(y, x) over n channels.
+// The same MaxPool over a channels-last (nhwc) tensor, the output channels-last too: an int8
+// conv's output (the next int8 conv's layout; quantized ResNet-18's 112x112 pool: 1.6 ms planar
+// after a 0.2 ms reorder), or an f32 one from AVX-512's brgemm convs (oneDNN 2.6's jit kernel
+// took 167 us for SqueezeNet's first 3x3/2 pool, 64 x 111 x 111, ONNX Runtime's 114). Each
+// output pixel is the lane-wise max of its window's pixels, output rows [r0, r1) of the
+// N * OH. The body is inlined into one function per ISA, so the channel loop is vectorized
+// for the ISA the cap allows (an out-of-line max per window pixel cost more than the maxes).
 template <typename T>
-__attribute__((target_clones("avx2", "default"))) void max_into(T* __restrict y, const T* __restrict x,
-                                                                           int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] > y[i] ? x[i] : y[i];
-}
-
-// The same MaxPool over a channels-last (nhwc) 8-bit tensor — an int8 conv's output, as the
-// plan keeps it —, the output channels-last too (the next int8 conv's layout): each output pixel
-// the lane-wise max of its window's pixels, one task per output row. No reorder either side
-// (quantized ResNet-18's 112x112 pool: 1.6 ms planar after a 0.2 ms reorder).
-template <typename T>
-void max_pool_nhwc(const T* x, T* y, int64_t N, int64_t C, const int64_t* p, int threads) {
+__attribute__((always_inline)) inline void max_pool_nhwc_rows(const T* __restrict x, T* __restrict y, int64_t C,
+                                                               const int64_t* p, int64_t r0, int64_t r1) {
   const int64_t H = p[0], W = p[1], OH = p[2], OW = p[3], KH = p[4], KW = p[5], SH = p[6], SW = p[7], PT = p[8],
                 PL = p[9], DH = p[10], DW = p[11];
-  parallel_for(N * OH, threads, [&](int64_t r) {
+  for (int64_t r = r0; r < r1; ++r) {
     const int64_t n = r / OH, oh = r % OH;
     for (int64_t ow = 0; ow < OW; ++ow) {
-      T* yo = y + (r * OW + ow) * C;
-      std::fill_n(yo, C, std::numeric_limits<T>::lowest());
+      T* __restrict yo = y + (r * OW + ow) * C;
+      for (int64_t c = 0; c < C; ++c) yo[c] = lowest_of<T>();
       for (int64_t kh = 0; kh < KH; ++kh) {
         const int64_t ih = oh * SH - PT + kh * DH;
         if (ih < 0 || ih >= H) continue;
         for (int64_t kw = 0; kw < KW; ++kw) {
           const int64_t iw = ow * SW - PL + kw * DW;
-          if (iw >= 0 && iw < W) max_into(yo, x + ((n * H + ih) * W + iw) * C, C);
+          if (iw < 0 || iw >= W) continue;
+          const T* __restrict xi = x + ((n * H + ih) * W + iw) * C;
+          for (int64_t c = 0; c < C; ++c) yo[c] = xi[c] > yo[c] ? xi[c] : yo[c];  // a NaN is skipped
         }
       }
     }
-  });
+  }
+}
+
+template <typename T>
+__attribute__((target("avx512f,avx512bw"))) void max_pool_nhwc_avx512(const T* x, T* y, int64_t C, const int64_t* p,
+                                                                       int64_t r0, int64_t r1) {
+  max_pool_nhwc_rows(x, y, C, p, r0, r1);
+}
+
+template <typename T>
+__attribute__((target("avx2"))) void max_pool_nhwc_avx2(const T* x, T* y, int64_t C, const int64_t* p, int64_t r0,
+                                                         int64_t r1) {
+  max_pool_nhwc_rows(x, y, C, p, r0, r1);
+}
+
+template <typename T>
+void max_pool_nhwc_plain(const T* x, T* y, int64_t C, const int64_t* p, int64_t r0, int64_t r1) {
+  max_pool_nhwc_rows(x, y, C, p, r0, r1);
+}
+
+template <typename T>
+void max_pool_nhwc(const T* x, T* y, int64_t N, int64_t C, const int64_t* p, int threads) {
+  const auto isa = vector_math::cpu_isa();
+  const bool avx512 = isa == vector_math::Isa::Avx512 && (sizeof(T) == 4 || __builtin_cpu_supports("avx512bw"));
+  auto rows = avx512 ? &max_pool_nhwc_avx512<T> : isa != vector_math::Isa::Plain ? &max_pool_nhwc_avx2<T> : &max_pool_nhwc_plain<T>;
+  parallel_for(N * p[2], threads, [&](int64_t r) { rows(x, y, C, p, r, r + 1); });
 }
 
 class PlaneMaxPoolStep : public Step {
  public:
   void run(RunState& rs) override {
-    const Tensor& x = rs.slots[reads[0]].tensor();
-    Tensor& y = rs.slots[writes[0]].value.tensor;
+    // Raw bytes: a slot in a oneDNN layout (an nhwc conv output) holds no typed tensor.
+    const void* x = rs.slots[reads[0]].data();
+    void* y = rs.slots[writes[0]].data();
     const int th = planes_ * p_[2] * p_[3] >= (1 << 14) ? rs.threads : 1;
-    if (nhwc_ && dtype_ == DType::I8)
-      max_pool_nhwc(x.data<int8_t>(), y.data<int8_t>(), planes_ / channels_, channels_, p_.data(), th);
-    else if (nhwc_)
-      max_pool_nhwc(x.data<uint8_t>(), y.data<uint8_t>(), planes_ / channels_, channels_, p_.data(), th);
-    else if (dtype_ == DType::I8)
-      max_pool_planes(x.data<int8_t>(), y.data<int8_t>(), planes_, p_.data(), th);
-    else if (dtype_ == DType::U8)
-      max_pool_planes(x.data<uint8_t>(), y.data<uint8_t>(), planes_, p_.data(), th);
+    switch (dtype_) {
+      case DType::I8: return pool(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), th);
+      case DType::U8: return pool(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), th);
+      default: return pool(static_cast<const float*>(x), static_cast<float*>(y), th);
+    }
+  }
+  template <typename T>
+  void pool(const T* x, T* y, int th) const {
+    if (nhwc_)
+      max_pool_nhwc(x, y, planes_ / channels_, channels_, p_.data(), th);
     else
-      max_pool_planes(x.data<float>(), y.data<float>(), planes_, p_.data(), th);
+      max_pool_planes(x, y, planes_, p_.data(), th);
   }
   DType dtype_ = DType::F32;
   int64_t planes_ = 0;
-  bool nhwc_ = false;  // 8-bit, channels-last in and out (max_pool_nhwc)
+  bool nhwc_ = false;  // channels-last in and out (max_pool_nhwc)
   int64_t channels_ = 1;
   std::array<int64_t, 12> p_{};  // H W OH OW KH KW SH SW pad_top pad_left dil_h dil_w
 };
@@ -335,9 +368,9 @@ bool make_plane_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, s
   step->planes_ = xs[0] * xs[1];
   step->p_ = {xs[2],          xs[3],          ys[2],          ys[3],           win->kernel[0],       win->kernel[1],
               win->strides[0], win->strides[1], win->pad_l[0], win->pad_l[1], win->dilations[0] + 1, win->dilations[1] + 1};
-  // An 8-bit input the plan holds channels-last stays so.
+  // An input the plan holds channels-last stays so.
   const dnnl::memory::desc nhwc_in(to_dims(xs), dnnl_dtype(x.first), dnnl::memory::format_tag::nhwc);
-  step->nhwc_ = x.first != DType::F32 && b.has_slot(n.inputs[0]) && layout_md(b.at(b.slot(n.inputs[0]))) == nhwc_in;
+  step->nhwc_ = b.has_slot(n.inputs[0]) && layout_md(b.at(b.slot(n.inputs[0]))) == nhwc_in;
   step->channels_ = xs[1];
   if (step->nhwc_) {
     step->reads = {b.as_layout(n.inputs[0], nhwc_in)};
@@ -347,9 +380,8 @@ bool make_plane_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, s
     step->reads = {b.plain(n.inputs[0])};
     step->writes = {b.define(n.outputs[0], x.first, ys)};
   }
-  step->label = n.describe() + (x.first == DType::F32 ? ": cpu plain max pool"
-                                : step->nhwc_       ? ": cpu int8 max pool (nhwc)"
-                                                    : ": cpu int8 max pool");
+  const bool f32 = x.first == DType::F32;
+  step->label = n.describe() + (f32 ? ": cpu" : ": cpu int8") + (step->nhwc_ ? " max pool (nhwc)" : f32 ? " plain max pool" : " max pool");
   b.add(std::move(step));
   return true;
 }
@@ -387,6 +419,12 @@ bool make_pool(PlanBuilder& b, const Node& n) {
     b.add(std::move(step));
     return true;
   }
+  // A channels-last input (AVX-512's brgemm convs write it): hodu's loop, a few vector maxes
+  // per output pixel. oneDNN 2.6's jit kernel took 167 us for SqueezeNet's first 3x3/2 pool
+  // (64 x 111 x 111, nhwc) where ONNX Runtime's channel-blocked one takes 114.
+  if (max && !global && spatial == 2 && src_md == dnnl::memory::desc(to_dims(xs), dt::f32, tag::nhwc) &&
+      make_plane_max_pool(b, n, *x, *y))
+    return true;
   dnnl::memory::desc dst_md(to_dims(ys), dt::f32, tag::any);
   dnnl::pooling_v2_forward::primitive_desc pd;
   try {
