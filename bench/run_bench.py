@@ -68,6 +68,8 @@ def cpu_name():
                 flags = set(line.split(":", 1)[1].split())
     isa = ("AVX-512" + (" VNNI" if "avx512_vnni" in flags else "") if "avx512f" in flags
            else "AVX2" if "avx2" in flags else "no AVX2")
+    if "avx_vnni" in flags:
+        isa += ", AVX-VNNI"
     return f"{name} ({isa}, {os.cpu_count()} logical CPUs)"
 
 

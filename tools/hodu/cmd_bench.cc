@@ -232,7 +232,7 @@ CommandFn add_bench_command(CLI::App& app) {
                  "threads (default: physical cores); the cpu engine runs on one while other processes keep the "
                  "cores busy (HODU_THREAD_POLICY=fixed: always all)");
   app.add_option("--max-isa", a->max_isa,
-                 "highest instruction set the kernels may use: baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx "
+                 "highest instruction set the kernels may use: baseline, avx2, avx2_vnni, avx512, avx512_vnni, avx512_bf16, amx "
                  "(sets HODU_MAX_ISA; default: the CPU's)");
   app.add_option("--warmup", a->warmup, "untimed runs after the first")->capture_default_str();
   app.add_option("--iters", a->iters, "timed runs")->capture_default_str();

@@ -247,7 +247,7 @@ CommandFn add_run_command(CLI::App& app) {
   app.add_option("--profile", a->profile, "write a chrome-trace profile here; per-op summary to stderr");
   app.add_flag("-v,--verbose", a->verbose, "log engine and kernel decisions to stderr, and the nodes that ran on the interpreter's kernel");
   app.add_option("--max-isa", a->max_isa,
-                 "highest instruction set the kernels may use: baseline, avx2, avx512, avx512_vnni, avx512_bf16, amx "
+                 "highest instruction set the kernels may use: baseline, avx2, avx2_vnni, avx512, avx512_vnni, avx512_bf16, amx "
                  "(sets HODU_MAX_ISA; default: the CPU's)");
   app.add_option("-O,--opt-level", a->opt_level, "graph optimization level 0-3 (docs/passes.md; default: the engine's)")
       ->check(CLI::Range(0, 3));

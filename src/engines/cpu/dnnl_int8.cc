@@ -876,10 +876,14 @@ void set_requantization(dnnl::primitive_attr& attr, dnnl::engine& eng, const Epi
 // AVX2 without VNNI where oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16:
 // wherever it can, on any CPU with AVX2). 1-D and 2-D, not depthwise (oneDNN's depthwise kernels
 // are exact everywhere), and every sum of products within int32.
+// Whether it can run it at all.
+bool int16_conv_possible(int64_t per, int64_t spatial, bool depthwise) {
+  return int8_avx2::available() && spatial <= 2 && !depthwise && 255.0 * 255.0 * static_cast<double>(per) < 2147483647.0;
+}
+
 bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp, int64_t M,
                        int64_t per, int64_t groups, int64_t spatial, bool depthwise) {
-  if (!int8_avx2::available() || spatial > 2 || depthwise || 255.0 * 255.0 * static_cast<double>(per) >= 2147483647.0)
-    return false;
+  if (!int16_conv_possible(per, spatial, depthwise)) return false;
   const std::string form = int8_weights_form();
   if (form == "int16") return true;
   if (!form.empty() || int8_exact_isa() || vector_math::cpu_isa() != vector_math::Isa::Avx2) return false;
@@ -1009,7 +1013,8 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
   const bool flip = flip_s8_source(x->first);
   dnnl::memory::desc src_md(to_dims(xs), flip ? dt::u8 : dnnl_dtype(x->first), tag::any);
   const auto raw = as_ints(*w);
-  if (int16_conv_wanted(raw, w->dtype(), *wzp, M, per, G, spatial, G > 1 && w->dim(1) == 1 && M == G) &&
+  const bool depthwise = G > 1 && w->dim(1) == 1 && M == G;
+  if (int16_conv_wanted(raw, w->dtype(), *wzp, M, per, G, spatial, depthwise) &&
       make_int16_conv(b, n, x->first, xs, ys, *w, w_in, raw, *wzp, *win, *xzp, qlinear, clamp, e))
     return true;
   // Grouped convs whose groups have few output channels: oneDNN's AVX2 kernels want a whole
@@ -1053,7 +1058,11 @@ bool make_int8_conv(PlanBuilder& b, const Node& n) {
       break;
     }
   }
-  if (!found) return false;
+  // No jit kernel for this conv (AVX-VNNI's has no grouped int8 conv of 2 input channels a
+  // group; the conv went to the interpreter): hodu's int16 conv, where it runs.
+  if (!found)
+    return int16_conv_possible(per, spatial, depthwise) &&
+           make_int16_conv(b, n, x->first, xs, ys, *w, w_in, raw, *wzp, *win, *xzp, qlinear, clamp, e);
   e.mode = w8.mode;
   e.per_group = w8.per_group;
   e.wzp = w8.wzp;

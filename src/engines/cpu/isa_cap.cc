@@ -13,7 +13,7 @@ void apply_isa_cap() {
   const char* v = std::getenv("HODU_MAX_ISA");
   const int level = isa_cap::level_of(v);
   HODU_CHECK(level >= 0, ErrorCode::InvalidArgument,
-             "HODU_MAX_ISA={}: expected baseline, avx2, avx512, avx512_vnni, avx512_bf16 or amx", v);
+             "HODU_MAX_ISA={}: expected baseline, avx2, avx2_vnni, avx512, avx512_vnni, avx512_bf16 or amx", v);
   isa_cap::pass_to_onednn(level);
 }
 

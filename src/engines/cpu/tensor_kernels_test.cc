@@ -1343,15 +1343,22 @@ TEST(CpuTensorKernels, ConvsOfOneWeightShareItsPackedCopy) {
 // and oneDNN's kernels stay at or below the cap.
 TEST(CpuTensorKernels, MaxIsaCapsHoduLoopsAndOneDnn) {
   const char* cap = std::getenv("HODU_MAX_ISA");
-  if (!cap || std::string(cap) != "avx2") GTEST_SKIP() << "run with HODU_MAX_ISA=avx2 (ctest cpu_engine_test_avx2)";
+  const std::string c = cap ? cap : "";
+  if (c != "avx2" && c != "avx2_vnni")
+    GTEST_SKIP() << "run with HODU_MAX_ISA=avx2 or avx2_vnni (ctest cpu_engine_test_avx2, cpu_int8_test_avx2_vnni)";
   apply_isa_cap();
   dnnl::engine eng(dnnl::engine::kind::cpu, 0);
   EXPECT_NE(vector_math::cpu_isa(), vector_math::Isa::Avx512);
-  EXPECT_LE(static_cast<unsigned>(dnnl::get_effective_cpu_isa()), static_cast<unsigned>(dnnl::cpu_isa::avx2));
+  const auto most = c == "avx2" ? dnnl::cpu_isa::avx2 : dnnl::cpu_isa::avx2_vnni;
+  // oneDNN's ISAs are bit sets (avx2_vnni is avx2 and one bit more, avx512_core others): a subset.
+  const auto got = static_cast<unsigned>(dnnl::get_effective_cpu_isa());
+  EXPECT_EQ(got & ~static_cast<unsigned>(most), 0u) << std::hex << got;
 }
 
 TEST(CpuTensorKernels, UnknownMaxIsaIsAnError) {
   EXPECT_EQ(isa_cap::level_of("avx2"), 1);
+  EXPECT_EQ(isa_cap::level_of("avx2_vnni"), 2);
+  EXPECT_EQ(isa_cap::level_of("avx512"), 3);
   EXPECT_EQ(isa_cap::level_of(""), 99);
   EXPECT_EQ(isa_cap::level_of("avx3"), -1);
 }

@@ -10,16 +10,16 @@
 
 namespace hodu::isa_cap {
 
-// level: isa_cap::level_of's (0..5; 99, no cap, does nothing). Once per process; oneDNN refuses
+// level: isa_cap::level_of's (0..6; 99, no cap, does nothing). Once per process; oneDNN refuses
 // it once it has created a primitive (or read ONEDNN_MAX_CPU_ISA): it then keeps the ISA it
 // chose, which ONEDNN_MAX_CPU_ISA set by the caller decides.
 inline void pass_to_onednn(int level) {
-  if (level < 0 || level > 5) return;
+  if (level < 0 || level > 6) return;
   static std::once_flag once;
   std::call_once(once, [level] {
     using isa = dnnl::cpu_isa;
-    const isa map[] = {isa::sse41, isa::avx2, isa::avx512_core, isa::avx512_core_vnni, isa::avx512_core_bf16,
-                       isa::avx512_core_amx};
+    const isa map[] = {isa::sse41,           isa::avx2,        isa::avx2_vnni,         isa::avx512_core,
+                       isa::avx512_core_vnni, isa::avx512_core_bf16, isa::avx512_core_amx};
     try {
       dnnl::set_max_cpu_isa(map[level]);
     } catch (const dnnl::error&) {

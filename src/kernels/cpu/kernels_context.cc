@@ -211,7 +211,7 @@ int hodu_kernels_create(int num_threads, hodu_kernels** out, char* errbuf, size_
   const int level = hodu::isa_cap::level_of(cap);
   if (level < 0) {
     const std::string msg = std::string("HODU_MAX_ISA=") + cap +
-                            ": expected baseline, avx2, avx512, avx512_vnni, avx512_bf16 or amx";
+                            ": expected baseline, avx2, avx2_vnni, avx512, avx512_vnni, avx512_bf16 or amx";
     report(msg.c_str());
     return HODU_KERNELS_ERR_INVALID_ARGUMENT;
   }

@@ -236,7 +236,7 @@ inline Isa cpu_isa() {
                                                                                        : Isa::Plain;
     const int cap = isa_cap::level();
     if (cap == 0) return Isa::Plain;
-    if (cap == 1 && host == Isa::Avx512) return Isa::Avx2;
+    if (cap >= 1 && cap <= isa_cap::kAvx2Levels && host == Isa::Avx512) return Isa::Avx2;
     return host;
   }();
   return isa;
