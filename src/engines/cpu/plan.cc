@@ -669,6 +669,10 @@ Plan::Plan(const Model& model, const std::map<std::string, std::vector<int64_t>>
   for (auto& sl : slots_)
     if (sl.kind == Slot::Kind::Output) {
       HODU_CHECK(!sl.blocked, ErrorCode::Internal, "graph output '{}' left in a blocked layout", sl.name);
+      // A one-node plan per shape gets a large output at each run, from its caller's pool or
+      // allocated then (run()), and keeps none between runs.
+      if (options_.per_shape_node && dtype_storage_bytes(sl.dtype, shape_numel(sl.shape)) >= kReleaseAfterUseBytes)
+        continue;
       sl.value = RuntimeValue(Tensor::empty(sl.dtype, sl.shape));
     }
   // Views of arena bytes (Reshape and friends of intermediates) never change: no step at run time.
