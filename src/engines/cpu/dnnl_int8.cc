@@ -872,15 +872,15 @@ void set_requantization(dnnl::primitive_attr& attr, dnnl::engine& eng, const Epi
 
 }  // namespace
 
-// Whether hodu's int16 convolution (int8_avx2.h) runs this product (a matmul as a 1x1 conv): on
-// AVX2 without VNNI where oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16:
-// wherever it can, on any CPU with AVX2). 1-D and 2-D, not depthwise (oneDNN's depthwise kernels
-// are exact everywhere), and every sum of products within int32.
-// Whether it can run it at all.
+// Whether hodu's int16 convolution (int8_avx2.h) can run a product: 1-D and 2-D, not depthwise
+// (oneDNN's depthwise kernels are exact everywhere), every sum of products within int32.
 bool int16_conv_possible(int64_t per, int64_t spatial, bool depthwise) {
   return int8_avx2::available() && spatial <= 2 && !depthwise && 255.0 * 255.0 * static_cast<double>(per) < 2147483647.0;
 }
 
+// Whether it runs this product (a matmul as a 1x1 conv) in oneDNN's place: on AVX2 without VNNI
+// where oneDNN would need the weights split (HODU_CPU_INT8_WEIGHTS=int16: wherever it can, on
+// any CPU with AVX2).
 bool int16_conv_wanted(const std::vector<int32_t>& raw, DType wdt, const std::vector<int32_t>& zp, int64_t M,
                        int64_t per, int64_t groups, int64_t spatial, bool depthwise) {
   if (!int16_conv_possible(per, spatial, depthwise)) return false;

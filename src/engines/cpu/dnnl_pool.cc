@@ -322,8 +322,10 @@ void max_pool_nhwc_plain(const T* x, T* y, int64_t C, const int64_t* p, int64_t 
 template <typename T>
 void max_pool_nhwc(const T* x, T* y, int64_t N, int64_t C, const int64_t* p, int threads) {
   const auto isa = vector_math::cpu_isa();
-  const bool avx512 = isa == vector_math::Isa::Avx512 && (sizeof(T) == 4 || __builtin_cpu_supports("avx512bw"));
-  auto rows = avx512 ? &max_pool_nhwc_avx512<T> : isa != vector_math::Isa::Plain ? &max_pool_nhwc_avx2<T> : &max_pool_nhwc_plain<T>;
+  const bool avx512 = isa == vector_math::Isa::Avx512 && __builtin_cpu_supports("avx512bw");
+  auto rows = avx512                            ? &max_pool_nhwc_avx512<T>
+              : isa != vector_math::Isa::Plain ? &max_pool_nhwc_avx2<T>
+                                               : &max_pool_nhwc_plain<T>;
   parallel_for(N * p[2], threads, [&](int64_t r) { rows(x, y, C, p, r, r + 1); });
 }
 
@@ -381,7 +383,8 @@ bool make_plane_max_pool(PlanBuilder& b, const Node& n, const std::pair<DType, s
     step->writes = {b.define(n.outputs[0], x.first, ys)};
   }
   const bool f32 = x.first == DType::F32;
-  step->label = n.describe() + (f32 ? ": cpu" : ": cpu int8") + (step->nhwc_ ? " max pool (nhwc)" : f32 ? " plain max pool" : " max pool");
+  step->label = n.describe() + (f32 ? ": cpu" : ": cpu int8") +
+                (step->nhwc_ ? " max pool (nhwc)" : f32 ? " plain max pool" : " max pool");
   b.add(std::move(step));
   return true;
 }
