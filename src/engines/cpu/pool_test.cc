@@ -77,8 +77,29 @@ TEST(CpuPool, MaxPoolOfChannelsLastConvMatchesInterpreter) {
     auto p = testing::expect_matches_interpreter(m, feeds, 1e-5, 1e-5, 2);
     SCOPED_TRACE(p->steps());
     EXPECT_EQ(p->count("onednn ref"), 0);
-    if (p->count("brgconv") == 1) EXPECT_EQ(p->count("cpu max pool (nhwc)"), 1);
+    if (p->count("brgconv") == 1) {
+      EXPECT_EQ(p->count("cpu max pool (nhwc)"), 1);
+    }
   }
+}
+
+// A window of -inf values gives -inf (the interpreter's), not the float type's least finite
+// value, and a NaN in a window is skipped as the interpreter skips it, on whichever kernel the
+// plan takes for a plain input (hodu's plane loop below AVX-512: ctest cpu_engine_test_avx2).
+TEST(CpuPool, MaxPoolOfInfinitiesAndNaNsMatchesInterpreter) {
+  GraphBuilder b;
+  b.input("x", DType::F32, std::vector<int64_t>{1, 2, 4, 4});
+  b.node("MaxPool", {"x"}, {"y"}, {Attribute::make_ints("kernel_shape", {2, 2}), Attribute::make_ints("strides", {2, 2})});
+  b.output("y");
+  Model m = b.finish();
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v(32, -inf);  // channel 0: all -inf
+  for (int i = 16; i < 32; ++i) v[static_cast<size_t>(i)] = static_cast<float>(i);
+  v[16] = nan;  // channel 1: a NaN beside finite values
+  std::map<std::string, RuntimeValue> feeds = {{"x", RuntimeValue(Tensor::from_vector(DType::F32, {1, 2, 4, 4}, v))}};
+  auto want = interp::Interpreter(m).run(feeds);
+  EXPECT_EQ(want[0].tensor.data<float>()[0], -inf);
+  expect_no_reference_pool_and_matches(m, feeds, 0.0);
 }
 
 // AveragePool (counting its pads or not) of a plain input: below
