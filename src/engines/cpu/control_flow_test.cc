@@ -208,13 +208,18 @@ TEST(CpuControlFlow, LargeResultsOfConvsPlannedWhileRunningReuseTheCallersBuffer
     b.input("end", DType::I64, std::vector<int64_t>{1});
     b.constant("zero", Tensor::from_vector<int64_t>(DType::I64, {1}, {0}));
     b.constant("axis", Tensor::from_vector<int64_t>(DType::I64, {1}, {2}));
+    // (Names built with +=: GCC 12 warns falsely (-Wrestrict) on "c" + std::to_string(i).)
+    auto name = [](const char* prefix, int i) {
+      std::string s = prefix;
+      s += std::to_string(i);
+      return s;
+    };
     b.node("Slice", {"x", "zero", "end", "axis"}, {"c0"});
     for (int i = 1; i <= convs; ++i) {
-      const std::string w = "w" + std::to_string(i);
-      b.constant(w, random_floats({64, 64, 1, 1}, 20 + i, 0.1f));
-      b.node("Conv", {"c" + std::to_string(i - 1), w}, {"c" + std::to_string(i)});
+      b.constant(name("w", i), random_floats({64, 64, 1, 1}, 20 + static_cast<uint32_t>(i), 0.1f));
+      b.node("Conv", {name("c", i - 1), name("w", i)}, {name("c", i)});
     }
-    b.output("c" + std::to_string(convs));
+    b.output(name("c", convs));
     return b.finish();
   };
   std::map<std::string, RuntimeValue> feeds = {{"x", random_floats({1, 64, 264, 256}, 13)},
