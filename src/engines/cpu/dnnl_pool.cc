@@ -12,6 +12,7 @@
 #include "engines/cpu/dnnl_common.h"
 #include "engines/cpu/row_kernels.h"
 #include "kernels/cpu/blocked_layout.h"
+#include "kernels/cpu/isa_dispatch.h"
 #include "kernels/cpu/vector_math.h"
 
 namespace hodu::cpu {
@@ -302,31 +303,21 @@ __attribute__((always_inline)) inline void max_pool_nhwc_rows(const T* __restric
   }
 }
 
-template <typename T>
-__attribute__((target("avx512f,avx512bw"))) void max_pool_nhwc_avx512(const T* x, T* y, int64_t C, const int64_t* p,
-                                                                       int64_t r0, int64_t r1) {
-  max_pool_nhwc_rows(x, y, C, p, r0, r1);
-}
-
-template <typename T>
-__attribute__((target("avx2"))) void max_pool_nhwc_avx2(const T* x, T* y, int64_t C, const int64_t* p, int64_t r0,
-                                                         int64_t r1) {
-  max_pool_nhwc_rows(x, y, C, p, r0, r1);
-}
-
-template <typename T>
-void max_pool_nhwc_plain(const T* x, T* y, int64_t C, const int64_t* p, int64_t r0, int64_t r1) {
-  max_pool_nhwc_rows(x, y, C, p, r0, r1);
-}
+// One copy of the rows' loop per ISA (isa_dispatch.h, under HODU_MAX_ISA), per element type.
+#define HODU_MAX_POOL_NHWC(T, name)                                                                          \
+  HODU_ISA_BODY void name##_body(const T* x, T* y, int64_t C, const int64_t* p, int64_t r0, int64_t r1) { \
+    max_pool_nhwc_rows(x, y, C, p, r0, r1);                                                               \
+  }                                                                                                       \
+  HODU_ISA_VARIANTS(void, name, (const T* x, T* y, int64_t C, const int64_t* p, int64_t r0, int64_t r1),  \
+                    (x, y, C, p, r0, r1))
+HODU_MAX_POOL_NHWC(float, max_pool_nhwc_rows_isa)
+HODU_MAX_POOL_NHWC(int8_t, max_pool_nhwc_rows_isa)
+HODU_MAX_POOL_NHWC(uint8_t, max_pool_nhwc_rows_isa)
+#undef HODU_MAX_POOL_NHWC
 
 template <typename T>
 void max_pool_nhwc(const T* x, T* y, int64_t N, int64_t C, const int64_t* p, int threads) {
-  const auto isa = vector_math::cpu_isa();
-  const bool avx512 = isa == vector_math::Isa::Avx512 && __builtin_cpu_supports("avx512bw");
-  auto rows = avx512                            ? &max_pool_nhwc_avx512<T>
-              : isa != vector_math::Isa::Plain ? &max_pool_nhwc_avx2<T>
-                                               : &max_pool_nhwc_plain<T>;
-  parallel_for(N * p[2], threads, [&](int64_t r) { rows(x, y, C, p, r, r + 1); });
+  parallel_for(N * p[2], threads, [&](int64_t r) { max_pool_nhwc_rows_isa(x, y, C, p, r, r + 1); });
 }
 
 class PlaneMaxPoolStep : public Step {
